@@ -1,0 +1,48 @@
+# blocklab: `make demo` and `make test` are the two commands; each sets up what it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SHARED ?= ../shared
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
+
+.PHONY: help setup demo test lint bench golden clean tools
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install blocklab (editable) with its dev tools
+
+tools: ## install blkparse/fio from Debian when missing (needs root; tests skip with a reason otherwise)
+	@command -v blkparse >/dev/null && command -v fio >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    (apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq blktrace fio >/dev/null 2>&1) || \
+	    echo "note: blktrace/fio not installed (not root or no apt-get)"; }
+
+demo: setup ## ingest the bundled real tracefs capture and print its statistics
+	@mkdir -p demo-out
+	$(BIN)/blocklab ingest traces/samples/tracefs-fio-loop0-vda.txt.xz -o demo-out/trace.parquet
+	$(BIN)/blocklab trace stats demo-out/trace.parquet
+	$(BIN)/blocklab trace head demo-out/trace.parquet -n 8
+
+test: setup tools ## run the test suite (installs blktrace/fio when root)
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
+
+lint: setup ## ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/mypy pipeline traces queries
+
+bench: setup tools ## throughput report (records/s, MB/s, ratio against blkparse)
+	$(BIN)/python -m blocklab.pipeline.bench
+
+golden: setup ## regenerate checked-in golden answers (only on purpose)
+	@echo "no golden files yet: the query library (issue 6) adds them"
+
+clean: ## remove the virtualenv and outputs
+	rm -rf $(VENV) demo-out bench-out

@@ -1,0 +1,1 @@
+"""blocklab.kernels: Numba kernels (parsers' hot loops, replay). Only this package imports Numba."""

@@ -1,0 +1,227 @@
+"""The ``blocklab`` command: parse options, call one pipeline function, render the result.
+
+Errors in the input or the options are printed as one line (``blocklab: error: ...``) with
+exit status 2; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from blocklab.traces.errors import BlocklabError
+
+from . import __version__
+
+app = typer.Typer(
+    name="blocklab",
+    help=(
+        "Trace-driven replay and analysis of block storage. Ingest block traces (blktrace, "
+        "blkparse, tracefs, MSR, SPC, Alibaba, Tencent, fio, DiskSim, MQSim) into one "
+        "Parquet schema and read them back."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+trace_app = typer.Typer(help="Look at an ingested trace file.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"blocklab: error: {e}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _version_cb(value: bool) -> None:
+    if value:
+        out.print(f"blocklab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """blocklab: ingest, replay and analyse block I/O traces."""
+
+
+@app.command()
+def ingest(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files (gzip, zstd or xz are read as is). blktrace per-CPU files "
+            "NAME.blktrace.N are merged by time; a bare NAME stands for all of them."
+        ),
+    ],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Trace Parquet file to write.")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="Input format (see `blocklab formats`), or auto."),
+    ] = "auto",
+    device: Annotated[
+        str | None,
+        typer.Option("--device", "-d", help="Keep one device only: MAJ:MIN, MAJ,MIN or number."),
+    ] = None,
+    skip_bad: Annotated[
+        int,
+        typer.Option("--skip-bad", help="Skip up to N bad records (and count them) instead "
+                     "of stopping at the first.", min=0),
+    ] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Ingest block traces into one trace Parquet file (owner-readable only, written atomically)."""
+    from .ingest import ingest as run
+
+    with Progress(
+        TextColumn("ingest"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            result = run(sources, str(output), fmt, device, skip_bad, progress)
+        except BlocklabError as e:
+            _fail(e)
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    rate = result.requests / result.elapsed_s if result.elapsed_s > 0 else 0.0
+    out.print(
+        f"{result.output}: {result.requests} requests from {len(result.sources)} file(s), "
+        f"format {result.format}, {result.elapsed_s:.2f} s ({rate:,.0f} requests/s)",
+        highlight=False,
+    )
+    extra = {k: v for k, v in result.counts.items() if v}
+    if extra:
+        out.print("  " + ", ".join(f"{k}: {v}" for k, v in sorted(extra.items())), highlight=False)
+    if result.counts.get("skipped"):
+        err.print(f"blocklab: warning: skipped {result.counts['skipped']} bad record(s)")
+    if result.counts.get("lost_events"):
+        err.print(f"blocklab: warning: the trace itself lost {result.counts['lost_events']} events")
+
+
+@trace_app.command("stats")
+def trace_stats(
+    file: Annotated[Path, typer.Argument(help="Trace Parquet file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Statistics of a trace: counts, bytes, duration, read ratio, sizes, sequentiality,
+    IOPS, MB/s, per-device counts and latency where the trace has it."""
+    from .stats import trace_stats as run
+
+    try:
+        s = run(file)
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(s, indent=2, default=str))
+        return
+    t = Table(title=f"{file} ({s['source_format']})", show_header=False)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+
+    def fmt(v: object, spec: str = ",") -> str:
+        return "-" if v is None else format(v, spec)
+
+    t.add_row("requests", fmt(s["requests"]))
+    t.add_row("reads / writes", f"{s['reads']:,} / {s['writes']:,}")
+    t.add_row("discards / flushes / other", f"{s['discards']:,} / {s['flushes']:,} / {s['others']:,}")
+    t.add_row("read / write MB", f"{s['read_bytes'] / 1e6:,.2f} / {s['write_bytes'] / 1e6:,.2f}")
+    t.add_row("duration s", fmt(s["duration_s"], ",.6f"))
+    t.add_row("read ratio", fmt(s["read_ratio"], ".3f"))
+    t.add_row("IOPS", fmt(s["iops"], ",.1f"))
+    t.add_row("MB/s", fmt(s["mb_per_s"], ",.2f"))
+    t.add_row("sequential fraction", fmt(s["sequential_fraction"], ".3f"))
+    if "latency" in s:
+        lat = s["latency"]
+        t.add_row("latency mean / p50 / p99 ms",
+                  f"{lat['mean_ms']:.3f} / {lat['p50_ms']:.3f} / {lat['p99_ms']:.3f}")
+    hist = ", ".join(f"{_size(int(k))}: {v}" for k, v in s["size_histogram"].items())
+    t.add_row("sizes", hist)
+    for dev, d in list(s["devices"].items())[:20]:
+        t.add_row(f"device {dev}", f"{d['requests']:,} ({d['reads']:,} R, {d['writes']:,} W)")
+    if len(s["devices"]) > 20:
+        t.add_row("devices", f"{len(s['devices'])} in all")
+    out.print(t)
+
+
+def _size(n: int) -> str:
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return f"{n}B"
+
+
+@trace_app.command("head")
+def trace_head(
+    file: Annotated[Path, typer.Argument(help="Trace Parquet file.")],
+    n: Annotated[int, typer.Option("-n", "--rows", help="How many requests to show.", min=1)] = 10,
+) -> None:
+    """The first requests of a trace, one per row."""
+    from .stats import trace_head as run
+
+    try:
+        cols, rows = run(file, n)
+    except BlocklabError as e:
+        _fail(e)
+    # only the columns that have a value in the rows shown
+    shown = [i for i, _c in enumerate(cols) if any(r[i] is not None for r in rows)]
+    t = Table()
+    for i in shown:
+        t.add_column(cols[i], justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(*("" if r[i] is None else str(r[i]) for i in shown))
+    Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
+
+
+@app.command()
+def formats(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The input formats `ingest` reads, in the order `--format auto` tries them."""
+    from blocklab.traces.formats import registry
+
+    reg = registry()
+    if as_json:
+        print(json.dumps({n: f.description for n, f in reg.items()}, indent=2))
+        return
+    t = Table("format", "description")
+    for name, f in reg.items():
+        t.add_row(name, escape(f.description))
+    out.print(t)
+
+
+def main() -> None:
+    try:
+        app()
+    except BlocklabError as e:  # pragma: no cover - commands catch their own
+        print(f"blocklab: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

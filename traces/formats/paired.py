@@ -1,0 +1,165 @@
+"""From block-layer events to requests in arrival order, in bounded memory.
+
+Event formats (blktrace binary, blkparse text, tracefs text) decode chunks of events; this module
+feeds them to the pairing kernel, keeps completed requests until no request still in flight
+arrived earlier, and releases them sorted by arrival. Requests idle for longer than
+``STALE_NS`` (their completion was lost or lies beyond the trace) are released as INCOMPLETE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ...kernels import pairing as K
+from ..schema import NULL
+from .base import Chunk, ReadContext
+
+#: A request with no event for this long (trace time) is taken as lost.
+STALE_NS = 30_000_000_000
+#: Upper bound of requests in flight that the state may grow to.
+MAX_IN_FLIGHT = 1 << 22
+
+
+class ProcessNames:
+    """pid -> process name, as learned from the trace (notify records or [comm] fields)."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+
+    def update(self, pids: Iterable[int], names: Iterable[str]) -> None:
+        for pid, name in zip(pids, names, strict=True):
+            self.names[int(pid)] = name
+
+    def column(self, pids: np.ndarray) -> pa.Array | None:
+        if not self.names or len(pids) == 0:
+            return None
+        uniq, inverse = np.unique(pids, return_inverse=True)
+        dictionary = [self.names.get(int(p)) for p in uniq]
+        if all(d is None for d in dictionary):
+            return None
+        # DictionaryArray needs unique non-null values: map through a value list
+        values = sorted({d for d in dictionary if d is not None})
+        pos = {v: i for i, v in enumerate(values)}
+        code_of = np.array([pos[d] if d is not None else -1 for d in dictionary], dtype=np.int32)
+        codes = code_of[inverse]
+        mask = codes < 0
+        indices = pa.array(np.where(mask, 0, codes), type=pa.int32(), mask=mask)
+        return pa.DictionaryArray.from_arrays(indices, pa.array(values, type=pa.string()))
+
+
+class Pairer:
+    """Streaming state of the pairing kernel plus the reorder buffer."""
+
+    def __init__(self, expect_queue: bool, ctx: ReadContext, capacity: int = 1 << 14):
+        self.expect_queue = expect_queue
+        self.ctx = ctx
+        self.ent, self.table, self.free, self.st = K.new_state(capacity)
+        self.pending: list[np.ndarray] = []  # completed rows not yet released
+        self.last_released = np.iinfo(np.int64).min
+
+    def _grow(self) -> None:
+        cap = self.ent.shape[0]
+        if cap * 2 > MAX_IN_FLIGHT:
+            raise RuntimeError(f"more than {cap} requests in flight at once")
+        ent, table, free, st = K.new_state(cap * 2)
+        ent[:cap] = self.ent
+        live = self.ent[:, K.F_STAGE] != K.S_FREE
+        free_idx = np.concatenate([np.nonzero(~live)[0], np.arange(cap, 2 * cap)])
+        free[: len(free_idx)] = free_idx[::-1]
+        st[:] = self.st
+        st[K.ST_FREE_TOP] = len(free_idx)
+        K._rebuild(table, ent, st)
+        self.ent, self.table, self.free, self.st = ent, table, free, st
+
+    def feed(self, events: np.ndarray) -> None:
+        """Pair a time-ordered event matrix (rows of K.EV_* columns)."""
+        start = 0
+        n = len(events)
+        while start < n:
+            out = np.empty((n - start, K.R_NCOLS), dtype=np.int64)
+            rows, used, status = K.pair_events(
+                events[start:], n - start, self.ent, self.table, self.free, self.st, out,
+                self.expect_queue,
+            )
+            if rows:
+                self.pending.append(out[:rows].copy())
+            start += used
+            if status == K.FULL:
+                self._grow()
+
+    def sweep(self, final: bool = False) -> np.ndarray:
+        """Evict stale requests; return the rows that can be released, in arrival order."""
+        out = np.empty((self.ent.shape[0], K.R_NCOLS), dtype=np.int64)
+        now = int(self.st[K.ST_NOW])
+        rows, earliest, dropped = K.pair_sweep(
+            self.ent, self.table, self.free, self.st, out, now - STALE_NS, final
+        )
+        if rows:
+            self.pending.append(out[:rows].copy())
+            self.ctx.count("incomplete", rows)
+        if not self.pending:
+            return np.empty((0, K.R_NCOLS), dtype=np.int64)
+        allrows = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        if final or earliest == -1:
+            ready = np.ones(len(allrows), dtype=bool)
+        else:
+            ready = allrows[:, K.R_TIME] < earliest
+        release, keep = allrows[ready], allrows[~ready]
+        self.pending = [keep] if len(keep) else []
+        order = np.lexsort((release[:, K.R_SEQ], release[:, K.R_TIME]))
+        release = release[order]
+        if len(release):
+            self.last_released = int(release[-1, K.R_TIME])
+        return release
+
+
+def rows_to_chunk(rows: np.ndarray, names: ProcessNames) -> Chunk:
+    """Pairing output rows -> a schema Chunk."""
+    cols = {
+        "time_ns": rows[:, K.R_TIME],
+        "device": rows[:, K.R_DEV].astype(np.uint32),
+        "sector": rows[:, K.R_SECTOR],
+        "size_bytes": rows[:, K.R_BYTES],
+        "op": rows[:, K.R_OP].astype(np.uint8),
+        "flags": rows[:, K.R_FLAGS].astype(np.uint16),
+        "getrq_ns": rows[:, K.R_GETRQ],
+        "insert_ns": rows[:, K.R_INSERT],
+        "issue_ns": rows[:, K.R_ISSUE],
+        "complete_ns": rows[:, K.R_COMPLETE],
+        "latency_ns": rows[:, K.R_LATENCY],
+        "merges": rows[:, K.R_MERGES].astype(np.int32),
+        "pid": rows[:, K.R_PID].astype(np.int32),
+        "error": rows[:, K.R_ERR].astype(np.int32),
+    }
+    pids = rows[:, K.R_PID]
+    comm = names.column(pids[pids != NULL]) if len(rows) else None
+    if comm is not None and (pids == NULL).any():
+        full = np.full(len(rows), -1, dtype=np.int64)
+        full[pids != NULL] = np.arange(int((pids != NULL).sum()))
+        comm = comm.take(pa.array(full, mask=full < 0))
+    return Chunk(cols, comm)
+
+
+def pair_stream(
+    event_chunks: Iterator[np.ndarray],
+    names: ProcessNames,
+    ctx: ReadContext,
+    expect_queue: bool,
+) -> Iterator[Chunk]:
+    """Turn time-ordered event chunks into request chunks in arrival order."""
+    pairer = Pairer(expect_queue, ctx)
+    for events in event_chunks:
+        if ctx.device is not None and len(events):
+            events = events[events[:, K.EV_DEV] == ctx.device]
+        if len(events) == 0:
+            continue
+        pairer.feed(events)
+        rows = pairer.sweep()
+        if len(rows):
+            yield rows_to_chunk(rows, names)
+    rows = pairer.sweep(final=True)
+    if len(rows):
+        yield rows_to_chunk(rows, names)

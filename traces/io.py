@@ -1,0 +1,200 @@
+"""Input files: transparent gzip / zstd / xz decompression, sha256 of the file as read, and
+chunking into whole lines (text) or whole byte blocks (binary) so memory stays bounded."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import lzma
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+#: Bytes read per chunk: a few MB keeps the kernels busy and memory small.
+CHUNK_BYTES = 8 << 20
+
+_MAGICS = {
+    b"\x1f\x8b": "gzip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\xfd7zXZ\x00": "xz",
+}
+
+
+def compression_of(head: bytes) -> str | None:
+    """The compression named by the first bytes of a file (by content, not by name)."""
+    for magic, name in _MAGICS.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
+class _HashingReader:
+    """A raw file reader that feeds every byte it reads into sha256."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.sha = hashlib.sha256()
+        self.nbytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.sha.update(data)
+        self.nbytes += len(data)
+        return data
+
+    def readinto(self, b) -> int:  # used by some decompressors
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.raw.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass
+
+
+class Input:
+    """One input file opened for reading its decompressed bytes, hashing the file as it goes."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.name = str(path)
+        try:
+            raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+        except FileNotFoundError:
+            from .errors import BlocklabError
+
+            raise BlocklabError(f"{self.name}: no such file") from None
+        except IsADirectoryError:
+            from .errors import BlocklabError
+
+            raise BlocklabError(f"{self.name}: is a directory, expected a trace file") from None
+        self.size = os.fstat(raw.fileno()).st_size
+        head = raw.read(8)
+        raw.seek(0)
+        self._hashing = _HashingReader(raw)
+        self.compression = compression_of(head)
+        self.stream: BinaryIO
+        if self.compression == "gzip":
+            self.stream = gzip.GzipFile(fileobj=self._hashing, mode="rb")  # type: ignore[arg-type]
+        elif self.compression == "xz":
+            self.stream = lzma.LZMAFile(self._hashing, mode="rb")  # type: ignore[arg-type]
+        elif self.compression == "zstd":
+            import zstandard
+
+            self.stream = zstandard.ZstdDecompressor().stream_reader(
+                self._hashing, read_across_frames=True
+            )  # type: ignore[assignment]
+        else:
+            self.stream = self._hashing  # type: ignore[assignment]
+        self._peeked = b""
+        self.consumed = 0  # decompressed bytes handed out so far
+
+    def peek(self, n: int = 1 << 16) -> bytes:
+        """The first ``n`` decompressed bytes, without consuming them."""
+        while len(self._peeked) < n:
+            data = self._read_raw(n - len(self._peeked))
+            if not data:
+                break
+            self._peeked += data
+        return self._peeked[:n]
+
+    def _read_raw(self, n: int) -> bytes:
+        try:
+            return self.stream.read(n)
+        except (OSError, EOFError, lzma.LZMAError) as e:
+            from .errors import BadInput
+
+            raise BadInput(self.name, f"corrupt {self.compression} data ({e})") from None
+        except Exception as e:  # zstandard.ZstdError
+            if type(e).__name__ == "ZstdError":
+                from .errors import BadInput
+
+                raise BadInput(self.name, f"corrupt zstd data ({e})") from None
+            raise
+
+    def read(self, n: int) -> bytes:
+        if self._peeked:
+            data, self._peeked = self._peeked[:n], self._peeked[n:]
+            if len(data) < n:
+                data += self._read_raw(n - len(data))
+        else:
+            data = self._read_raw(n)
+        self.consumed += len(data)
+        return data
+
+    def progress(self) -> int:
+        """Bytes of the file on disk read so far (for progress bars)."""
+        return self._hashing.nbytes
+
+    def finish(self) -> dict[str, object]:
+        """Read whatever is left (so the hash covers the whole file); return name, sha256, size."""
+        self._hashing.drain()
+        self.close()
+        return {"name": self.path.name, "sha256": self._hashing.sha.hexdigest(), "bytes": self.size}
+
+    def close(self) -> None:
+        if self.stream is not self._hashing:
+            self.stream.close()
+        self._hashing.close()
+
+
+def text_chunks(
+    inp: Input, chunk_bytes: int = CHUNK_BYTES, first_line: int = 1
+) -> Iterator[tuple[np.ndarray, int]]:
+    """Yield ``(buffer, first_line_number)`` with whole lines only; the last line gets a newline.
+
+    ``buffer`` is a read-only uint8 view; line numbers are 1-based (``first_line`` when the
+    caller already consumed header lines).
+    """
+    carry = b""
+    line = first_line
+    while True:
+        data = inp.read(chunk_bytes)
+        if not data:
+            if carry:
+                buf = carry + b"\n"
+                yield np.frombuffer(buf, dtype=np.uint8), line
+            return
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        block, carry = data[: cut + 1], data[cut + 1 :]
+        yield np.frombuffer(block, dtype=np.uint8), line
+        line += block.count(b"\n")
+
+
+def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
+    """(index of the line holding byte ``pos`` within ``buf``, that line's text, shortened)."""
+    raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
+    start = raw.rfind(b"\n", 0, pos) + 1
+    end = raw.find(b"\n", pos)
+    end = len(raw) if end < 0 else end
+    text = raw[start:end].decode("utf-8", "replace").strip()
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return raw.count(b"\n", 0, start), text
+
+
+def next_line(buf: np.ndarray, pos: int) -> int:
+    """Offset of the first byte after the newline at or after ``pos``."""
+    raw = memoryview(buf)
+    n = len(buf)
+    i = pos
+    while i < n and raw[i] != 10:
+        i += 1
+    return min(i + 1, n)

@@ -1,0 +1,164 @@
+"""The one trace schema of blocklab: column names, Arrow types, units and integer codes.
+
+Every reader writes, and every later stage reads, exactly these columns. One row is one block
+request as the device saw it (for Linux traces: one request from its first bio queued to its
+completion, with the bios merged into it counted in ``merges``).
+
+Times are integer nanoseconds since the trace start, the time of the first event in the input
+(for several inputs: the earliest of them). Space is in 512-byte sectors for positions and in
+bytes for sizes. Columns a source does not have are null.
+
+=================  ===========  ============  ====================================================
+column             Arrow type   unit          meaning
+=================  ===========  ============  ====================================================
+time_ns            int64        ns            arrival: bio queued (blktrace Q, tracefs
+                                              block_bio_queue) or else the first of insert /
+                                              issue seen; the source's timestamp for other formats
+device             uint32       -             Linux dev_t as ``major << 20 | minor`` for Linux
+                                              traces; the source's disk, volume or ASU number
+                                              otherwise
+sector             int64        512 B sector  first sector addressed
+size_bytes         int64        bytes         length (0 for a flush)
+op                 uint8        code          OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH, OP_OTHER
+flags              uint16       bit mask      FLAG_* below
+getrq_ns           int64 null   ns            request allocated (blktrace G)
+insert_ns          int64 null   ns            inserted into the scheduler (blktrace I,
+                                              block_rq_insert)
+issue_ns           int64 null   ns            issued to the driver (blktrace D, block_rq_issue);
+                                              after a requeue, the last issue
+complete_ns        int64 null   ns            completed (blktrace C, block_rq_complete)
+latency_ns         int64 null   ns            complete_ns - time_ns, or the source's own response
+                                              time (MSR, DiskSim validate)
+merges             uint16 null  count         bios merged into this request (blktrace M/F)
+pid                int32 null   -             process that queued it
+comm               dict string  -             that process's name
+stream             uint32 null  -             stream id: SPC ASU, fio job, volume, host index
+error              int16 null   errno         completion status (0 = success, negative errno)
+=================  ===========  ============  ====================================================
+
+btt's intervals follow from the columns: Q2G = getrq_ns - time_ns, G2I = insert_ns - getrq_ns,
+I2D = issue_ns - insert_ns, D2C = complete_ns - issue_ns, Q2C = complete_ns - time_ns.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+#: Parquet key-value metadata key under which the file-level metadata JSON is stored.
+META_KEY = b"blocklab"
+
+# Operation codes (column ``op``).
+OP_READ = 0
+OP_WRITE = 1
+OP_DISCARD = 2
+OP_FLUSH = 3
+OP_OTHER = 4  # zone management, passthrough and other commands with no data direction
+OP_NAMES = ("read", "write", "discard", "flush", "other")
+
+# Flag bits (column ``flags``).
+FLAG_SYNC = 1 << 0  # REQ_SYNC (rwbs 'S')
+FLAG_FUA = 1 << 1  # forced unit access (rwbs 'F' after the op letter)
+FLAG_META = 1 << 2  # filesystem metadata (rwbs 'M')
+FLAG_RAHEAD = 1 << 3  # readahead (rwbs 'A')
+FLAG_PREFLUSH = 1 << 4  # cache flush before the data (rwbs 'F' before the op letter)
+FLAG_CACHE_HIT = 1 << 5  # the source says the device served it from its cache
+FLAG_REMAPPED = 1 << 6  # remapped from another device (blktrace A: partition, dm, md)
+FLAG_REQUEUED = 1 << 7  # requeued at least once (blktrace R, block_rq_requeue)
+FLAG_SPLIT = 1 << 8  # produced by a bio split (blktrace X)
+FLAG_PARTIAL = 1 << 9  # began before the trace: arrival is the first event seen, not the queue
+FLAG_INCOMPLETE = 1 << 10  # never completed within the trace (complete_ns is null)
+FLAG_NAMES = (
+    "sync",
+    "fua",
+    "meta",
+    "rahead",
+    "preflush",
+    "cache_hit",
+    "remapped",
+    "requeued",
+    "split",
+    "partial",
+    "incomplete",
+)
+
+#: Column name -> (Arrow type, nullable, unit, description). The single source of truth.
+COLUMNS: dict[str, tuple[pa.DataType, bool, str, str]] = {
+    "time_ns": (pa.int64(), False, "ns", "arrival time since trace start"),
+    "device": (pa.uint32(), False, "-", "dev_t (major<<20|minor) or source device number"),
+    "sector": (pa.int64(), False, "512 B", "first sector"),
+    "size_bytes": (pa.int64(), False, "bytes", "request length"),
+    "op": (pa.uint8(), False, "code", "0 read, 1 write, 2 discard, 3 flush, 4 other"),
+    "flags": (pa.uint16(), False, "bits", "sync, fua, meta, rahead, preflush, cache_hit, ..."),
+    "getrq_ns": (pa.int64(), True, "ns", "request allocated (G)"),
+    "insert_ns": (pa.int64(), True, "ns", "inserted into the scheduler (I)"),
+    "issue_ns": (pa.int64(), True, "ns", "issued to the driver (D)"),
+    "complete_ns": (pa.int64(), True, "ns", "completed (C)"),
+    "latency_ns": (pa.int64(), True, "ns", "response time"),
+    "merges": (pa.uint16(), True, "count", "bios merged into the request"),
+    "pid": (pa.int32(), True, "-", "process id"),
+    "comm": (pa.dictionary(pa.int32(), pa.string()), True, "-", "process name"),
+    "stream": (pa.uint32(), True, "-", "stream id (ASU, job, volume, host)"),
+    "error": (pa.int16(), True, "errno", "completion status"),
+}
+
+TIME_COLUMNS = ("time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns", "latency_ns")
+
+TRACE_SCHEMA = pa.schema(
+    [pa.field(name, typ, nullable=nullable) for name, (typ, nullable, _u, _d) in COLUMNS.items()]
+)
+
+#: Integer columns that the readers fill as NumPy arrays, with -1 meaning null where nullable.
+NUMPY_DTYPES = {
+    "time_ns": "int64",
+    "device": "uint32",
+    "sector": "int64",
+    "size_bytes": "int64",
+    "op": "uint8",
+    "flags": "uint16",
+    "getrq_ns": "int64",
+    "insert_ns": "int64",
+    "issue_ns": "int64",
+    "complete_ns": "int64",
+    "latency_ns": "int64",
+    "merges": "int32",
+    "pid": "int32",
+    "stream": "int64",
+    "error": "int32",
+}
+#: The sentinel that readers put in nullable NumPy columns for "not known".
+NULL = -1
+
+#: Sizes above this are rejected as absurd (1 TiB in one request).
+MAX_REQUEST_BYTES = 1 << 40
+
+
+def make_dev(major: int, minor: int) -> int:
+    """Linux kernel-internal dev_t: ``major << 20 | minor`` (what blktrace and tracefs store)."""
+    return (major << 20) | minor
+
+
+def dev_major(dev: int) -> int:
+    return dev >> 20
+
+
+def dev_minor(dev: int) -> int:
+    return dev & ((1 << 20) - 1)
+
+
+def format_dev(dev: int, linux: bool = True) -> str:
+    """``8,0`` for Linux dev_t values, the plain number otherwise."""
+    return f"{dev >> 20},{dev & 0xFFFFF}" if linux else str(dev)
+
+
+def parse_dev(text: str) -> int:
+    """Parse ``MAJ:MIN``, ``MAJ,MIN`` or a plain device number."""
+    for sep in (":", ","):
+        if sep in text:
+            a, b = text.split(sep, 1)
+            return make_dev(int(a), int(b))
+    return int(text)
+
+
+def flag_names(flags: int) -> list[str]:
+    return [name for bit, name in enumerate(FLAG_NAMES) if flags & (1 << bit)]

@@ -1,0 +1,216 @@
+"""Read and write trace Parquet files: schema-checked, zstd, atomic, owner-only, with metadata.
+
+A trace file is written under a temporary name beside its destination and renamed only once it
+is complete, so a failed or interrupted ingest leaves nothing behind. Traces describe a
+production host (process names, offsets, timing), so the file is created readable by its owner
+only (mode 0600).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import BlocklabError
+from .schema import (
+    COLUMNS,
+    META_KEY,
+    NULL,
+    NUMPY_DTYPES,
+    SCHEMA_VERSION,
+    TRACE_SCHEMA,
+)
+
+#: Rows per Parquet row group: large enough for good compression, small enough to stream.
+ROW_GROUP_ROWS = 1 << 20
+
+# Time columns are nearly monotonic: delta encoding before zstd stores them in a few bits.
+_DELTA_COLUMNS = ["time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns"]
+_DICT_COLUMNS = [c for c in COLUMNS if c not in _DELTA_COLUMNS]
+
+
+@dataclasses.dataclass
+class TraceMeta:
+    """File-level metadata stored as JSON under the Parquet key ``blocklab``."""
+
+    source_format: str
+    sources: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # name, sha256, bytes
+    host: str | None = None
+    kernel: str | None = None
+    start_utc: str | None = None  # ISO 8601 wall-clock time of time_ns == 0, when known
+    blocklab_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+    linux_devices: bool = False  # device holds dev_t (major<<20|minor)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)  # skipped, unmatched, lost
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TraceMeta:
+        data = json.loads(raw)
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it to ``path`` only if the body succeeds.
+
+    The temporary file is created (empty, exclusive) with ``mode`` before the body writes it, so
+    the data is never readable by others, even for an instant.
+    """
+    dest = Path(path)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def columns_to_batch(cols: Mapping[str, np.ndarray], comm: pa.Array | None = None) -> pa.RecordBatch:
+    """Turn reader columns (NumPy, -1 = null in nullable columns) into a schema-exact batch.
+
+    Columns missing from ``cols`` are all null (they must be nullable). ``comm`` is a string or
+    dictionary array of the batch's length, or None.
+    """
+    n = len(cols["time_ns"])
+    arrays = []
+    for name, (typ, nullable, _unit, _doc) in COLUMNS.items():
+        if name == "comm":
+            if comm is None:
+                arrays.append(pa.nulls(n, typ))
+            else:
+                arrays.append(comm if comm.type == typ else comm.dictionary_encode())
+            continue
+        values = cols.get(name)
+        if values is None:
+            if not nullable:
+                raise ValueError(f"column {name} is required")
+            arrays.append(pa.nulls(n, typ))
+            continue
+        values = np.asarray(values)
+        if nullable:
+            mask = values == NULL
+            if mask.any():
+                values = np.where(mask, 0, values)
+                arrays.append(pa.array(values.astype(typ.to_pandas_dtype()), type=typ, mask=mask))
+                continue
+        arrays.append(pa.array(values.astype(typ.to_pandas_dtype(), copy=False), type=typ))
+    return pa.RecordBatch.from_arrays(arrays, schema=TRACE_SCHEMA)
+
+
+def empty_columns(n: int) -> dict[str, np.ndarray]:
+    """Preallocated reader columns, nullable ones filled with the null sentinel."""
+    out = {}
+    for name, dtype in NUMPY_DTYPES.items():
+        nullable = COLUMNS[name][1]
+        out[name] = np.full(n, NULL, dtype=dtype) if nullable else np.zeros(n, dtype=dtype)
+    return out
+
+
+class TraceWriter:
+    """Streams record batches into a trace Parquet file; ``commit`` makes it appear atomically.
+
+    Use as a context manager: leaving the block with an exception removes the temporary file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta):
+        self.path = Path(path)
+        self.meta = meta
+        self.rows = 0
+        self._ctx = atomic_output(self.path)
+        self._tmp = self._ctx.__enter__()
+        self._writer = pq.ParquetWriter(
+            self._tmp,
+            TRACE_SCHEMA,
+            compression="zstd",
+            compression_level=3,
+            use_dictionary=_DICT_COLUMNS,
+            column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
+            write_statistics=True,
+        )
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        self.rows += batch.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA)
+            self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            self._pending = []
+            self._pending_rows = 0
+
+    def commit(self) -> None:
+        self._flush()
+        self._writer.add_key_value_metadata({META_KEY: self.meta.to_json()})
+        self._writer.close()
+        self._ctx.__exit__(None, None, None)
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        exc = exc or RuntimeError("aborted")
+        with contextlib.suppress(BaseException):
+            self._ctx.__exit__(type(exc), exc, exc.__traceback__)
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, et, ev, tb) -> None:
+        if et is None:
+            self.commit()
+        else:
+            self.abort(ev)
+
+
+def open_trace(path: str | os.PathLike[str]) -> tuple[pq.ParquetFile, TraceMeta]:
+    """Open a trace file, checking it is a blocklab trace with the current schema."""
+    p = Path(path)
+    if not p.exists():
+        raise BlocklabError(f"{p}: no such file")
+    try:
+        pf = pq.ParquetFile(p)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise BlocklabError(f"{p}: not a Parquet file ({e})") from None
+    kv = pf.metadata.metadata or {}
+    if META_KEY not in kv:
+        raise BlocklabError(f"{p}: a Parquet file, but not a blocklab trace (no blocklab metadata)")
+    meta = TraceMeta.from_json(kv[META_KEY])
+    if meta.schema_version != SCHEMA_VERSION:
+        raise BlocklabError(
+            f"{p}: trace schema version {meta.schema_version}, this blocklab reads {SCHEMA_VERSION}"
+        )
+    missing = [n for n in TRACE_SCHEMA.names if n not in pf.schema_arrow.names]
+    if missing:
+        raise BlocklabError(f"{p}: trace lacks columns {', '.join(missing)}")
+    return pf, meta
+
+
+def read_trace(path: str | os.PathLike[str], columns: list[str] | None = None) -> pa.Table:
+    pf, _ = open_trace(path)
+    return pf.read(columns=columns)
