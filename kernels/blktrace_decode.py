@@ -208,7 +208,7 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
         op = OP_READ
         if cat & TC_DISCARD:
             op = OP_DISCARD
-        elif (cat & TC_FLUSH) != 0 and nbytes == 0 and base != 8:
+        elif (cat & TC_FLUSH) != 0 and nbytes == 0:
             op = OP_FLUSH
         elif cat & TC_WRITE:
             op = OP_WRITE

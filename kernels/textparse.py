@@ -72,9 +72,6 @@ def rwbs(buf, i, j):
         else:
             return 0, 0, False
         k += 1
-    if op == OP_OTHER and (flags & FL_PREFLUSH) != 0:
-        op = OP_FLUSH  # blkparse prints an empty flush as "FN"
-        flags &= ~FL_PREFLUSH
     return op, flags, True
 
 
@@ -215,20 +212,23 @@ def parse_blkparse(buf, pos, events, comms, last_time):
             i = skip_spaces(buf, i, end)
             if i < end and buf[i] == 40:  # "N (cdb) [comm]": a passthrough command
                 continue
-            if i >= end or (buf[i] != 43 and buf[i] != 47):
+            if i < end and buf[i] == 91:
+                pass  # "sector [error]": a completion without a length (a flush)
+            elif i >= end or (buf[i] != 43 and buf[i] != 47):
                 return ne, start, BAD_LINE, start, last_time
-            sep = buf[i]
-            i = skip_spaces(buf, i + 1, end)
-            val, i = parse_uint(buf, i, end)
-            if i < 0:
-                return ne, start, BAD_LINE, start, last_time
-            if sep == 47:  # split: "sector / new_sector"
-                aux = val
             else:
-                nsec = val
-                if nsec > MAX_SECTORS:
-                    return ne, start, BAD_SIZE, start, last_time
-            i = skip_spaces(buf, i, end)
+                sep = buf[i]
+                i = skip_spaces(buf, i + 1, end)
+                val, i = parse_uint(buf, i, end)
+                if i < 0:
+                    return ne, start, BAD_LINE, start, last_time
+                if sep == 47:  # split: "sector / new_sector"
+                    aux = val
+                else:
+                    nsec = val
+                    if nsec > MAX_SECTORS:
+                        return ne, start, BAD_SIZE, start, last_time
+                i = skip_spaces(buf, i, end)
             if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
                 k = i
                 while k < end and buf[k] != 41:
@@ -239,15 +239,16 @@ def parse_blkparse(buf, pos, events, comms, last_time):
         cs = -1
         ce = -1
         if a < end and b > a:
-            if act == 8:
+            if act == 8 or act == 6:
                 v, k = parse_uint(buf, a + 1 + (1 if buf[a + 1] == 45 else 0), b)
                 if k > 0:
                     err = -v if buf[a + 1] == 45 else v
+                    if err >= 32768:
+                        err -= 65536  # blkparse prints the u16 error field unsigned
             else:
                 cs = a + 1
                 ce = b
-        if op == OP_READ and nsec == 0 and act != 13 and (flags & FL_PREFLUSH) == 0:
-            op = OP_OTHER
+        op, flags = _empty_flush(op, flags, nsec, act)
         ev = events[ne]
         ev[EV_TIME] = t
         ev[EV_DEV] = dev
@@ -263,6 +264,17 @@ def parse_blkparse(buf, pos, events, comms, last_time):
         comms[ne, 1] = ce
         ne += 1
     return ne, pos, OK, pos, last_time
+
+
+@njit(inline="always")
+def _empty_flush(op, flags, nsec, act):
+    """A preflush with no data is a flush request ("FW 0 + 0"); an empty read is no read."""
+    if nsec == 0 and act != 13:
+        if (flags & FL_PREFLUSH) != 0 or op == OP_FLUSH:
+            return OP_FLUSH, flags & ~FL_PREFLUSH
+        if op == OP_READ:
+            return OP_OTHER, flags
+    return op, flags
 
 
 # tracefs event names -> actions
@@ -433,8 +445,7 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
             else:
                 cs = a + 1
                 ce = bb
-        if op == OP_READ and nsec == 0 and (flags & FL_PREFLUSH) == 0 and act != 13:
-            op = OP_OTHER
+        op, flags = _empty_flush(op, flags, nsec, act)
         ev = events[ne]
         ev[EV_TIME] = t
         ev[EV_DEV] = dev

@@ -12,15 +12,23 @@ from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
 from .textevents import text_events
 
-_LINE = re.compile(rb"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d{9}\s+\d+\s+[A-Z]{1,2}\s+[A-Z]+", re.M)
+_LINE = re.compile(rb"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d{9}\s+\d+\s+[A-Za-z]{1,2}\s+[A-Z]+")
+
+
+_SUMMARY = re.compile(rb"^(CPU\d+ \(|Total \()")
 
 
 def sniff(head: bytes) -> bool:
-    lines = [ln for ln in head.split(b"\n")[:20] if ln.strip()]
-    if not lines:
-        return False
-    hits = sum(1 for ln in lines if _LINE.match(ln))
-    return hits >= max(1, len(lines) // 2)
+    """Event lines up to blkparse's closing summary (if it is within the head)."""
+    lines = [ln for ln in head.split(b"\n")[:40] if ln.strip()]
+    if len(head) >= 1 << 16:
+        lines = lines[:-1]  # the last line may be cut
+    events = []
+    for ln in lines:
+        if _SUMMARY.match(ln):
+            break
+        events.append(ln)
+    return bool(events) and all(_LINE.match(ln) for ln in events)
 
 
 def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
