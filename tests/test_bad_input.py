@@ -1,0 +1,186 @@
+"""Bad input in the binary and event-text formats: one line naming the file and the byte
+offset or line, exit status 2, no output (nor temporary) file left; ``--skip-bad N``."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from blocklab.pipeline.cli import app
+
+from .blktrace_writer import Event, pack
+
+DEV = 8 << 20
+runner = CliRunner()
+
+
+def _events(n: int) -> list[Event]:
+    out = []
+    for j in range(n):
+        out += [Event(100 * j, "Q", DEV, 8 * j, 4096, "read", 7, 0),
+                Event(100 * j + 50, "C", DEV, 8 * j, 4096, "read", 7, 0)]
+    return out
+
+
+def _blob(events: list[Event]) -> bytes:
+    return b"".join(pack(e, k) for k, e in enumerate(events))
+
+
+def run_ingest(tmp_path: Path, src: Path, *extra: str):
+    out = tmp_path / "out" / "t.parquet"
+    out.parent.mkdir(exist_ok=True)
+    res = runner.invoke(app, ["ingest", str(src), "-o", str(out), *extra])
+    return res, out
+
+
+def assert_clean_failure(res, out: Path, *needles: str) -> str:
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("blocklab: error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert list(out.parent.iterdir()) == [], "an output or temporary file was left behind"
+    return lines[0]
+
+
+def test_truncated_record(tmp_path):
+    blob = _blob(_events(10))
+    src = tmp_path / "cut.blktrace.0"
+    src.write_bytes(blob[: 48 * 7 + 20])  # the 8th record is cut 20 bytes in
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, str(src), "byte 336", "truncated record")
+
+
+def test_wrong_magic_first_record(tmp_path):
+    blob = bytearray(_blob(_events(3)))
+    blob[0:4] = b"\x00\x00\x00\x00"
+    src = tmp_path / "bad.blktrace.0"
+    src.write_bytes(bytes(blob))
+    res, out = run_ingest(tmp_path, src, "--format", "blktrace")
+    assert_clean_failure(res, out, str(src), "byte 0", "bad magic")
+
+
+def test_wrong_magic_mid_file_and_skip_bad(tmp_path):
+    blob = bytearray(_blob(_events(10)))
+    blob[48 * 5 : 48 * 5 + 4] = b"JUNK"
+    src = tmp_path / "mid.blktrace.0"
+    src.write_bytes(bytes(blob))
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, str(src), "byte 240", "bad magic")
+    # skipping resynchronises on the next record's magic: one record (a C) is lost
+    res, out = run_ingest(tmp_path, src, "--skip-bad", "1")
+    assert res.exit_code == 0, res.output
+    assert "skipped 1 bad record" in res.stderr
+    assert out.exists()
+
+
+def test_unknown_action(tmp_path):
+    evs = _events(4)
+    blob = bytearray(_blob(evs))
+    struct.pack_into("<I", blob, 48 * 3 + 28, 99 | (1 << 16))
+    src = tmp_path / "act.blktrace.0"
+    src.write_bytes(bytes(blob))
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, "byte 144", "unknown blktrace action")
+
+
+def test_time_backwards_binary(tmp_path):
+    evs = _events(4)
+    evs[5].time = 1  # the third request's completion goes back in time
+    src = tmp_path / "back.blktrace.0"
+    src.write_bytes(_blob(evs))
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, "byte 240", "backwards")
+
+
+def test_absurd_size_text(tmp_path):
+    src = tmp_path / "b.txt"
+    good = "  8,0    0        1     0.000000000   697  Q  WS 1234 + 8 [kworker]\n"
+    src.write_text(good + "  8,0    0        2     0.000000100   697  Q  WS 5000 + 99999999999 [x]\n")
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, f"{src}:2", "absurd request size")
+
+
+TRACEFS_OK = (
+    "fio-1 [000] ..... 10.000001: block_rq_issue: 8,0 R 4096 () 100 + 8 be,0,4 [fio]\n"
+    "<idle>-0 [001] ..s.. 10.000101: block_rq_complete: 8,0 R () 100 + 8 be,0,4 [0]\n"
+)
+
+
+def test_tracefs_malformed_line(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text(TRACEFS_OK + "fio-1 [000] ..... 10.000201: block_rq_issue: 8,0 R 4096 () xx\n")
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, f"{src}:3", "not a tracefs block event line")
+
+
+def test_tracefs_time_backwards(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text(TRACEFS_OK + TRACEFS_OK.replace("10.0000", "9.0000"))
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, f"{src}:3", "time runs backwards")
+
+
+def test_blkparse_unknown_action(tmp_path):
+    src = tmp_path / "b.txt"
+    good = "  8,0    0        1     0.000000000   697  Q  WS 1234 + 8 [kworker]\n"
+    src.write_text(good * 3 + "  8,0    0        4     0.000000100   697  Z  WS 1234 + 8 [x]\n")
+    res, out = run_ingest(tmp_path, src, "--format", "blkparse")
+    assert_clean_failure(res, out, f"{src}:4", "unknown action")
+
+
+def test_unknown_format(tmp_path):
+    src = tmp_path / "mystery.bin"
+    src.write_bytes(bytes(range(256)) * 4)
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, str(src), "unknown format")
+
+
+def test_unknown_format_name(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text(TRACEFS_OK)
+    res, out = run_ingest(tmp_path, src, "--format", "nope")
+    assert_clean_failure(res, out, "unknown format 'nope'")
+
+
+def test_missing_file(tmp_path):
+    res, out = run_ingest(tmp_path, tmp_path / "absent.txt")
+    assert_clean_failure(res, out, "absent.txt", "no such file")
+
+
+def test_corrupt_compressed_input(tmp_path):
+    import gzip
+
+    src = tmp_path / "t.txt.gz"
+    src.write_bytes(gzip.compress(TRACEFS_OK.encode() * 100)[:60])
+    res, out = run_ingest(tmp_path, src)
+    assert_clean_failure(res, out, str(src), "gzip")
+
+
+@pytest.mark.parametrize("n_bad,allowed,ok", [(2, 2, True), (3, 2, False)])
+def test_skip_bad_budget_text(tmp_path, n_bad, allowed, ok):
+    src = tmp_path / "t.txt"
+    bad = "garbage line\n"
+    src.write_text(TRACEFS_OK + bad * n_bad + TRACEFS_OK.replace("10.", "11."))
+    res, out = run_ingest(tmp_path, src, "--skip-bad", str(allowed))
+    if ok:
+        assert res.exit_code == 0, res.output
+        assert f"skipped {n_bad} bad record" in res.stderr
+        from blocklab.traces.store import open_trace
+
+        pf, meta = open_trace(out)
+        assert pf.metadata.num_rows == 2 and meta.counts["skipped"] == n_bad
+    else:
+        assert_clean_failure(res, out, f"{src}:{3 + allowed}")
+
+
+def test_output_is_owner_only(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text(TRACEFS_OK)
+    res, out = run_ingest(tmp_path, src)
+    assert res.exit_code == 0
+    assert out.stat().st_mode & 0o777 == 0o600
