@@ -10,8 +10,8 @@ a fixed pool of entries plus an open-addressing hash table that indexes them by
   the end key finds the request a back merge (M) extends, the start key the request a front
   merge (F), an issue (D) or a completion (C) refers to.
 
-Duplicate keys (two flushes in flight at sector 0) are found first-in first-out: an insert never
-reuses a tombstone, so an older entry always sits earlier on the probe sequence.
+Duplicate keys (two flushes in flight at sector 0) are found first-in first-out: linear probing
+puts a newer twin later on the probe run, and backward-shift deletion keeps that order.
 
 A request becomes an output row when it completes; a completion with no earlier event becomes a
 row flagged PARTIAL (the request began before the trace). ``pair_sweep`` evicts requests idle for
@@ -119,7 +119,7 @@ def _hash(k1, k2, mask):
     return h & mask
 
 
-@njit
+@njit(inline="always")
 def _find(table, kind, dev, sector):
     mask = table.shape[0] - 1
     k1 = (kind << 40) | dev
@@ -133,7 +133,7 @@ def _find(table, kind, dev, sector):
         i = (i + 1) & mask
 
 
-@njit
+@njit(inline="always")
 def _insert(table, st, kind, dev, sector, entry):
     mask = table.shape[0] - 1
     k1 = (kind << 40) | dev
@@ -146,9 +146,13 @@ def _insert(table, st, kind, dev, sector, entry):
     st[ST_USED_SLOTS] += 1
 
 
-@njit
-def _remove(table, kind, dev, sector, entry):
-    """Tombstone the slot of ``entry`` under this key (the entry's own slot, not a twin's)."""
+@njit(inline="always")
+def _remove(table, st, kind, dev, sector, entry):
+    """Delete the slot of ``entry`` under this key (the entry's own slot, not a twin's).
+
+    Backward-shift deletion: the keys after it on the probe run move back, so no tombstones
+    build up and the relative order of duplicate keys (first in, first found) is kept.
+    """
     mask = table.shape[0] - 1
     k1 = (kind << 40) | dev
     i = _hash(k1, sector, mask)
@@ -157,14 +161,32 @@ def _remove(table, kind, dev, sector, entry):
         if v == -1:
             return
         if v == entry and table[i, 0] == k1 and table[i, 1] == sector:
-            table[i, 2] = -2
-            return
+            break
         i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if table[j, 2] == -1:
+            break
+        home = _hash(table[j, 0], table[j, 1], mask)
+        # the key at j may move to i only if its home is not cyclically within (i, j]
+        if i <= j:
+            stays = i < home <= j
+        else:
+            stays = home > i or home <= j
+        if stays:
+            continue
+        table[i, 0] = table[j, 0]
+        table[i, 1] = table[j, 1]
+        table[i, 2] = table[j, 2]
+        i = j
+    table[i, 2] = -1
+    st[ST_USED_SLOTS] -= 1
 
 
 @njit
 def _rebuild(table, ent, st):
-    """Rehash live entries to drop tombstones (insertion order within a key is kept by seq)."""
+    """Rehash every live entry (after the pool grew); twins keep their order by seq."""
     table[:, 2] = -1
     st[ST_USED_SLOTS] = 0
     n = ent.shape[0]
@@ -182,13 +204,11 @@ def _rebuild(table, ent, st):
             _insert(table, st, KIND_BIO, dev, ent[e, F_START], e)
 
 
-@njit
+@njit(inline="always")
 def _alloc(ent, free, st, table):
     top = st[ST_FREE_TOP]
     if top == 0:
         return -1
-    if st[ST_USED_SLOTS] * 4 > table.shape[0] * 3:
-        _rebuild(table, ent, st)
     top -= 1
     st[ST_FREE_TOP] = top
     e = free[top]
@@ -201,31 +221,31 @@ def _alloc(ent, free, st, table):
     return e
 
 
-@njit
+@njit(inline="always")
 def _release(ent, free, st, table, e):
     dev = ent[e, F_DEV]
     if ent[e, F_STAGE] == S_REQ:
-        _remove(table, KIND_START, dev, ent[e, F_START], e)
-        _remove(table, KIND_END, dev, ent[e, F_END], e)
+        _remove(table, st, KIND_START, dev, ent[e, F_START], e)
+        _remove(table, st, KIND_END, dev, ent[e, F_END], e)
     else:
-        _remove(table, KIND_BIO, dev, ent[e, F_START], e)
+        _remove(table, st, KIND_BIO, dev, ent[e, F_START], e)
     ent[e, F_STAGE] = S_FREE
     free[st[ST_FREE_TOP]] = e
     st[ST_FREE_TOP] += 1
     st[ST_LIVE] -= 1
 
 
-@njit
+@njit(inline="always")
 def _promote(ent, table, st, e):
     """A bio becomes a request: index it by start and end instead of as a bio."""
     dev = ent[e, F_DEV]
-    _remove(table, KIND_BIO, dev, ent[e, F_START], e)
+    _remove(table, st, KIND_BIO, dev, ent[e, F_START], e)
     ent[e, F_STAGE] = S_REQ
     _insert(table, st, KIND_START, dev, ent[e, F_START], e)
     _insert(table, st, KIND_END, dev, ent[e, F_END], e)
 
 
-@njit
+@njit(inline="always")
 def _new_entry(ent, free, st, table, ev, stage, t, dev, sector):
     e = _alloc(ent, free, st, table)
     if e < 0:
@@ -249,7 +269,7 @@ def _new_entry(ent, free, st, table, ev, stage, t, dev, sector):
     return e
 
 
-@njit
+@njit(inline="always")
 def _emit(out, n, ent, e, t_complete, err, extra_flags):
     out[n, R_TIME] = ent[e, F_Q]
     out[n, R_DEV] = ent[e, F_DEV] & 0xFFFFFFFF  # drop the flush key bit
@@ -268,7 +288,7 @@ def _emit(out, n, ent, e, t_complete, err, extra_flags):
     out[n, R_SEQ] = ent[e, F_SEQ]
 
 
-@njit
+@njit(inline="always")
 def _request_at(ent, free, st, table, ev, t, expect_queue, dev, sector):
     """The request starting at the event's sector: found, promoted from a bio, or created."""
     _s, e = _find(table, KIND_START, dev, sector)
@@ -347,11 +367,11 @@ def pair_events(events, n_events, ent, table, free, st, out, expect_queue):
             if r >= 0:
                 nsec = (ev[EV_BYTES] + 511) >> 9
                 if act == A_BACKMERGE:
-                    _remove(table, KIND_END, dev, ent[r, F_END], r)
+                    _remove(table, st, KIND_END, dev, ent[r, F_END], r)
                     ent[r, F_END] = sector + nsec
                     _insert(table, st, KIND_END, dev, ent[r, F_END], r)
                 else:
-                    _remove(table, KIND_START, dev, ent[r, F_START], r)
+                    _remove(table, st, KIND_START, dev, ent[r, F_START], r)
                     ent[r, F_START] = sector
                     ent[r, F_START0] = sector
                     _insert(table, st, KIND_START, dev, sector, r)
@@ -369,7 +389,7 @@ def pair_events(events, n_events, ent, table, free, st, out, expect_queue):
                 old_end = ent[e, F_END]
                 stage = ent[e, F_STAGE]
                 if stage == S_REQ:
-                    _remove(table, KIND_END, dev, old_end, e)
+                    _remove(table, st, KIND_END, dev, old_end, e)
                     ent[e, F_END] = new_sector
                     _insert(table, st, KIND_END, dev, new_sector, e)
                 else:
@@ -409,7 +429,7 @@ def pair_events(events, n_events, ent, table, free, st, out, expect_queue):
                 if ev[EV_BYTES] > 0 and ev[EV_BYTES] != ent[e, F_BYTES0]:
                     # the driver saw the request as a whole (merges we did not see): trust it
                     nsec = (ev[EV_BYTES] + 511) >> 9
-                    _remove(table, KIND_END, dev, ent[e, F_END], e)
+                    _remove(table, st, KIND_END, dev, ent[e, F_END], e)
                     ent[e, F_END] = ent[e, F_START] + nsec
                     _insert(table, st, KIND_END, dev, ent[e, F_END], e)
                     ent[e, F_BYTES0] = ev[EV_BYTES]
@@ -443,7 +463,7 @@ def pair_events(events, n_events, ent, table, free, st, out, expect_queue):
             if done > 0 and done < remaining and ent[e, F_OP] != OP_FLUSH:
                 # partial completion: the rest of the request stays in flight
                 nsec = (done + 511) >> 9
-                _remove(table, KIND_START, dev, ent[e, F_START], e)
+                _remove(table, st, KIND_START, dev, ent[e, F_START], e)
                 ent[e, F_START] += nsec
                 _insert(table, st, KIND_START, dev, ent[e, F_START], e)
                 ent[e, F_LAST] = t

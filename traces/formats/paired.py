@@ -53,7 +53,7 @@ class ProcessNames:
 class Pairer:
     """Streaming state of the pairing kernel plus the reorder buffer."""
 
-    def __init__(self, expect_queue: bool, ctx: ReadContext, capacity: int = 1 << 14):
+    def __init__(self, expect_queue: bool, ctx: ReadContext, capacity: int = 1 << 12):
         self.expect_queue = expect_queue
         self.ctx = ctx
         self.ent, self.table, self.free, self.st = K.new_state(capacity)

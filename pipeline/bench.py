@@ -1,0 +1,181 @@
+"""``make bench``: ingest throughput, measured against baselines run on the same machine.
+
+It writes a synthetic blktrace binary (Q, G, I, D, C per request, random 4 KiB I/O at a steady
+rate), then reports, each from one run on this machine:
+
+- blktrace binary ingest end to end (read, decode, pair, Parquet): records/s, MB/s;
+- ``blkparse`` turning the same binary into text (the baseline), and our ratio against it;
+- ingest of that blkparse text: lines/s, MB/s;
+- the decode kernel alone over bytes in memory (records/s);
+- Parquet bytes per request, and the ingest process's peak memory against the input size.
+
+Benchmarks report; no test asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HEADER = np.dtype(
+    [("magic", "<u4"), ("seq", "<u4"), ("time", "<u8"), ("sector", "<u8"), ("bytes", "<u4"),
+     ("action", "<u4"), ("pid", "<u4"), ("device", "<u4"), ("cpu", "<u4"), ("error", "<u2"),
+     ("pdu_len", "<u2")]
+)
+assert HEADER.itemsize == 48
+
+
+def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
+    """Write ``requests`` random 4 KiB requests as Q, G, I, D, C records; returns records."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(2_000.0, requests)).astype(np.uint64) + 1000  # ~500k IOPS
+    lat = rng.integers(50_000, 5_000_000, requests).astype(np.uint64)
+    sector = (rng.integers(0, 1 << 28, requests) * 8).astype(np.uint64)
+    write = rng.random(requests) < 0.3
+    # (action code, category, delay after Q)
+    steps = [(1, 1 << 4, 0), (4, 1 << 4, 300), (12, 1 << 4, 800), (7, 1 << 6, 1500),
+             (8, 1 << 7, None)]
+    recs = np.zeros(requests * len(steps), dtype=HEADER)
+    for k, (code, cat, delay) in enumerate(steps):
+        r = recs[k::len(steps)]
+        r["time"] = t + (lat if delay is None else np.uint64(delay))
+        r["sector"] = sector
+        r["bytes"] = 4096
+        rw = np.where(write, 1 << 1, 1 << 0)
+        r["action"] = code | ((cat | (1 << 8) | rw) << 16)
+        r["pid"] = 4242
+        r["device"] = (8 << 20) | 16
+    order = np.argsort(recs["time"], kind="stable")
+    recs = recs[order]
+    recs["magic"] = 0x65617407
+    recs["seq"] = np.arange(len(recs), dtype=np.uint32)
+    with open(path, "wb") as f:
+        for start in range(0, len(recs), 1 << 20):
+            f.write(recs[start : start + (1 << 20)].tobytes())
+    return len(recs)
+
+
+def _timed(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, max(after, before)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="blocklab-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
+    report: dict[str, object] = {"requests": args.requests}
+    try:
+        binf = work / "bench.blktrace.0"
+        records = synth_blktrace(binf, args.requests)
+        size = binf.stat().st_size
+        report["records"] = records
+        report["binary_mb"] = size / 1e6
+
+        # warm the Numba cache so that compile time is not measured
+        small = work / "warm.blktrace.0"
+        synth_blktrace(small, 1000)
+        subprocess.run([*blocklab, "ingest", str(small), "-o", str(work / "warm.parquet")],
+                       check=True, capture_output=True)
+        if shutil.which("blkparse"):
+            subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
+                           check=True, capture_output=True)
+            subprocess.run([*blocklab, "ingest", str(work / "warm.txt"), "-o",
+                            str(work / "warm2.parquet")], check=True, capture_output=True)
+
+        out = work / "bin.parquet"
+        secs, rss = _timed([*blocklab, "ingest", str(binf), "-o", str(out)])
+        report["binary_ingest"] = {
+            "seconds": secs,
+            "records_per_s": records / secs,
+            "requests_per_s": args.requests / secs,
+            "mb_per_s": size / 1e6 / secs,
+            "parquet_bytes_per_request": out.stat().st_size / args.requests,
+            "peak_rss_mb": rss / 1024,
+        }
+
+        from blocklab.kernels import blktrace_decode as D
+        from blocklab.kernels import pairing as K
+
+        buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
+        ev = np.empty((len(buf) // 48 + 1, K.EV_NCOLS), dtype=np.int64)
+        notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
+        D.decode(buf[:4800], 0, 0, ev, notes, 0, True)
+        t = time.perf_counter()
+        n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
+        report["decode_kernel_records_per_s"] = n / (time.perf_counter() - t)
+
+        if shutil.which("blkparse"):
+            txt = work / "bench.txt"
+            secs_bp, _ = _timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
+            report["blkparse_binary_to_text"] = {
+                "seconds": secs_bp,
+                "records_per_s": records / secs_bp,
+                "mb_per_s": size / 1e6 / secs_bp,
+            }
+            report["binary_ingest_vs_blkparse"] = secs_bp / secs
+            tsize = txt.stat().st_size
+            lines = records  # one line per event; the summary is a few dozen lines more
+            secs_t, _ = _timed([*blocklab, "ingest", str(txt), "-o", str(work / "txt.parquet")])
+            report["blkparse_text_ingest"] = {
+                "seconds": secs_t,
+                "lines_per_s": lines / secs_t,
+                "mb_per_s": tsize / 1e6 / secs_t,
+                "vs_blkparse_writing_it": secs_bp / secs_t,
+            }
+        else:
+            report["blkparse_binary_to_text"] = "blkparse not installed (make tools)"
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    b = report["binary_ingest"]
+    assert isinstance(b, dict)
+    print(f"blocklab bench on {os.cpu_count()} cores: {args.requests:,} requests, "
+          f"{report['records']:,} blktrace records ({report['binary_mb']:.0f} MB)")
+    print(f"  blktrace binary ingest : {b['records_per_s'] / 1e6:6.2f} M records/s "
+          f"{b['mb_per_s']:7.1f} MB/s  ({b['requests_per_s'] / 1e6:.2f} M requests/s, "
+          f"{b['seconds']:.2f} s, peak RSS {b['peak_rss_mb']:.0f} MB)")
+    print(f"  decode kernel (memory) : {report['decode_kernel_records_per_s'] / 1e6:6.1f} M records/s")
+    print(f"  Parquet size           : {b['parquet_bytes_per_request']:.1f} bytes/request")
+    bp = report["blkparse_binary_to_text"]
+    if isinstance(bp, dict):
+        tx = report["blkparse_text_ingest"]
+        assert isinstance(tx, dict)
+        print(f"  blkparse bin -> text   : {bp['records_per_s'] / 1e6:6.2f} M records/s "
+              f"{bp['mb_per_s']:7.1f} MB/s  (baseline, {bp['seconds']:.2f} s)")
+        print(f"  ratio ingest/blkparse  : {report['binary_ingest_vs_blkparse']:6.1f} x")
+        print(f"  blkparse text ingest   : {tx['lines_per_s'] / 1e6:6.2f} M lines/s   "
+              f"{tx['mb_per_s']:7.1f} MB/s  ({tx['vs_blkparse_writing_it']:.1f} x blkparse "
+              f"writing the same text)")
+    else:
+        print(f"  blkparse baseline      : {bp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
