@@ -34,8 +34,18 @@ device, cpu, error, pdu_len after it, see ``HDR2_*`` below.
 from __future__ import annotations
 
 from ._jit import njit
-from .pairing import EV_ACT, EV_AUX, EV_BYTES, EV_DEV, EV_ERR, EV_FLAGS, EV_OP, EV_PID
-from .pairing import EV_SECTOR, EV_TIME
+from .pairing import (
+    EV_ACT,
+    EV_AUX,
+    EV_BYTES,
+    EV_DEV,
+    EV_ERR,
+    EV_FLAGS,
+    EV_OP,
+    EV_PID,
+    EV_SECTOR,
+    EV_TIME,
+)
 
 MAGIC = 0x65617400
 HDR7 = 48

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 from ._jit import njit
 from .bytescan import is_digit, line_end, parse_fixed, parse_uint, skip_spaces, token_end
-from .pairing import EV_ACT, EV_AUX, EV_BYTES, EV_DEV, EV_ERR, EV_FLAGS, EV_OP, EV_PID
-from .pairing import EV_SECTOR, EV_TIME
+from .pairing import (
+    EV_ACT,
+    EV_AUX,
+    EV_BYTES,
+    EV_DEV,
+    EV_ERR,
+    EV_FLAGS,
+    EV_OP,
+    EV_PID,
+    EV_SECTOR,
+    EV_TIME,
+)
 
 OK = 0
 BAD_LINE = 1  # not the expected shape
@@ -326,7 +336,8 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
         i = skip_spaces(buf, start, end)
         if i >= end or buf[i] == 35:  # blank or '#' comment
             continue
-        if end - i > 4 and buf[i] == 67 and buf[i + 1] == 80 and buf[i + 2] == 85 and buf[i + 3] == 58:
+        if end - i > 4 and buf[i] == 67 and buf[i + 1] == 80 and buf[i + 2] == 85 \
+                and buf[i + 3] == 58:
             # "CPU:N [LOST M EVENTS]"
             k = i
             while k < end and buf[k] != 76:  # 'L'

@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  blktrace binary ingest : {b['records_per_s'] / 1e6:6.2f} M records/s "
           f"{b['mb_per_s']:7.1f} MB/s  ({b['requests_per_s'] / 1e6:.2f} M requests/s, "
           f"{b['seconds']:.2f} s, peak RSS {b['peak_rss_mb']:.0f} MB)")
-    print(f"  decode kernel (memory) : {report['decode_kernel_records_per_s'] / 1e6:6.1f} M records/s")
+    dk = float(report["decode_kernel_records_per_s"])  # type: ignore[arg-type]
+    print(f"  decode kernel (memory) : {dk / 1e6:6.1f} M records/s")
     print(f"  Parquet size           : {b['parquet_bytes_per_request']:.1f} bytes/request")
     bp = report["blkparse_binary_to_text"]
     if isinstance(bp, dict):

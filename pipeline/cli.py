@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from blocklab.traces.errors import BlocklabError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
-
-from blocklab.traces.errors import BlocklabError
 
 from . import __version__
 
@@ -149,7 +148,9 @@ def trace_stats(
 
     t.add_row("requests", fmt(s["requests"]))
     t.add_row("reads / writes", f"{s['reads']:,} / {s['writes']:,}")
-    t.add_row("discards / flushes / other", f"{s['discards']:,} / {s['flushes']:,} / {s['others']:,}")
+    t.add_row(
+        "discards / flushes / other", f"{s['discards']:,} / {s['flushes']:,} / {s['others']:,}"
+    )
     t.add_row("read / write MB", f"{s['read_bytes'] / 1e6:,.2f} / {s['write_bytes'] / 1e6:,.2f}")
     t.add_row("duration s", fmt(s["duration_s"], ",.6f"))
     t.add_row("read ratio", fmt(s["read_ratio"], ".3f"))

@@ -7,9 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from blocklab.pipeline.cli import app
+from typer.testing import CliRunner
 
 from .blktrace_writer import Event, pack
 

@@ -9,7 +9,7 @@ import lzma
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -86,19 +86,20 @@ class Input:
         raw.seek(0)
         self._hashing = _HashingReader(raw)
         self.compression = compression_of(head)
-        self.stream: BinaryIO
+        self.stream: Any
         if self.compression == "gzip":
-            self.stream = gzip.GzipFile(fileobj=self._hashing, mode="rb")  # type: ignore[arg-type]
+            self.stream = gzip.GzipFile(fileobj=self._hashing, mode="rb")  # type: ignore[call-overload]
         elif self.compression == "xz":
             self.stream = lzma.LZMAFile(self._hashing, mode="rb")  # type: ignore[arg-type]
         elif self.compression == "zstd":
             import zstandard
 
             self.stream = zstandard.ZstdDecompressor().stream_reader(
-                self._hashing, read_across_frames=True
-            )  # type: ignore[assignment]
+                self._hashing,  # type: ignore[arg-type]
+                read_across_frames=True,
+            )
         else:
-            self.stream = self._hashing  # type: ignore[assignment]
+            self.stream = self._hashing
         self._peeked = b""
         self.consumed = 0  # decompressed bytes handed out so far
 
@@ -192,9 +193,5 @@ def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
 
 def next_line(buf: np.ndarray, pos: int) -> int:
     """Offset of the first byte after the newline at or after ``pos``."""
-    raw = memoryview(buf)
-    n = len(buf)
-    i = pos
-    while i < n and raw[i] != 10:
-        i += 1
-    return min(i + 1, n)
+    hits = np.flatnonzero(buf[pos:] == 10)
+    return len(buf) if len(hits) == 0 else pos + int(hits[0]) + 1

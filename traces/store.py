@@ -84,7 +84,9 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
         raise
 
 
-def columns_to_batch(cols: Mapping[str, np.ndarray], comm: pa.Array | None = None) -> pa.RecordBatch:
+def columns_to_batch(
+    cols: Mapping[str, np.ndarray], comm: pa.Array | None = None
+) -> pa.RecordBatch:
     """Turn reader columns (NumPy, -1 = null in nullable columns) into a schema-exact batch.
 
     Columns missing from ``cols`` are all null (they must be nullable). ``comm`` is a string or

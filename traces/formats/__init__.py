@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import BlocklabError
+from blocklab.traces.errors import BlocklabError
+
 from .base import Chunk, Format, ReadContext
 
 _MODULES = ["blktrace", "blkparse", "tracefs", "fio", "disksim", "csvs"]

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-from ..errors import BadInput
-from ..io import Input
+from blocklab.traces.errors import BadInput
+from blocklab.traces.io import Input
 
 
 @dataclasses.dataclass

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ...kernels import textparse as T
-from ..io import Input
+from blocklab.kernels import textparse as T
+from blocklab.traces.io import Input
+
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
 from .textevents import text_events

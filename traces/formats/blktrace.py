@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from blocklab.kernels import blktrace_decode as D
+from blocklab.kernels import pairing as K
+from blocklab.traces.io import CHUNK_BYTES, Input
 
-from ...kernels import blktrace_decode as D
-from ...kernels import pairing as K
-from ..io import CHUNK_BYTES, Input
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import polars as pl
+from blocklab.traces.io import Input, text_chunks
+from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
-from ..io import Input, text_chunks
-from ..schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 from .base import Chunk, Format, ReadContext
 from .fields import check_monotonic
 
@@ -189,7 +189,8 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
                 keep[k] = False
             op = _op(typed, spec)
             for k in np.nonzero(keep & (op == 255))[0].tolist():
-                ctx.bad(inp.name, f"unknown operation in a {spec.name} CSV line", line=int(lines[k]))
+                msg = f"unknown operation in a {spec.name} CSV line"
+                ctx.bad(inp.name, msg, line=int(lines[k]))
                 keep[k] = False
             typed = typed.filter(pl.Series(keep))
             lines, op = lines[keep], op[keep]

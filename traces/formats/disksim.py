@@ -17,12 +17,11 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
+from blocklab.traces.io import Input
+from blocklab.traces.schema import FLAG_CACHE_HIT, MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
-from ..io import Input
-from ..schema import FLAG_CACHE_HIT, MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 from .base import Chunk, Format, ReadContext
-from .fields import K_FIX3, K_FIX6, K_INT, K_TOKEN, check_monotonic, check_rows
-from .fields import field_rows
+from .fields import K_FIX3, K_FIX6, K_INT, K_TOKEN, check_monotonic, check_rows, field_rows
 
 _NUM = rb"[+-]?\d+(?:\.\d*)?"
 _ASCII = re.compile(rb"^\s*(" + _NUM + rb")\s+\d+\s+\d+\s+\d+\s+\d+\s*$")

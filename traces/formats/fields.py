@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from blocklab.kernels import fieldparse as P
+from blocklab.traces.io import Input, line_at, next_line, text_chunks
 
-from ...kernels import fieldparse as P
-from ..io import Input, line_at, next_line, text_chunks
 from .base import ReadContext
 
 K_INT, K_FIX3, K_FIX6, K_FIX9, K_TOKEN = P.K_INT, P.K_FIX3, P.K_FIX6, P.K_FIX9, P.K_TOKEN
@@ -43,12 +43,12 @@ def field_rows(
     inp: Input, ctx: ReadContext, kinds: list[int], min_fields: int, what: str, first_line: int = 1
 ) -> Iterator[Rows]:
     kinds_arr = np.array(kinds, dtype=np.int64)
-    for buf, first_line in text_chunks(inp, first_line=first_line):
+    for buf, chunk_line in text_chunks(inp, first_line=first_line):
         cap = int(np.count_nonzero(buf == 10)) + 1
         out = np.empty((cap, len(kinds)), dtype=np.int64)
         tok = np.zeros((cap, len(kinds), 2), dtype=np.int64)
         lines = np.empty(cap, dtype=np.int64)
-        pos, r, line_no = 0, 0, first_line
+        pos, r, line_no = 0, 0, chunk_line
         while True:
             got, pos, status, where, field, line_no = P.parse_fields(
                 buf, pos, kinds_arr, min_fields, out[r:], tok[r:], lines[r:], line_no

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from blocklab.traces.errors import BadInput
+from blocklab.traces.io import Input
+from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE
 
-from ..errors import BadInput
-from ..io import Input
-from ..schema import MAX_REQUEST_BYTES, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE
 from .base import Chunk, Format, ReadContext
 from .fields import K_INT, K_TOKEN, MISSING, check_monotonic, check_rows, field_rows
 

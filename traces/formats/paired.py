@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
+from blocklab.kernels import pairing as K
+from blocklab.traces.schema import NULL
 
-from ...kernels import pairing as K
-from ..schema import NULL
 from .base import Chunk, ReadContext
 
 #: A request with no event for this long (trace time) is taken as lost.

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from blocklab.kernels import pairing as K
+from blocklab.kernels import textparse as T
+from blocklab.traces.io import Input, line_at, next_line, text_chunks
 
-from ...kernels import pairing as K
-from ...kernels import textparse as T
-from ..io import Input, line_at, next_line, text_chunks
 from .base import ReadContext
 from .paired import ProcessNames
 

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
+from blocklab.kernels import textparse as T
+from blocklab.traces.io import Input
 
-from ...kernels import textparse as T
-from ..io import Input
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
 from .textevents import text_events
