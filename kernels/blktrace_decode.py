@@ -26,9 +26,11 @@ starts with an 8-byte cgroup id. Notify records (category NOTIFY) carry a proces
 (BLK_TN_PROCESS), a wall-clock timestamp (BLK_TN_TIMESTAMP: u32 seconds, u32 nanoseconds) or
 a message (BLK_TN_MESSAGE).
 
-Version 8 (``struct blk_io_trace2``, Linux 6.16+) widens the action to 64 bits so that newer
-operations fit; it is 56 bytes: the version-7 header with ``action`` as u64 at offset 32 and pid,
-device, cpu, error, pdu_len after it, see ``HDR2_*`` below.
+Version 8 (``struct blk_io_trace2``, added with zoned-device tracing in 2025) widens the action
+to 64 bits and is 64 bytes: magic 0, sequence 4, time 8, sector 16, bytes 24 (u32), pid 28
+(u32), action 32 (u64), device 40, cpu 44, error 48 (u16), pdu_len 50 (u16), 12 bytes of
+padding. Bits 0-31 of the action mean what they mean in version 7; bits 32 and up
+(``BLK_TC_ACT2``) carry the new categories (zone append, reset, open, close, finish).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ TC_FUA = 1 << 15
 
 TA_CGROUP = 1 << 8
 TA_MAX = 17  # __BLK_TA_DRV_DATA
+TA_MAX_V8 = 20  # version 8 adds __BLK_TA_ZONE_MGMT, _ZONE_PLUG, _ZONE_UNPLUG
 
 # Status codes (messages in traces.formats.blktrace).
 OK = 0
@@ -86,7 +89,7 @@ NOTE_NCOLS = 5
 
 # Flag bits (traces.schema.FLAG_*).
 FL_SYNC, FL_FUA, FL_META, FL_RAHEAD, FL_PREFLUSH = 1, 2, 4, 8, 16
-OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH = 0, 1, 2, 3
+OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH, OP_OTHER = 0, 1, 2, 3, 4
 
 MAX_BYTES = 1 << 40
 
@@ -171,6 +174,7 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             err = _u16(buf, pos + 44, swap)
             pdu_len = _u16(buf, pos + 46, swap)
             cat = (action >> 16) & 0xFFFF
+            cat2 = 0
             code = action & 0xFFFF
         elif version == 8:
             if n - pos < HDR8:
@@ -184,9 +188,14 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             dev = _u32(buf, pos + 40, swap)
             err = _u16(buf, pos + 48, swap)
             pdu_len = _u16(buf, pos + 50, swap)
-            # version 8 keeps the category mask in the upper 32 bits of the 64-bit action
-            cat = (action >> 32) & 0xFFFFFFFF
+            # version 8 keeps the version-7 categories in bits 16-31 and adds new ones (zoned
+            # operations, BLK_TC_ACT2) from bit 32 on
+            cat = (action >> 16) & 0xFFFF
+            cat2 = (action >> 32) & 0xFFFFFFFF
             code = action & 0xFFFF
+            if (code & 0xFF) > TA_MAX and (code & 0xFF) <= TA_MAX_V8:
+                pos = pos + hdr + pdu_len  # zone management / zone plug events: no request
+                continue
         else:
             return ne, nn, pos, BAD_VERSION, pos, last_time
         end = pos + hdr + pdu_len
@@ -216,7 +225,9 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
         if code & TA_CGROUP:
             pdu += 8
         op = OP_READ
-        if cat & TC_DISCARD:
+        if cat2 != 0:
+            op = OP_WRITE if nbytes > 0 and (cat & TC_WRITE) != 0 else OP_OTHER  # zoned ops
+        elif cat & TC_DISCARD:
             op = OP_DISCARD
         elif (cat & TC_FLUSH) != 0 and nbytes == 0:
             op = OP_FLUSH

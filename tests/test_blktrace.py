@@ -244,3 +244,36 @@ def test_timestamp_notify_gives_wall_clock_start(tmp_path, endian):
     _pf, meta = open_trace(tmp_path / "o.parquet")
     # the note says: trace time 1000 ns is 1700000000 s + 500 ns; the first request is 1000 later
     assert meta.start_utc == "2023-11-14T22:13:20.000001+00:00"
+
+
+def _v8(ev: Event, seq: int, endian: str = "<", cat2: int = 0) -> bytes:
+    """The same record in the version-8 layout (struct blk_io_trace2, 64 bytes)."""
+    from .blktrace_writer import TA, categories
+
+    action = TA[ev.action] | (categories(ev.op, ev.flags, ev.action) << 16) | (cat2 << 32)
+    return struct.pack(endian + "IIQQIIQIIHH12x", 0x65617408, seq, ev.time, ev.sector, ev.nbytes,
+                       ev.pid, action, ev.dev, ev.cpu, ev.error & 0xFFFF, len(ev.pdu)) + ev.pdu
+
+
+@pytest.mark.parametrize("endian", ["<", ">"])
+def test_version8_records_read_like_version7(tmp_path, endian):
+    reqs = [Request(DEVS[0], 64 + 4096 * k, 4096 * (k + 1), "write" if k % 2 else "read", 100,
+                    0, q=10 * k + 1, g=10 * k + 2, i=10 * k + 3, d=10 * k + 4, c=10 * k + 50,
+                    flags=("sync",)) for k in range(5)]
+    evs = sorted((e for r in reqs for e in r.events()), key=lambda e: e.time)
+    (tmp_path / "v7.blktrace.0").write_bytes(b"".join(pack(e, k, endian) for k, e in enumerate(evs)))
+    (tmp_path / "v8.blktrace.0").write_bytes(b"".join(_v8(e, k, endian) for k, e in enumerate(evs)))
+    ingest([str(tmp_path / "v7")], str(tmp_path / "v7.parquet"))
+    ingest([str(tmp_path / "v8")], str(tmp_path / "v8.parquet"))
+    assert read_rows(tmp_path / "v8.parquet") == read_rows(tmp_path / "v7.parquet")
+    assert len(read_rows(tmp_path / "v8.parquet")) == 5
+
+
+def test_version8_zone_reset_is_other(tmp_path):
+    dev = DEVS[0]
+    evs = [Event(1, "Q", dev, 0, 0, "read", 1, 0), Event(2, "C", dev, 0, 0, "read", 1, 0)]
+    blob = b"".join(_v8(e, k, cat2=1 << 2) for k, e in enumerate(evs))
+    (tmp_path / "z.blktrace.0").write_bytes(blob)
+    ingest([str(tmp_path / "z")], str(tmp_path / "z.parquet"))
+    (row,) = read_rows(tmp_path / "z.parquet")
+    assert row["op"] == S.OP_OTHER
