@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from blocklab.traces.errors import BlocklabError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+
+from blocklab.traces.errors import BlocklabError
 
 from . import __version__
 

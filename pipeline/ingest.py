@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+
 from blocklab.traces import formats
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import Chunk, Format, ReadContext

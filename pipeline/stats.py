@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
 from blocklab import queries
 from blocklab.traces.schema import OP_NAMES, flag_names, format_dev
 from blocklab.traces.store import open_trace

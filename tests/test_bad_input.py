@@ -7,8 +7,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from blocklab.pipeline.cli import app
 from typer.testing import CliRunner
+
+from blocklab.pipeline.cli import app
 
 from .blktrace_writer import Event, pack
 

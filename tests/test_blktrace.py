@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from blocklab.pipeline.ingest import ingest
-from blocklab.traces import schema as S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from blocklab.pipeline.ingest import ingest
+from blocklab.traces import schema as S
 
 from .blktrace_writer import Event, Request, pack, write_merged, write_percpu
 from .conftest import needs, read_rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+
 from blocklab.pipeline.ingest import ingest
 from blocklab.traces import schema as S
 from blocklab.traces.store import open_trace

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from blocklab.traces.errors import BadInput
 from blocklab.traces.io import Input
 

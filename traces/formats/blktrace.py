@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+
 from blocklab.kernels import blktrace_decode as D
 from blocklab.kernels import pairing as K
 from blocklab.traces.io import CHUNK_BYTES, Input

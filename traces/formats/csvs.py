@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import polars as pl
+
 from blocklab.traces.io import Input, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 

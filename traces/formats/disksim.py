@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
+
 from blocklab.traces.io import Input
 from blocklab.traces.schema import FLAG_CACHE_HIT, MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+
 from blocklab.kernels import fieldparse as P
 from blocklab.traces.io import Input, line_at, next_line, text_chunks
 

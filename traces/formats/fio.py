@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+
 from blocklab.traces.errors import BadInput
 from blocklab.traces.io import Input
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE

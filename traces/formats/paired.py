@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
+
 from blocklab.kernels import pairing as K
 from blocklab.traces.schema import NULL
 

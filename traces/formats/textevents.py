@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+
 from blocklab.kernels import pairing as K
 from blocklab.kernels import textparse as T
 from blocklab.traces.io import Input, line_at, next_line, text_chunks

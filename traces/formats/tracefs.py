@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
+
 from blocklab.kernels import textparse as T
 from blocklab.traces.io import Input
 
