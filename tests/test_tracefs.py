@@ -88,3 +88,82 @@ def test_old_kernel_lines_tgid_and_lost_events(tmp_path):
     assert read["time_ns"] == 2_500_000 and read["getrq_ns"] == 2_501_000
     assert read["latency_ns"] == 1_005_000 and read["error"] == -5
     assert read["flags"] & S.FLAG_RAHEAD and read["comm"] == "dd" and read["pid"] == 5555
+
+
+# --- Hypothesis round trip: requests -> tracefs lines (old or new kernel format) -> ingest
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+RWBS = {S.OP_READ: "R", S.OP_WRITE: "W", S.OP_DISCARD: "D", S.OP_FLUSH: "FF"}
+
+
+@st.composite
+def tracefs_requests(draw):
+    n = draw(st.integers(1, 40))
+    reqs = []
+    for k in range(n):
+        op = draw(st.sampled_from([S.OP_READ, S.OP_WRITE, S.OP_WRITE, S.OP_DISCARD]))
+        nsec = draw(st.integers(1, 2048))
+        t_ins = draw(st.integers(0, 10**9)) * 1000  # whole microseconds: tracefs prints us
+        has_insert = draw(st.booleans())
+        t_iss = t_ins + draw(st.integers(0, 5000)) * 1000
+        t_cmp = t_iss + draw(st.integers(1, 10**6)) * 1000
+        sync = draw(st.booleans()) and op == S.OP_WRITE
+        reqs.append(dict(dev=draw(st.sampled_from([(8, 0), (259, 3)])), sector=8 + 4096 * k,
+                         nsec=nsec, op=op, sync=sync, ins=t_ins if has_insert else None,
+                         iss=t_iss, cmp=t_cmp, pid=draw(st.sampled_from([11, 12])),
+                         err=draw(st.sampled_from([0, 0, -5]))))
+    return reqs
+
+
+def write_tracefs(reqs, new_format: bool) -> str:
+    comms = {11: "fio", 12: "kworker/u8:2"}
+    lines = []
+    for r in reqs:
+        rwbs = RWBS[r["op"]] + ("S" if r["sync"] else "")
+        dev = f"{r['dev'][0]},{r['dev'][1]}"
+        prio = " be,0,4" if new_format else ""
+        nbytes = r["nsec"] * 512 if new_format else 0
+        head = f"{r['sector']} + {r['nsec']}{prio}"
+        comm = comms[r["pid"]]
+        if r["ins"] is not None:
+            lines.append((r["ins"], 0, f"{comm}-{r['pid']} [000] ..... {{t}}: block_rq_insert: "
+                          f"{dev} {rwbs} {nbytes} () {head} [{comm}]"))
+        lines.append((r["iss"], 1, f"{comm}-{r['pid']} [001] ..... {{t}}: block_rq_issue: "
+                      f"{dev} {rwbs} {nbytes} () {head} [{comm}]"))
+        lines.append((r["cmp"], 2, f"<idle>-0 [001] d.h1. {{t}}: block_rq_complete: "
+                      f"{dev} {rwbs} () {head} [{r['err']}]"))
+    lines.sort(key=lambda x: (x[0], x[1]))
+    out = []
+    for t, _k, text in lines:
+        us = t // 1000
+        out.append(text.replace("{t}", f"{us // 10**6}.{us % 10**6:06d}"))
+    return "\n".join(out) + "\n"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs=tracefs_requests(), new_format=st.booleans())
+def test_tracefs_round_trip(tmp_path_factory, reqs, new_format):
+    d = tmp_path_factory.mktemp("tf")
+    (d / "t.txt").write_text(write_tracefs(reqs, new_format))
+    res = ingest([str(d / "t.txt")], str(d / "t.parquet"))
+    assert res.format == "tracefs"
+    got = sorted(read_rows(d / "t.parquet"), key=lambda r: (r["device"], r["sector"]))
+    first = {id(r): r["ins"] if r["ins"] is not None else r["iss"] for r in reqs}
+    t0 = min(first.values())
+    want = sorted(reqs, key=lambda r: (S.make_dev(*r["dev"]), r["sector"]))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        arrival = first[id(w)]
+        assert g["device"] == S.make_dev(*w["dev"])
+        assert (g["sector"], g["size_bytes"], g["op"]) == (w["sector"], w["nsec"] * 512, w["op"])
+        assert g["time_ns"] == arrival - t0
+        assert g["insert_ns"] == (None if w["ins"] is None else w["ins"] - t0)
+        assert g["issue_ns"] == w["iss"] - t0
+        assert g["complete_ns"] == w["cmp"] - t0
+        assert g["latency_ns"] == w["cmp"] - arrival
+        assert bool(g["flags"] & S.FLAG_SYNC) == w["sync"]
+        assert g["pid"] == w["pid"] and g["error"] == w["err"]
+        assert g["comm"] == {11: "fio", 12: "kworker/u8:2"}[w["pid"]]

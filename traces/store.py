@@ -31,7 +31,7 @@ from .schema import (
 )
 
 #: Rows per Parquet row group: large enough for good compression, small enough to stream.
-ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_ROWS = 1 << 18
 
 # Time columns are nearly monotonic: delta encoding before zstd stores them in a few bits.
 _DELTA_COLUMNS = ["time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns"]
