@@ -6,6 +6,13 @@
 - error_model="numpy": division by zero gives inf/nan instead of a Python-style check on every
   division in hot loops; kernels validate their inputs explicitly instead.
 - boundscheck stays off (the default); the tests run the kernels against plain-Python references.
+
+``@njit(nrt=False)`` compiles a kernel without Numba's reference counting. Use it for kernels
+that never allocate (they fill arrays the caller allocated, as STYLE asks): with reference
+counting on, every call of a helper that takes arrays inside a loop increments and decrements
+the arrays' reference counts through out-of-line atomic calls, which the refcount pruning pass
+cannot remove across loops. Measured on the pairing kernel: 190 ns per event with it, a few tens
+without. A kernel compiled this way must not create arrays (np.empty, argsort, ...).
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 def njit(*args, **kwargs):
     """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(inline="always")``."""
     opts = dict(_OPTIONS)
+    if not kwargs.pop("nrt", True):
+        opts["_nrt"] = False
     opts.update(kwargs)
     if args and callable(args[0]):
         return numba.njit(**opts)(args[0])

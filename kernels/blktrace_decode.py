@@ -43,6 +43,7 @@ from .pairing import (
     EV_DEV,
     EV_ERR,
     EV_FLAGS,
+    EV_NCOLS,
     EV_OP,
     EV_PID,
     EV_SECTOR,
@@ -94,14 +95,14 @@ OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH, OP_OTHER = 0, 1, 2, 3, 4
 MAX_BYTES = 1 << 40
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _u16(buf, p, swap):
     if swap:
         return (buf[p] << 8) | buf[p + 1]
     return buf[p] | (buf[p + 1] << 8)
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _u32(buf, p, swap):
     b0 = buf[p] & 0xFF
     b1 = buf[p + 1] & 0xFF
@@ -112,7 +113,7 @@ def _u32(buf, p, swap):
     return b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _u64(buf, p, swap):
     lo = _u32(buf, p, swap)
     hi = _u32(buf, p + 4, swap)
@@ -121,31 +122,17 @@ def _u64(buf, p, swap):
     return (hi << 32) | lo
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _be32(buf, p):
     return _u32(buf, p, True)
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _be64(buf, p):
     return _u64(buf, p, True)
 
 
-@njit
-def sniff_order(buf):
-    """(swap, version) from the first record's magic, or (-1, -1) when it is not blktrace."""
-    if len(buf) < 4:
-        return -1, -1
-    le = _u32(buf, 0, False)
-    if (le & 0xFFFFFF00) == MAGIC:
-        return 0, le & 0xFF
-    be = _u32(buf, 0, True)
-    if (be & 0xFFFFFF00) == MAGIC:
-        return 1, be & 0xFF
-    return -1, -1
-
-
-@njit
+@njit(nrt=False)
 def decode(buf, pos, swap, events, notes, last_time, at_eof):
     """Decode records from ``buf[pos:]`` into ``events`` (rows) and ``notes``.
 
@@ -249,23 +236,23 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             aux = _be64(buf, pdu)
         elif base == 15 and pdu + 16 <= end:  # remap: sector_from
             aux = _be64(buf, pdu + 8)
-        ev = events[ne]
-        ev[EV_TIME] = t
-        ev[EV_DEV] = dev
-        ev[EV_ACT] = base
-        ev[EV_OP] = op
-        ev[EV_FLAGS] = flags
-        ev[EV_SECTOR] = sector
-        ev[EV_BYTES] = nbytes
-        ev[EV_PID] = pid
-        ev[EV_ERR] = err - 65536 if err >= 32768 else err  # a negative errno stored as u16
-        ev[EV_AUX] = aux
+        o = ne * EV_NCOLS  # events is the flattened matrix: no 2-D stride multiply per store
+        events[o + EV_TIME] = t
+        events[o + EV_DEV] = dev
+        events[o + EV_ACT] = base
+        events[o + EV_OP] = op
+        events[o + EV_FLAGS] = flags
+        events[o + EV_SECTOR] = sector
+        events[o + EV_BYTES] = nbytes
+        events[o + EV_PID] = pid
+        events[o + EV_ERR] = err - 65536 if err >= 32768 else err  # negative errno as u16
+        events[o + EV_AUX] = aux
         ne += 1
         pos = end
     return ne, nn, pos, OK, pos, last_time
 
 
-@njit
+@njit(nrt=False)
 def find_magic(buf, pos, swap):
     """Next offset after ``pos`` where a plausible record header starts (for --skip-bad)."""
     n = len(buf)

@@ -22,7 +22,7 @@ OK, BAD_LINE, BAD_FIELD = 0, 1, 2
 MISSING = -(1 << 62)
 
 
-@njit
+@njit(nrt=False)
 def parse_fields(buf, pos, kinds, min_fields, out, tok, lines, line_no):
     """Parse lines from ``buf[pos:]``.
 

@@ -1,17 +1,26 @@
 """Pair block-layer events (queue, merge, getrq, insert, issue, requeue, split, remap, complete)
 into one row per request, the way btt follows an I/O from Q to C.
 
-Events arrive as rows of an int64 matrix in time order (columns EV_*). The state (requests in
-flight) persists across calls, so a trace of any length streams through in bounded memory:
-a fixed pool of entries plus an open-addressing hash table that indexes them by
+Events arrive as rows of an int64 matrix in time order (columns EV_*), passed flattened. The
+state (requests in flight) persists across calls, so a trace of any length streams through in
+bounded memory: a pool of entries plus an open-addressing hash table that indexes them by one
+64-bit key ``kind << 62 | device index << 48 | sector``:
 
-- (KIND_BIO, dev, sector): a bio queued (Q) or announced by a remap (A), not yet a request;
-- (KIND_START, dev, sector) and (KIND_END, dev, end sector): a request (after G, I or D);
-  the end key finds the request a back merge (M) extends, the start key the request a front
-  merge (F), an issue (D) or a completion (C) refers to.
+- KIND_BIO: a bio queued (Q) or announced by a remap (A), not yet a request;
+- KIND_START and KIND_END: a request (after G, I or D) by its first sector and by the sector
+  after its last; the end key finds the request a back merge (M) extends, the start key the
+  request a front merge (F), an issue (D) or a completion (C) refers to.
 
-Duplicate keys (two flushes in flight at sector 0) are found first-in first-out: linear probing
-puts a newer twin later on the probe run, and backward-shift deletion keeps that order.
+Devices get small indices from a second table (a flush is keyed as its own device at sector 0:
+flushes carry no position, a completion may even say sector -1). Sectors are keyed modulo
+2**48 (128 PiB).
+
+Duplicate keys (two flushes in flight) are found first-in first-out: linear probing puts a
+newer twin later on the probe run, and backward-shift deletion keeps that order.
+
+Everything is flat one-dimensional arrays indexed ``row * NCOLS + column``: Numba indexes a 2-D
+array with a run-time stride multiply and a wraparound check per access, which made an earlier
+2-D version of this kernel five times slower.
 
 A request becomes an output row when it completes; a completion with no earlier event becomes a
 row flagged PARTIAL (the request began before the trace). ``pair_sweep`` evicts requests idle for
@@ -35,52 +44,21 @@ A_ISSUE, A_COMPLETE, A_PLUG, A_UNPLUG_IO, A_UNPLUG_TIMER, A_INSERT = 7, 8, 9, 10
 A_SPLIT, A_BOUNCE, A_REMAP, A_ABORT = 13, 14, 15, 16
 
 # Output row columns.
-(
-    R_TIME,
-    R_DEV,
-    R_SECTOR,
-    R_BYTES,
-    R_OP,
-    R_FLAGS,
-    R_GETRQ,
-    R_INSERT,
-    R_ISSUE,
-    R_COMPLETE,
-    R_LATENCY,
-    R_MERGES,
-    R_PID,
-    R_ERR,
-    R_SEQ,
-) = range(15)
+(R_TIME, R_DEV, R_SECTOR, R_BYTES, R_OP, R_FLAGS, R_GETRQ, R_INSERT, R_ISSUE, R_COMPLETE,
+ R_LATENCY, R_MERGES, R_PID, R_ERR, R_SEQ) = range(15)
 R_NCOLS = 15
 
 # Entry fields.
-(
-    F_STAGE,
-    F_DEV,
-    F_START,
-    F_END,
-    F_START0,
-    F_BYTES0,
-    F_OP,
-    F_FLAGS,
-    F_Q,
-    F_G,
-    F_I,
-    F_D,
-    F_PID,
-    F_MERGES,
-    F_LAST,
-    F_SEQ,
-) = range(16)
-F_NFIELDS = 16
+(F_STAGE, F_DEV, F_DIDX, F_START, F_END, F_START0, F_BYTES0, F_OP, F_FLAGS, F_Q, F_G, F_I, F_D,
+ F_PID, F_MERGES, F_LAST, F_SEQ) = range(17)
+NF = 17
 
 # Entry stages.
 S_FREE, S_REMAP, S_BIO, S_REQ = 0, 1, 2, 3
-KIND_BIO, KIND_START, KIND_END = 1, 2, 3
+KIND_BIO, KIND_START, KIND_END = 0, 1, 2
 
 # State scalars.
-ST_FREE_TOP, ST_SEQ, ST_LIVE, ST_USED_SLOTS, ST_NOW = range(5)
+ST_FREE_TOP, ST_SEQ, ST_LIVE, ST_USED, ST_NOW, ST_NDEV = range(6)
 ST_NFIELDS = 8
 
 # Flag bits (values of traces.schema.FLAG_*; kernels do not import the schema module).
@@ -92,391 +70,422 @@ FL_INCOMPLETE = 1 << 10
 
 OP_FLUSH = 3
 FLUSH_KEY = 1 << 33
+SECTOR_MASK = (1 << 48) - 1
+MAX_DEVICES = 1 << 14
 
 # Status codes.
 OK = 0
-FULL = 1
+FULL = 1  # the entry pool (or the hash table) needs to grow
+TOO_MANY_DEVICES = 2
 
 NULL = -1
+EMPTY = -1
 
 
-def new_state(capacity: int = 1 << 16):
-    """Allocate the pairing state for ``capacity`` requests in flight."""
-    ent = np.zeros((capacity, F_NFIELDS), dtype=np.int64)
+def new_state(capacity: int = 1 << 12):
+    """Allocate the pairing state for ``capacity`` requests in flight.
+
+    Returns (ent, keys, vals, devk, devv, free, st): entry pool, hash table keys and values,
+    device table keys and indices, free list, scalars.
+    """
+    ent = np.zeros(capacity * NF, dtype=np.int64)
     slots = 4 * capacity
-    table = np.full((slots, 3), 0, dtype=np.int64)
-    table[:, 2] = -1  # -1 empty, -2 tombstone, else entry index
+    keys = np.zeros(slots, dtype=np.int64)
+    vals = np.full(slots, EMPTY, dtype=np.int64)
+    devk = np.zeros(2 * MAX_DEVICES, dtype=np.int64)
+    devv = np.full(2 * MAX_DEVICES, EMPTY, dtype=np.int64)
     free = np.arange(capacity - 1, -1, -1, dtype=np.int64)
     st = np.zeros(ST_NFIELDS, dtype=np.int64)
     st[ST_FREE_TOP] = capacity
-    return ent, table, free, st
+    return ent, keys, vals, devk, devv, free, st
 
 
-@njit(inline="always")
-def _hash(k1, k2, mask):
-    h = (k1 * -7046029254386353131) ^ (k2 * -4417276706812531889)  # 64-bit golden-ratio mixers
-    h ^= h >> 29
-    return h & mask
+@njit(inline="always", nrt=False)
+def _mix(key, mask):
+    """Slot of a key: MurmurHash3's 64-bit finalizer, so that every key bit (kind and device
+    in the high bits too) moves the slot; a multiply alone leaves the low bits blind to them."""
+    x = key ^ (key >> 33)
+    x *= -49064778989728563  # 0xff51afd7ed558ccd as int64
+    x ^= x >> 33
+    x *= -4265267296055464877  # 0xc4ceb9fe1a85ec53 as int64
+    x ^= x >> 33
+    return x & mask
 
 
-@njit(inline="always")
-def _find(table, kind, dev, sector):
-    mask = table.shape[0] - 1
-    k1 = (kind << 40) | dev
-    i = _hash(k1, sector, mask)
+@njit(inline="always", nrt=False)
+def _key(kind, didx, sector):
+    return (kind << 62) | (didx << 48) | (sector & SECTOR_MASK)
+
+
+@njit(inline="always", nrt=False)
+def _dev_index(devk, devv, st, dev):
+    """Small index of a device (or flush pseudo-device) key; -1 when the table is full."""
+    mask = devk.shape[0] - 1
+    i = _mix(dev + 1, mask)
+    while devv[i] != EMPTY:
+        if devk[i] == dev:
+            return devv[i]
+        i = (i + 1) & mask
+    if st[ST_NDEV] >= MAX_DEVICES:
+        return -1
+    devk[i] = dev
+    devv[i] = st[ST_NDEV]
+    st[ST_NDEV] += 1
+    return devv[i]
+
+
+@njit(inline="always", nrt=False)
+def _find(keys, vals, key):
+    mask = keys.shape[0] - 1
+    i = _mix(key, mask)
     while True:
-        v = table[i, 2]
-        if v == -1:
-            return -1, -1
-        if v >= 0 and table[i, 0] == k1 and table[i, 1] == sector:
-            return i, v
+        v = vals[i]
+        if v == EMPTY:
+            return -1
+        if keys[i] == key:
+            return v
         i = (i + 1) & mask
 
 
-@njit(inline="always")
-def _insert(table, st, kind, dev, sector, entry):
-    mask = table.shape[0] - 1
-    k1 = (kind << 40) | dev
-    i = _hash(k1, sector, mask)
-    while table[i, 2] != -1:
+@njit(inline="always", nrt=False)
+def _insert(keys, vals, st, key, entry):
+    mask = keys.shape[0] - 1
+    i = _mix(key, mask)
+    while vals[i] != EMPTY:
         i = (i + 1) & mask
-    table[i, 0] = k1
-    table[i, 1] = sector
-    table[i, 2] = entry
-    st[ST_USED_SLOTS] += 1
+    keys[i] = key
+    vals[i] = entry
+    st[ST_USED] += 1
 
 
-@njit(inline="always")
-def _remove(table, st, kind, dev, sector, entry):
-    """Delete the slot of ``entry`` under this key (the entry's own slot, not a twin's).
-
-    Backward-shift deletion: the keys after it on the probe run move back, so no tombstones
-    build up and the relative order of duplicate keys (first in, first found) is kept.
-    """
-    mask = table.shape[0] - 1
-    k1 = (kind << 40) | dev
-    i = _hash(k1, sector, mask)
+@njit(inline="always", nrt=False)
+def _remove(keys, vals, st, key, entry):
+    """Delete ``entry``'s slot under ``key`` (not a twin's), shifting the run back after it."""
+    mask = keys.shape[0] - 1
+    i = _mix(key, mask)
     while True:
-        v = table[i, 2]
-        if v == -1:
+        v = vals[i]
+        if v == EMPTY:
             return
-        if v == entry and table[i, 0] == k1 and table[i, 1] == sector:
+        if v == entry and keys[i] == key:
             break
         i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
-        if table[j, 2] == -1:
+        if vals[j] == EMPTY:
             break
-        home = _hash(table[j, 0], table[j, 1], mask)
-        # the key at j may move to i only if its home is not cyclically within (i, j]
+        home = _mix(keys[j], mask)
+        # the key at j may move back to i only if its home is not cyclically within (i, j]
         if i <= j:
-            stays = i < home <= j
-        else:
-            stays = home > i or home <= j
-        if stays:
+            if i < home and home <= j:
+                continue
+        elif home > i or home <= j:
             continue
-        table[i, 0] = table[j, 0]
-        table[i, 1] = table[j, 1]
-        table[i, 2] = table[j, 2]
+        keys[i] = keys[j]
+        vals[i] = vals[j]
         i = j
-    table[i, 2] = -1
-    st[ST_USED_SLOTS] -= 1
+    vals[i] = EMPTY
+    st[ST_USED] -= 1
 
 
 @njit
-def _rebuild(table, ent, st):
-    """Rehash every live entry (after the pool grew); twins keep their order by seq."""
-    table[:, 2] = -1
-    st[ST_USED_SLOTS] = 0
-    n = ent.shape[0]
-    order = np.argsort(ent[:, F_SEQ])
+def rehash(ent, keys, vals, st):
+    """Index every live entry again (after the pool or the table grew); twins keep their
+    first-in first-out order by entry sequence number."""
+    vals[:] = EMPTY
+    st[ST_USED] = 0
+    n = ent.shape[0] // NF
+    seqs = np.empty(n, dtype=np.int64)
+    for e in range(n):
+        seqs[e] = ent[e * NF + F_SEQ] if ent[e * NF + F_STAGE] != S_FREE else -1
+    order = np.argsort(seqs)
     for j in range(n):
         e = order[j]
-        stage = ent[e, F_STAGE]
+        b = e * NF
+        stage = ent[b + F_STAGE]
         if stage == S_FREE:
             continue
-        dev = ent[e, F_DEV]
+        d = ent[b + F_DIDX]
         if stage == S_REQ:
-            _insert(table, st, KIND_START, dev, ent[e, F_START], e)
-            _insert(table, st, KIND_END, dev, ent[e, F_END], e)
+            _insert(keys, vals, st, _key(KIND_START, d, ent[b + F_START]), e)
+            _insert(keys, vals, st, _key(KIND_END, d, ent[b + F_END]), e)
         else:
-            _insert(table, st, KIND_BIO, dev, ent[e, F_START], e)
+            _insert(keys, vals, st, _key(KIND_BIO, d, ent[b + F_START]), e)
 
 
-@njit(inline="always")
-def _alloc(ent, free, st, table):
-    top = st[ST_FREE_TOP]
-    if top == 0:
-        return -1
-    top -= 1
+@njit(inline="always", nrt=False)
+def _alloc(ent, free, st):
+    top = st[ST_FREE_TOP] - 1
     st[ST_FREE_TOP] = top
     e = free[top]
-    ent[e, :] = NULL
-    ent[e, F_FLAGS] = 0
-    ent[e, F_MERGES] = 0
+    b = e * NF
+    for f in range(NF):
+        ent[b + f] = NULL
+    ent[b + F_FLAGS] = 0
+    ent[b + F_MERGES] = 0
     st[ST_SEQ] += 1
-    ent[e, F_SEQ] = st[ST_SEQ]
+    ent[b + F_SEQ] = st[ST_SEQ]
     st[ST_LIVE] += 1
     return e
 
 
-@njit(inline="always")
-def _release(ent, free, st, table, e):
-    dev = ent[e, F_DEV]
-    if ent[e, F_STAGE] == S_REQ:
-        _remove(table, st, KIND_START, dev, ent[e, F_START], e)
-        _remove(table, st, KIND_END, dev, ent[e, F_END], e)
+@njit(inline="always", nrt=False)
+def _release(ent, keys, vals, free, st, e):
+    b = e * NF
+    d = ent[b + F_DIDX]
+    if ent[b + F_STAGE] == S_REQ:
+        _remove(keys, vals, st, _key(KIND_START, d, ent[b + F_START]), e)
+        _remove(keys, vals, st, _key(KIND_END, d, ent[b + F_END]), e)
     else:
-        _remove(table, st, KIND_BIO, dev, ent[e, F_START], e)
-    ent[e, F_STAGE] = S_FREE
+        _remove(keys, vals, st, _key(KIND_BIO, d, ent[b + F_START]), e)
+    ent[b + F_STAGE] = S_FREE
     free[st[ST_FREE_TOP]] = e
     st[ST_FREE_TOP] += 1
     st[ST_LIVE] -= 1
 
 
-@njit(inline="always")
-def _promote(ent, table, st, e):
+@njit(inline="always", nrt=False)
+def _promote(ent, keys, vals, st, e):
     """A bio becomes a request: index it by start and end instead of as a bio."""
-    dev = ent[e, F_DEV]
-    _remove(table, st, KIND_BIO, dev, ent[e, F_START], e)
-    ent[e, F_STAGE] = S_REQ
-    _insert(table, st, KIND_START, dev, ent[e, F_START], e)
-    _insert(table, st, KIND_END, dev, ent[e, F_END], e)
+    b = e * NF
+    d = ent[b + F_DIDX]
+    _remove(keys, vals, st, _key(KIND_BIO, d, ent[b + F_START]), e)
+    ent[b + F_STAGE] = S_REQ
+    _insert(keys, vals, st, _key(KIND_START, d, ent[b + F_START]), e)
+    _insert(keys, vals, st, _key(KIND_END, d, ent[b + F_END]), e)
 
 
-@njit(inline="always")
-def _new_entry(ent, free, st, table, ev, stage, t, dev, sector):
-    e = _alloc(ent, free, st, table)
-    if e < 0:
-        return -1
-    nsec = (ev[EV_BYTES] + 511) >> 9
-    ent[e, F_STAGE] = stage
-    ent[e, F_DEV] = dev
-    ent[e, F_START] = sector
-    ent[e, F_END] = sector + nsec
-    ent[e, F_START0] = sector
-    ent[e, F_BYTES0] = ev[EV_BYTES]
-    ent[e, F_OP] = ev[EV_OP]
-    ent[e, F_FLAGS] = ev[EV_FLAGS]
-    ent[e, F_PID] = ev[EV_PID]
-    ent[e, F_LAST] = t
+@njit(inline="always", nrt=False)
+def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector):
+    e = _alloc(ent, free, st)
+    b = e * NF
+    nbytes = events[p + EV_BYTES]
+    nsec = (nbytes + 511) >> 9
+    ent[b + F_STAGE] = stage
+    ent[b + F_DEV] = dev
+    ent[b + F_DIDX] = didx
+    ent[b + F_START] = sector
+    ent[b + F_END] = sector + nsec
+    ent[b + F_START0] = sector
+    ent[b + F_BYTES0] = nbytes
+    ent[b + F_OP] = events[p + EV_OP]
+    ent[b + F_FLAGS] = events[p + EV_FLAGS]
+    ent[b + F_PID] = events[p + EV_PID]
+    ent[b + F_LAST] = t
+    ent[b + F_Q] = t
     if stage == S_REQ:
-        _insert(table, st, KIND_START, dev, sector, e)
-        _insert(table, st, KIND_END, dev, sector + nsec, e)
+        _insert(keys, vals, st, _key(KIND_START, didx, sector), e)
+        _insert(keys, vals, st, _key(KIND_END, didx, sector + nsec), e)
     else:
-        _insert(table, st, KIND_BIO, dev, sector, e)
+        _insert(keys, vals, st, _key(KIND_BIO, didx, sector), e)
     return e
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _emit(out, n, ent, e, t_complete, err, extra_flags):
-    out[n, R_TIME] = ent[e, F_Q]
-    out[n, R_DEV] = ent[e, F_DEV] & 0xFFFFFFFF  # drop the flush key bit
-    out[n, R_SECTOR] = ent[e, F_START0]
-    out[n, R_BYTES] = ent[e, F_BYTES0]
-    out[n, R_OP] = ent[e, F_OP]
-    out[n, R_FLAGS] = ent[e, F_FLAGS] | extra_flags
-    out[n, R_GETRQ] = ent[e, F_G]
-    out[n, R_INSERT] = ent[e, F_I]
-    out[n, R_ISSUE] = ent[e, F_D]
-    out[n, R_COMPLETE] = t_complete
-    out[n, R_LATENCY] = t_complete - ent[e, F_Q] if t_complete != NULL else NULL
-    out[n, R_MERGES] = ent[e, F_MERGES]
-    out[n, R_PID] = ent[e, F_PID]
-    out[n, R_ERR] = err
-    out[n, R_SEQ] = ent[e, F_SEQ]
+    b = e * NF
+    o = n * R_NCOLS
+    q = ent[b + F_Q]
+    out[o + R_TIME] = q
+    out[o + R_DEV] = ent[b + F_DEV] & 0xFFFFFFFF  # drop the flush key bit
+    out[o + R_SECTOR] = ent[b + F_START0]
+    out[o + R_BYTES] = ent[b + F_BYTES0]
+    out[o + R_OP] = ent[b + F_OP]
+    out[o + R_FLAGS] = ent[b + F_FLAGS] | extra_flags
+    out[o + R_GETRQ] = ent[b + F_G]
+    out[o + R_INSERT] = ent[b + F_I]
+    out[o + R_ISSUE] = ent[b + F_D]
+    out[o + R_COMPLETE] = t_complete
+    out[o + R_LATENCY] = t_complete - q if t_complete != NULL else NULL
+    out[o + R_MERGES] = ent[b + F_MERGES]
+    out[o + R_PID] = ent[b + F_PID]
+    out[o + R_ERR] = err
+    out[o + R_SEQ] = ent[b + F_SEQ]
 
 
-@njit(inline="always")
-def _request_at(ent, free, st, table, ev, t, expect_queue, dev, sector):
+@njit(inline="always", nrt=False)
+def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector):
     """The request starting at the event's sector: found, promoted from a bio, or created."""
-    _s, e = _find(table, KIND_START, dev, sector)
+    e = _find(keys, vals, _key(KIND_START, didx, sector))
     if e >= 0:
         return e
-    _s, e = _find(table, KIND_BIO, dev, sector)
+    e = _find(keys, vals, _key(KIND_BIO, didx, sector))
     if e >= 0:
-        if ent[e, F_STAGE] == S_REMAP:  # remapped, then issued without a traced Q
-            ent[e, F_Q] = t
-        _promote(ent, table, st, e)
+        if ent[e * NF + F_STAGE] == S_REMAP:  # remapped, then issued without a traced Q
+            ent[e * NF + F_Q] = t
+        _promote(ent, keys, vals, st, e)
         return e
-    e = _new_entry(ent, free, st, table, ev, S_REQ, t, dev, sector)
-    if e >= 0:
-        ent[e, F_Q] = t
-        if expect_queue:
-            ent[e, F_FLAGS] |= FL_PARTIAL
+    e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
+    if expect_queue:
+        ent[e * NF + F_FLAGS] |= FL_PARTIAL
     return e
 
 
-@njit
-def pair_events(events, n_events, ent, table, free, st, out, expect_queue):
-    """Feed ``events[:n_events]`` through the pairing state; completed requests go to ``out``.
+@njit(nrt=False)
+def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, expect_queue):
+    """Feed the first ``n_events`` rows of the flattened event matrix through the state;
+    completed requests go to the flattened ``out`` rows.
 
-    Returns (rows written, events consumed, status). Status FULL means the entry pool is
-    exhausted: the caller sweeps (evicts) and calls again from the returned event index.
-    ``expect_queue``: the source traces queue events, so a request first seen later is PARTIAL.
+    Returns (rows written, events consumed, status). Status FULL: the entry pool or the table
+    needs to grow (the caller grows it and calls again from the returned event index).
     """
     n = 0
+    slots = keys.shape[0]
     for k in range(n_events):
-        if st[ST_FREE_TOP] < 2:  # every event needs at most two free entries (a split)
+        # every event needs at most two free entries (a split) and four table slots
+        if st[ST_FREE_TOP] < 2 or (st[ST_USED] + 4) * 2 > slots:
             return n, k, FULL
-        ev = events[k]
-        t = ev[EV_TIME]
-        act = ev[EV_ACT]
-        dev = ev[EV_DEV]
-        sector = ev[EV_SECTOR]
-        if ev[EV_OP] == OP_FLUSH:
-            # flushes carry no position (a completion may even say sector -1): key them apart
+        p = k * EV_NCOLS
+        t = events[p + EV_TIME]
+        act = events[p + EV_ACT]
+        dev = events[p + EV_DEV]
+        sector = events[p + EV_SECTOR]
+        nbytes = events[p + EV_BYTES]
+        if events[p + EV_OP] == OP_FLUSH:
             dev |= FLUSH_KEY
             sector = 0
+        didx = _dev_index(devk, devv, st, dev)
+        if didx < 0:
+            return n, k, TOO_MANY_DEVICES
         st[ST_NOW] = t
         if act == A_QUEUE:
-            _s, e = _find(table, KIND_BIO, dev, sector)
-            if e >= 0 and ent[e, F_STAGE] == S_REMAP:
-                ent[e, F_STAGE] = S_BIO
-                ent[e, F_Q] = t
-                ent[e, F_BYTES0] = ev[EV_BYTES]
-                ent[e, F_END] = sector + ((ev[EV_BYTES] + 511) >> 9)
-                ent[e, F_OP] = ev[EV_OP]
-                ent[e, F_FLAGS] |= ev[EV_FLAGS]
-                ent[e, F_PID] = ev[EV_PID]
-                ent[e, F_LAST] = t
-            elif e >= 0 and (ent[e, F_FLAGS] & FL_SPLIT) != 0 and ent[e, F_Q] <= t:
-                ent[e, F_LAST] = t  # the remainder of a split, queued again
+            e = _find(keys, vals, _key(KIND_BIO, didx, sector))
+            if e >= 0 and ent[e * NF + F_STAGE] == S_REMAP:
+                b = e * NF
+                ent[b + F_STAGE] = S_BIO
+                ent[b + F_Q] = t
+                ent[b + F_BYTES0] = nbytes
+                ent[b + F_END] = sector + ((nbytes + 511) >> 9)
+                ent[b + F_OP] = events[p + EV_OP]
+                ent[b + F_FLAGS] |= events[p + EV_FLAGS]
+                ent[b + F_PID] = events[p + EV_PID]
+                ent[b + F_LAST] = t
+            elif e >= 0 and (ent[e * NF + F_FLAGS] & FL_SPLIT) != 0 and ent[e * NF + F_Q] <= t:
+                ent[e * NF + F_LAST] = t  # the remainder of a split, queued again
             else:
-                e = _new_entry(ent, free, st, table, ev, S_BIO, t, dev, sector)
-                if e < 0:
-                    return n, k, FULL
-                ent[e, F_Q] = t
+                _new_entry(ent, keys, vals, free, st, events, p, S_BIO, t, dev, didx, sector)
         elif act == A_REMAP:
-            e = _new_entry(ent, free, st, table, ev, S_REMAP, t, dev, sector)
-            if e < 0:
-                return n, k, FULL
-            ent[e, F_FLAGS] |= FL_REMAPPED
-            ent[e, F_Q] = t
+            e = _new_entry(ent, keys, vals, free, st, events, p, S_REMAP, t, dev, didx, sector)
+            ent[e * NF + F_FLAGS] |= FL_REMAPPED
         elif act == A_BACKMERGE or act == A_FRONTMERGE:
+            nsec = (nbytes + 511) >> 9
             if act == A_BACKMERGE:
-                _s, r = _find(table, KIND_END, dev, sector)
+                r = _find(keys, vals, _key(KIND_END, didx, sector))
             else:
-                _s, r = _find(table, KIND_START, dev, sector + ((ev[EV_BYTES] + 511) >> 9))
-            _s, b = _find(table, KIND_BIO, dev, sector)
+                r = _find(keys, vals, _key(KIND_START, didx, sector + nsec))
+            bio = _find(keys, vals, _key(KIND_BIO, didx, sector))
             q = t
-            if b >= 0:
-                q = ent[b, F_Q]
-                _release(ent, free, st, table, b)
+            if bio >= 0:
+                q = ent[bio * NF + F_Q]
+                _release(ent, keys, vals, free, st, bio)
             if r >= 0:
-                nsec = (ev[EV_BYTES] + 511) >> 9
+                b = r * NF
                 if act == A_BACKMERGE:
-                    _remove(table, st, KIND_END, dev, ent[r, F_END], r)
-                    ent[r, F_END] = sector + nsec
-                    _insert(table, st, KIND_END, dev, ent[r, F_END], r)
+                    _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), r)
+                    ent[b + F_END] = sector + nsec
+                    _insert(keys, vals, st, _key(KIND_END, didx, sector + nsec), r)
                 else:
-                    _remove(table, st, KIND_START, dev, ent[r, F_START], r)
-                    ent[r, F_START] = sector
-                    ent[r, F_START0] = sector
-                    _insert(table, st, KIND_START, dev, sector, r)
-                ent[r, F_BYTES0] += ev[EV_BYTES]
-                ent[r, F_MERGES] += 1
-                if q < ent[r, F_Q]:
-                    ent[r, F_Q] = q
-                ent[r, F_LAST] = t
+                    _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), r)
+                    ent[b + F_START] = sector
+                    ent[b + F_START0] = sector
+                    _insert(keys, vals, st, _key(KIND_START, didx, sector), r)
+                ent[b + F_BYTES0] += nbytes
+                ent[b + F_MERGES] += 1
+                if q < ent[b + F_Q]:
+                    ent[b + F_Q] = q
+                ent[b + F_LAST] = t
         elif act == A_SPLIT:
-            _s, e = _find(table, KIND_BIO, dev, sector)
+            e = _find(keys, vals, _key(KIND_BIO, didx, sector))
             if e < 0:
-                _s, e = _find(table, KIND_START, dev, sector)
-            new_sector = ev[EV_AUX]
-            if e >= 0 and sector < new_sector < ent[e, F_END]:
-                old_end = ent[e, F_END]
-                stage = ent[e, F_STAGE]
-                if stage == S_REQ:
-                    _remove(table, st, KIND_END, dev, old_end, e)
-                    ent[e, F_END] = new_sector
-                    _insert(table, st, KIND_END, dev, new_sector, e)
+                e = _find(keys, vals, _key(KIND_START, didx, sector))
+            new_sector = events[p + EV_AUX]
+            if e >= 0 and sector < new_sector < ent[e * NF + F_END]:
+                b = e * NF
+                old_end = ent[b + F_END]
+                if ent[b + F_STAGE] == S_REQ:
+                    _remove(keys, vals, st, _key(KIND_END, didx, old_end), e)
+                    ent[b + F_END] = new_sector
+                    _insert(keys, vals, st, _key(KIND_END, didx, new_sector), e)
                 else:
-                    ent[e, F_END] = new_sector
-                ent[e, F_BYTES0] = (new_sector - sector) << 9
-                ent[e, F_FLAGS] |= FL_SPLIT
-                r = _alloc(ent, free, st, table)
-                if r < 0:
-                    return n, k, FULL
-                for f in range(F_NFIELDS):
+                    ent[b + F_END] = new_sector
+                ent[b + F_BYTES0] = (new_sector - sector) << 9
+                ent[b + F_FLAGS] |= FL_SPLIT
+                r = _alloc(ent, free, st)
+                c = r * NF
+                for f in range(NF):
                     if f != F_SEQ:
-                        ent[r, f] = ent[e, f]
-                ent[r, F_STAGE] = S_BIO
-                ent[r, F_START] = new_sector
-                ent[r, F_START0] = new_sector
-                ent[r, F_END] = old_end
-                ent[r, F_BYTES0] = (old_end - new_sector) << 9
-                ent[r, F_G] = NULL
-                ent[r, F_I] = NULL
-                ent[r, F_D] = NULL
-                ent[r, F_MERGES] = 0
-                ent[r, F_LAST] = t
-                _insert(table, st, KIND_BIO, dev, new_sector, r)
+                        ent[c + f] = ent[b + f]
+                ent[c + F_STAGE] = S_BIO
+                ent[c + F_START] = new_sector
+                ent[c + F_START0] = new_sector
+                ent[c + F_END] = old_end
+                ent[c + F_BYTES0] = (old_end - new_sector) << 9
+                ent[c + F_G] = NULL
+                ent[c + F_I] = NULL
+                ent[c + F_D] = NULL
+                ent[c + F_MERGES] = 0
+                ent[c + F_LAST] = t
+                _insert(keys, vals, st, _key(KIND_BIO, didx, new_sector), r)
         elif act == A_GETRQ or act == A_INSERT or act == A_ISSUE:
-            e = _request_at(ent, free, st, table, ev, t, expect_queue, dev, sector)
-            if e < 0:
-                return n, k, FULL
-            ent[e, F_LAST] = t
+            e = _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx,
+                            sector)
+            b = e * NF
+            ent[b + F_LAST] = t
             if act == A_GETRQ:
-                if ent[e, F_G] == NULL:
-                    ent[e, F_G] = t
+                if ent[b + F_G] == NULL:
+                    ent[b + F_G] = t
             elif act == A_INSERT:
-                if ent[e, F_I] == NULL:
-                    ent[e, F_I] = t
+                if ent[b + F_I] == NULL:
+                    ent[b + F_I] = t
             else:
-                ent[e, F_D] = t  # after a requeue, the last issue counts (as btt's D2C)
-                if ev[EV_BYTES] > 0 and ev[EV_BYTES] != ent[e, F_BYTES0]:
+                ent[b + F_D] = t  # after a requeue, the last issue counts (as btt's D2C)
+                if nbytes > 0 and nbytes != ent[b + F_BYTES0]:
                     # the driver saw the request as a whole (merges we did not see): trust it
-                    nsec = (ev[EV_BYTES] + 511) >> 9
-                    _remove(table, st, KIND_END, dev, ent[e, F_END], e)
-                    ent[e, F_END] = ent[e, F_START] + nsec
-                    _insert(table, st, KIND_END, dev, ent[e, F_END], e)
-                    ent[e, F_BYTES0] = ev[EV_BYTES]
-            if ent[e, F_PID] == NULL and ev[EV_PID] > 0:
-                ent[e, F_PID] = ev[EV_PID]
-            ent[e, F_FLAGS] |= ev[EV_FLAGS]
+                    _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
+                    ent[b + F_END] = ent[b + F_START] + ((nbytes + 511) >> 9)
+                    _insert(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
+                    ent[b + F_BYTES0] = nbytes
+            if ent[b + F_PID] == NULL and events[p + EV_PID] > 0:
+                ent[b + F_PID] = events[p + EV_PID]
+            ent[b + F_FLAGS] |= events[p + EV_FLAGS]
         elif act == A_REQUEUE:
-            _s, e = _find(table, KIND_START, dev, sector)
+            e = _find(keys, vals, _key(KIND_START, didx, sector))
             if e >= 0:
-                ent[e, F_FLAGS] |= FL_REQUEUED
-                ent[e, F_LAST] = t
+                ent[e * NF + F_FLAGS] |= FL_REQUEUED
+                ent[e * NF + F_LAST] = t
         elif act == A_COMPLETE:
-            _s, e = _find(table, KIND_START, dev, sector)
+            e = _find(keys, vals, _key(KIND_START, didx, sector))
             if e < 0:
-                _s, e = _find(table, KIND_BIO, dev, sector)
+                e = _find(keys, vals, _key(KIND_BIO, didx, sector))
                 if e >= 0:
-                    _promote(ent, table, st, e)
+                    _promote(ent, keys, vals, st, e)
             if e < 0:
                 # began before the trace: a row with what we know
-                e = _new_entry(ent, free, st, table, ev, S_REQ, t, dev, sector)
-                if e < 0:
-                    return n, k, FULL
-                ent[e, F_Q] = t
-                ent[e, F_FLAGS] |= FL_PARTIAL
-                _emit(out, n, ent, e, t, ev[EV_ERR], 0)
+                e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
+                ent[e * NF + F_FLAGS] |= FL_PARTIAL
+                _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
                 n += 1
-                _release(ent, free, st, table, e)
+                _release(ent, keys, vals, free, st, e)
                 continue
-            done = ev[EV_BYTES]
-            remaining = (ent[e, F_END] - ent[e, F_START]) << 9
-            if done > 0 and done < remaining and ent[e, F_OP] != OP_FLUSH:
+            b = e * NF
+            remaining = (ent[b + F_END] - ent[b + F_START]) << 9
+            if nbytes > 0 and nbytes < remaining and ent[b + F_OP] != OP_FLUSH:
                 # partial completion: the rest of the request stays in flight
-                nsec = (done + 511) >> 9
-                _remove(table, st, KIND_START, dev, ent[e, F_START], e)
-                ent[e, F_START] += nsec
-                _insert(table, st, KIND_START, dev, ent[e, F_START], e)
-                ent[e, F_LAST] = t
+                _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
+                ent[b + F_START] += (nbytes + 511) >> 9
+                _insert(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
+                ent[b + F_LAST] = t
                 continue
-            _emit(out, n, ent, e, t, ev[EV_ERR], 0)
+            _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
             n += 1
-            _release(ent, free, st, table, e)
+            _release(ent, keys, vals, free, st, e)
         # other actions (plug, unplug, sleeprq, bounce, abort) do not change a request
     return n, n_events, OK
 
 
-@njit
-def pair_sweep(ent, table, free, st, out, stale_before, flush_all):
+@njit(nrt=False)
+def pair_sweep(ent, keys, vals, free, st, out, stale_before, flush_all):
     """Evict entries idle since before ``stale_before`` (all of them if ``flush_all``).
 
     Evicted requests and queued bios become INCOMPLETE rows; remap markers vanish.
@@ -485,19 +494,20 @@ def pair_sweep(ent, table, free, st, out, stale_before, flush_all):
     n = 0
     dropped = 0
     earliest = -1
-    for e in range(ent.shape[0]):
-        stage = ent[e, F_STAGE]
+    for e in range(ent.shape[0] // NF):
+        b = e * NF
+        stage = ent[b + F_STAGE]
         if stage == S_FREE:
             continue
-        if flush_all or ent[e, F_LAST] < stale_before:
+        if flush_all or ent[b + F_LAST] < stale_before:
             if stage == S_REMAP:
                 dropped += 1
             else:
                 _emit(out, n, ent, e, NULL, NULL, FL_INCOMPLETE)
                 n += 1
-            _release(ent, free, st, table, e)
+            _release(ent, keys, vals, free, st, e)
         elif stage != S_REMAP:
-            q = ent[e, F_Q]
+            q = ent[b + F_Q]
             if earliest == -1 or q < earliest:
                 earliest = q
     return n, earliest, dropped

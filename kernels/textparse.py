@@ -18,6 +18,7 @@ from .pairing import (
     EV_DEV,
     EV_ERR,
     EV_FLAGS,
+    EV_NCOLS,
     EV_OP,
     EV_PID,
     EV_SECTOR,
@@ -37,7 +38,7 @@ FL_SYNC, FL_FUA, FL_META, FL_RAHEAD, FL_PREFLUSH = 1, 2, 4, 8, 16
 MAX_SECTORS = 1 << 31
 
 
-@njit
+@njit(nrt=False)
 def rwbs(buf, i, j):
     """Op and flags from an RWBS string such as ``WS``, ``FWFS``, ``RA``, ``FF``, ``D``.
 
@@ -85,7 +86,7 @@ def rwbs(buf, i, j):
     return op, flags, True
 
 
-@njit
+@njit(nrt=False)
 def _dev(buf, i, end):
     """``maj,min`` -> (dev_t, next)."""
     maj, i = parse_uint(buf, i, end)
@@ -97,7 +98,7 @@ def _dev(buf, i, end):
     return (maj << 20) | mnr, i
 
 
-@njit
+@njit(nrt=False)
 def _blkparse_action(buf, i, j):
     n = j - i
     c = buf[i]
@@ -142,7 +143,7 @@ def _blkparse_action(buf, i, j):
     return -1
 
 
-@njit
+@njit(nrt=False)
 def _bracket(buf, i, end):
     """Position of '[' at or after ``i`` and of the matching last ']' on the line."""
     a = i
@@ -154,11 +155,12 @@ def _bracket(buf, i, end):
     return a, b
 
 
-@njit
+@njit(nrt=False)
 def parse_blkparse(buf, pos, events, comms, last_time):
     """Parse blkparse default-format lines.
 
-    ``comms[k] = (start, end)`` of the ``[process]`` text of event k, or -1.
+    ``events`` is the flattened event matrix; ``comms[2k], comms[2k+1]`` are the start and end
+    of the ``[process]`` text of event k, or -1.
     Returns (events, next position, status, status position, last time).
     """
     n = len(buf)
@@ -259,24 +261,24 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                 cs = a + 1
                 ce = b
         op, flags = _empty_flush(op, flags, nsec, act)
-        ev = events[ne]
-        ev[EV_TIME] = t
-        ev[EV_DEV] = dev
-        ev[EV_ACT] = act
-        ev[EV_OP] = op
-        ev[EV_FLAGS] = flags
-        ev[EV_SECTOR] = sector
-        ev[EV_BYTES] = nsec << 9
-        ev[EV_PID] = pid
-        ev[EV_ERR] = err
-        ev[EV_AUX] = aux
-        comms[ne, 0] = cs
-        comms[ne, 1] = ce
+        o = ne * EV_NCOLS  # the flattened event matrix
+        events[o + EV_TIME] = t
+        events[o + EV_DEV] = dev
+        events[o + EV_ACT] = act
+        events[o + EV_OP] = op
+        events[o + EV_FLAGS] = flags
+        events[o + EV_SECTOR] = sector
+        events[o + EV_BYTES] = nsec << 9
+        events[o + EV_PID] = pid
+        events[o + EV_ERR] = err
+        events[o + EV_AUX] = aux
+        comms[2 * ne] = cs
+        comms[2 * ne + 1] = ce
         ne += 1
     return ne, pos, OK, pos, last_time
 
 
-@njit(inline="always")
+@njit(inline="always", nrt=False)
 def _empty_flush(op, flags, nsec, act):
     """A preflush with no data is a flush request ("FW 0 + 0"); an empty read is no read."""
     if nsec == 0 and act != 13:
@@ -288,7 +290,7 @@ def _empty_flush(op, flags, nsec, act):
 
 
 # tracefs event names -> actions
-@njit
+@njit(nrt=False)
 def _tracefs_event(buf, i, j):
     """Action code of a ``block_*`` event name in buf[i:j] (without the colon); 0 to ignore,
     -1 when it is not a block event."""
@@ -320,7 +322,7 @@ def _tracefs_event(buf, i, j):
     return 0
 
 
-@njit
+@njit(nrt=False)
 def parse_tracefs(buf, pos, events, comms, last_time, lost):
     """Parse tracefs text lines (``trace`` or ``trace_pipe``) of the block tracepoints.
 
@@ -457,18 +459,18 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
                 cs = a + 1
                 ce = bb
         op, flags = _empty_flush(op, flags, nsec, act)
-        ev = events[ne]
-        ev[EV_TIME] = t
-        ev[EV_DEV] = dev
-        ev[EV_ACT] = act
-        ev[EV_OP] = op
-        ev[EV_FLAGS] = flags
-        ev[EV_SECTOR] = sector
-        ev[EV_BYTES] = nsec << 9
-        ev[EV_PID] = pid
-        ev[EV_ERR] = err
-        ev[EV_AUX] = aux
-        comms[ne, 0] = cs
-        comms[ne, 1] = ce
+        o = ne * EV_NCOLS  # the flattened event matrix
+        events[o + EV_TIME] = t
+        events[o + EV_DEV] = dev
+        events[o + EV_ACT] = act
+        events[o + EV_OP] = op
+        events[o + EV_FLAGS] = flags
+        events[o + EV_SECTOR] = sector
+        events[o + EV_BYTES] = nsec << 9
+        events[o + EV_PID] = pid
+        events[o + EV_ERR] = err
+        events[o + EV_AUX] = aux
+        comms[2 * ne] = cs
+        comms[2 * ne + 1] = ce
         ne += 1
     return ne, pos, OK, pos, last_time

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -66,13 +65,15 @@ def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
 
 
 def _timed(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall seconds and peak RSS (KiB) of one child process."""
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(after, before)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return elapsed, usage.ru_maxrss
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,16 +116,31 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mb": rss / 1024,
         }
 
+        # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
+        from blocklab.pipeline.ingest import ingest
+
+        ingest([str(small)], str(work / "warm3.parquet"))
+        t = time.perf_counter()
+        ingest([str(binf)], str(work / "inproc.parquet"))
+        secs_in = time.perf_counter() - t
+        report["binary_ingest_in_process"] = {
+            "seconds": secs_in,
+            "records_per_s": records / secs_in,
+            "mb_per_s": size / 1e6 / secs_in,
+        }
+
         from blocklab.kernels import blktrace_decode as D
         from blocklab.kernels import pairing as K
 
         buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
-        ev = np.empty((len(buf) // 48 + 1, K.EV_NCOLS), dtype=np.int64)
+        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
         notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
-        D.decode(buf[:4800], 0, 0, ev, notes, 0, True)
-        t = time.perf_counter()
-        n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
-        report["decode_kernel_records_per_s"] = n / (time.perf_counter() - t)
+        best = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
+            best = max(best, n / (time.perf_counter() - t))
+        report["decode_kernel_records_per_s"] = best
 
         if shutil.which("blkparse"):
             txt = work / "bench.txt"
@@ -161,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{b['mb_per_s']:7.1f} MB/s  ({b['requests_per_s'] / 1e6:.2f} M requests/s, "
           f"{b['seconds']:.2f} s, peak RSS {b['peak_rss_mb']:.0f} MB)")
     dk = float(report["decode_kernel_records_per_s"])  # type: ignore[arg-type]
+    bi = report["binary_ingest_in_process"]
+    assert isinstance(bi, dict)
+    print(f"  same, start-up excluded: {bi['records_per_s'] / 1e6:6.2f} M records/s "
+          f"{bi['mb_per_s']:7.1f} MB/s  ({bi['seconds']:.2f} s)")
     print(f"  decode kernel (memory) : {dk / 1e6:6.1f} M records/s")
     print(f"  Parquet size           : {b['parquet_bytes_per_request']:.1f} bytes/request")
     bp = report["blkparse_binary_to_text"]

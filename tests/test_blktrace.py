@@ -212,7 +212,7 @@ def test_unfinished_and_orphan_requests_are_flagged(tmp_path):
 
 
 def test_many_requests_in_flight_grow_the_state(tmp_path):
-    """Far more requests in flight than the initial pairing capacity (4096): none is lost."""
+    """Far more requests in flight than the initial pairing capacity (1024): none is lost."""
     dev = DEVS[0]
     n = 40_000
     blob = bytearray()

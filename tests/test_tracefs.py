@@ -39,7 +39,11 @@ def test_real_capture_counts(shared, tmp_path):
     assert len(rows) == 1
     _pf, meta = open_trace(out)
     assert meta.sources[0]["name"] == "tracefs-fio-loop0-vda.txt"
-    assert len(meta.sources[0]["sha256"]) == 64
+    import hashlib
+
+    src = shared / "traces" / "tracefs-fio-loop0-vda.txt"
+    assert meta.sources[0]["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert meta.sources[0]["bytes"] == src.stat().st_size
 
 
 def test_bundled_sample_equals_shared_copy(shared, tmp_path):

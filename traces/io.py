@@ -7,6 +7,8 @@ import gzip
 import hashlib
 import lzma
 import os
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,16 +34,34 @@ def compression_of(head: bytes) -> str | None:
 
 
 class _HashingReader:
-    """A raw file reader that feeds every byte it reads into sha256."""
+    """A raw file reader that feeds every byte it reads into sha256.
+
+    Hashing runs on a helper thread (hashlib releases the GIL on large updates), so it overlaps
+    with parsing; at most a few chunks wait for it.
+    """
 
     def __init__(self, raw: BinaryIO):
         self.raw = raw
         self.sha = hashlib.sha256()
         self.nbytes = 0
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._thread = threading.Thread(target=self._hash, name="sha256", daemon=True)
+        self._thread.start()
+
+    def _hash(self) -> None:
+        while (data := self._queue.get()) is not None:
+            self.sha.update(data)
+
+    def hexdigest(self) -> str:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        return self.sha.hexdigest()
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n)
-        self.sha.update(data)
+        if data:
+            self._queue.put(data)
         self.nbytes += len(data)
         return data
 
@@ -54,6 +74,9 @@ class _HashingReader:
         return True
 
     def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
         self.raw.close()
 
     @property
@@ -144,7 +167,8 @@ class Input:
         """Read whatever is left (so the hash covers the whole file); return name, sha256, size."""
         self._hashing.drain()
         self.close()
-        return {"name": self.path.name, "sha256": self._hashing.sha.hexdigest(), "bytes": self.size}
+        digest = self._hashing.hexdigest()
+        return {"name": self.path.name, "sha256": digest, "bytes": self.size}
 
     def close(self) -> None:
         if self.stream is not self._hashing:

@@ -12,6 +12,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import queue
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,28 @@ class TraceWriter:
         )
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        # Row groups are encoded and compressed on a second thread (pyarrow releases the GIL),
+        # overlapping with parsing on the first; the queue holds at most two row groups, so
+        # memory stays bounded when the disk is slower than the parser.
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="parquet-writer", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            table = self._queue.get()
+            if table is None:
+                return
+            if self._error is None:
+                try:
+                    self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                except BaseException as e:  # reported to the producer on its next call
+                    self._error = e
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -161,19 +185,28 @@ class TraceWriter:
             self._flush()
 
     def _flush(self) -> None:
+        self._check()
         if self._pending:
-            table = pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA)
-            self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            self._queue.put(pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA))
             self._pending = []
             self._pending_rows = 0
 
+    def _stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
     def commit(self) -> None:
         self._flush()
+        self._stop()
+        self._check()
         self._writer.add_key_value_metadata({META_KEY: self.meta.to_json()})
         self._writer.close()
         self._ctx.__exit__(None, None, None)
 
     def abort(self, exc: BaseException | None = None) -> None:
+        self._error = self._error or RuntimeError("aborted")  # the thread skips what is left
+        with contextlib.suppress(BaseException):
+            self._stop()
         with contextlib.suppress(Exception):
             self._writer.close()
         exc = exc or RuntimeError("aborted")

@@ -4,6 +4,7 @@ requests (see ``traces.formats.paired``)."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 
 import numpy as np
@@ -24,9 +25,20 @@ _MESSAGES = {
 }
 
 
+def byte_order(head: bytes) -> int:
+    """0 for a little-endian blktrace record at the start of ``head``, 1 for big-endian,
+    -1 when the first 4 bytes are not a blktrace magic (0x656174NN, version 7 or 8)."""
+    if len(head) < 4:
+        return -1
+    for swap, order in enumerate(("<", ">")):
+        (magic,) = struct.unpack(order + "I", head[:4])
+        if magic & 0xFFFFFF00 == D.MAGIC and magic & 0xFF in (7, 8):
+            return swap
+    return -1
+
+
 def sniff(head: bytes) -> bool:
-    swap, version = D.sniff_order(np.frombuffer(head[:8], dtype=np.uint8))
-    return swap >= 0 and version in (7, 8)
+    return byte_order(head) >= 0
 
 
 class _Decoder:
@@ -43,6 +55,8 @@ class _Decoder:
         self.eof = False
         self.swap = -1
         self.pending = np.empty((0, K.EV_NCOLS), dtype=np.int64)
+        self._events = np.empty((0, K.EV_NCOLS), dtype=np.int64)
+        self._note_buf = np.empty((0, D.NOTE_NCOLS), dtype=np.int64)
 
     def decode_more(self) -> None:
         """Decode the next chunk of the file into ``pending``."""
@@ -52,19 +66,21 @@ class _Decoder:
         buf_bytes = self.carry + data
         buf = np.frombuffer(buf_bytes, dtype=np.uint8)
         if self.swap < 0 and len(buf) >= 4:
-            swap, _version = D.sniff_order(buf)
+            swap = byte_order(buf_bytes[:4])
             if swap < 0:
                 self.ctx.bad(self.inp.name, _MESSAGES[D.BAD_MAGIC], offset=self.base)
                 swap = 0
             self.swap = swap
         cap = len(buf) // D.HDR7 + 1
-        events = np.empty((cap, K.EV_NCOLS), dtype=np.int64)
-        notes = np.empty((cap, D.NOTE_NCOLS), dtype=np.int64)
+        if len(self._events) < cap:  # reused across chunks (fresh pages cost page faults)
+            self._events = np.empty((cap, K.EV_NCOLS), dtype=np.int64)
+            self._note_buf = np.empty((cap, D.NOTE_NCOLS), dtype=np.int64)
+        events, notes = self._events, self._note_buf
         pos = 0
         got = []
         while True:
             ne, nn, pos, status, where, self.last_time = D.decode(
-                buf, pos, max(self.swap, 0), events, notes, self.last_time, self.eof
+                buf, pos, max(self.swap, 0), events.reshape(-1), notes, self.last_time, self.eof
             )
             if ne:
                 got.append(events[:ne].copy())

@@ -21,19 +21,24 @@ IOTTA, Zhang et al., USENIX ATC 2020). A header line, if present, is skipped.
 
 from __future__ import annotations
 
+# Polars is imported where a CSV is read: it is not needed to sniff or to read other formats,
+# and importing it costs start-up time on every ingest.
 import dataclasses
 import io
 import re
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from blocklab.traces.io import Input, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
 from .base import Chunk, Format, ReadContext
 from .fields import check_monotonic
+
+if TYPE_CHECKING:
+    import polars as pl
 
 FILETIME_UNIX_EPOCH = 116_444_736_000_000_000  # 100 ns ticks from 1601-01-01 to 1970-01-01
 
@@ -42,7 +47,7 @@ FILETIME_UNIX_EPOCH = 116_444_736_000_000_000  # 100 ns ticks from 1601-01-01 to
 class CsvSpec:
     name: str
     description: str
-    columns: tuple[tuple[str, type[pl.DataType]], ...]
+    columns: tuple[tuple[str, str], ...]  # (name, "i64" | "f64" | "str")
     line: re.Pattern[bytes]  # what a data line looks like (for sniffing)
     convert: Callable[[pl.DataFrame, ReadContext], dict[str, np.ndarray]]
     clock: str  # "unix" or "relative"
@@ -51,6 +56,8 @@ class CsvSpec:
 
 
 def _op(df: pl.DataFrame, spec: CsvSpec) -> np.ndarray:
+    import polars as pl
+
     raw = df[spec.op_column].str.strip_chars().str.to_lowercase()
     return raw.replace_strict(spec.ops, default=255, return_dtype=pl.UInt8).to_numpy()
 
@@ -107,7 +114,7 @@ def _tencent(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     }
 
 
-I, F, S = pl.Int64, pl.Float64, pl.String
+I, F, S = "i64", "f64", "str"
 SPECS = [
     CsvSpec(
         "msr", "MSR Cambridge CSV: FILETIME,host,disk,Read|Write,offset,size,response(100ns)",
@@ -159,6 +166,9 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
     names = [c for c, _t in spec.columns]
 
     def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
+        import polars as pl
+
+        types = {"i64": pl.Int64, "f64": pl.Float64, "str": pl.String}
         (inp,) = inputs
         ctx.clock = spec.clock
         last = np.iinfo(np.int64).min
@@ -179,7 +189,7 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
             lines = first_line + np.arange(df.height)
             blank = df.select(pl.all_horizontal(pl.all().is_null())).to_series().to_numpy()
             typed = df.select(
-                [pl.col(c).str.strip_chars().cast(t, strict=False) for c, t in spec.columns]
+                [pl.col(c).str.strip_chars().cast(types[t], strict=False) for c, t in spec.columns]
             )
             keep = ~blank
             missing = df.select(pl.any_horizontal(pl.all().is_null())).to_series().to_numpy()

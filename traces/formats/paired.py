@@ -54,61 +54,79 @@ class ProcessNames:
 class Pairer:
     """Streaming state of the pairing kernel plus the reorder buffer."""
 
-    def __init__(self, expect_queue: bool, ctx: ReadContext, capacity: int = 1 << 12):
+    def __init__(self, expect_queue: bool, ctx: ReadContext, capacity: int = 1 << 10):
         self.expect_queue = expect_queue
         self.ctx = ctx
-        self.ent, self.table, self.free, self.st = K.new_state(capacity)
+        self.ent, self.keys, self.vals, self.devk, self.devv, self.free, self.st = (
+            K.new_state(capacity)
+        )
         self.pending: list[np.ndarray] = []  # completed rows not yet released
         self.last_released = np.iinfo(np.int64).min
+        # one output buffer, reused: fresh large buffers per chunk cost more in page faults
+        # (the kernel zeroing new pages) than the pairing itself
+        self._out = np.empty(0, dtype=np.int64)
+
+    def _out_buffer(self, rows: int) -> np.ndarray:
+        if len(self._out) < rows * K.R_NCOLS:
+            self._out = np.empty(max(rows, 1 << 16) * K.R_NCOLS, dtype=np.int64)
+        return self._out
+
+    @property
+    def capacity(self) -> int:
+        return len(self.ent) // K.NF
 
     def _grow(self) -> None:
-        cap = self.ent.shape[0]
+        """Double the entry pool and the hash table (requests in flight outgrew them)."""
+        cap = self.capacity
         if cap * 2 > MAX_IN_FLIGHT:
             raise RuntimeError(f"more than {cap} requests in flight at once")
-        ent, table, free, st = K.new_state(cap * 2)
-        ent[:cap] = self.ent
-        live = self.ent[:, K.F_STAGE] != K.S_FREE
+        ent, keys, vals, _dk, _dv, free, st = K.new_state(cap * 2)
+        ent[: len(self.ent)] = self.ent
+        live = self.ent[K.F_STAGE :: K.NF] != K.S_FREE
         free_idx = np.concatenate([np.nonzero(~live)[0], np.arange(cap, 2 * cap)])
         free[: len(free_idx)] = free_idx[::-1]
         st[:] = self.st
         st[K.ST_FREE_TOP] = len(free_idx)
-        K._rebuild(table, ent, st)
-        self.ent, self.table, self.free, self.st = ent, table, free, st
+        K.rehash(ent, keys, vals, st)
+        self.ent, self.keys, self.vals, self.free, self.st = ent, keys, vals, free, st
 
     def feed(self, events: np.ndarray) -> None:
         """Pair a time-ordered event matrix (rows of K.EV_* columns)."""
+        flat = np.ascontiguousarray(events).reshape(-1)
         start = 0
         n = len(events)
         while start < n:
-            out = np.empty((n - start, K.R_NCOLS), dtype=np.int64)
+            out = self._out_buffer(n - start)
             rows, used, status = K.pair_events(
-                events[start:], n - start, self.ent, self.table, self.free, self.st, out,
-                self.expect_queue,
+                flat[start * K.EV_NCOLS :], n - start, self.ent, self.keys, self.vals,
+                self.devk, self.devv, self.free, self.st, out, self.expect_queue,
             )
             if rows:
-                self.pending.append(out[:rows].copy())
+                self.pending.append(out[: rows * K.R_NCOLS].reshape(rows, K.R_NCOLS).copy())
             start += used
             if status == K.FULL:
                 self._grow()
+            elif status == K.TOO_MANY_DEVICES:
+                raise RuntimeError(f"more than {K.MAX_DEVICES} devices in one trace")
 
     def sweep(self, final: bool = False) -> np.ndarray:
         """Evict stale requests; return the rows that can be released, in arrival order."""
-        out = np.empty((self.ent.shape[0], K.R_NCOLS), dtype=np.int64)
+        out = self._out_buffer(self.capacity)
         now = int(self.st[K.ST_NOW])
-        rows, earliest, dropped = K.pair_sweep(
-            self.ent, self.table, self.free, self.st, out, now - STALE_NS, final
+        rows, earliest, _dropped = K.pair_sweep(
+            self.ent, self.keys, self.vals, self.free, self.st, out, now - STALE_NS, final
         )
         if rows:
-            self.pending.append(out[:rows].copy())
+            self.pending.append(out[: rows * K.R_NCOLS].reshape(rows, K.R_NCOLS).copy())
             self.ctx.count("incomplete", rows)
         if not self.pending:
             return np.empty((0, K.R_NCOLS), dtype=np.int64)
         allrows = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
         if final or earliest == -1:
-            ready = np.ones(len(allrows), dtype=bool)
+            release, keep = allrows, allrows[:0]
         else:
             ready = allrows[:, K.R_TIME] < earliest
-        release, keep = allrows[ready], allrows[~ready]
+            release, keep = allrows[ready], allrows[~ready]
         self.pending = [keep] if len(keep) else []
         order = np.lexsort((release[:, K.R_SEQ], release[:, K.R_TIME]))
         release = release[order]

@@ -40,7 +40,9 @@ def text_events(
         filled = 0
         done = False
         while True:
-            ne, pos, status, where, last = run(buf, pos, events[filled:], comms[filled:], last)
+            ne, pos, status, where, last = run(
+                buf, pos, events[filled:].reshape(-1), comms[filled:].reshape(-1), last
+            )
             filled += ne
             if status == T.OK:
                 break
