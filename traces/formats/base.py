@@ -65,6 +65,15 @@ class ReadContext:
             self.counts[key] = self.counts.get(key, 0) + int(n)
 
 
+def mostly(lines: list[bytes], match) -> bool:
+    """Sniffing rule: at least one line, and at least 80 % of the lines look right (a few bad
+    records must not hide the format: they are reported by line instead)."""
+    if not lines:
+        return False
+    hits = sum(1 for ln in lines if match(ln))
+    return hits >= max(1, (len(lines) * 4 + 4) // 5)
+
+
 @dataclasses.dataclass(frozen=True)
 class Format:
     """An input format: its name, a content sniffer and a reader."""

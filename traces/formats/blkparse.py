@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from blocklab.kernels import textparse as T
 from blocklab.traces.io import Input
 
-from .base import Chunk, Format, ReadContext
+from .base import Chunk, Format, ReadContext, mostly
 from .paired import ProcessNames, pair_stream
 from .textevents import text_events
 
@@ -29,7 +29,7 @@ def sniff(head: bytes) -> bool:
         if _SUMMARY.match(ln):
             break
         events.append(ln)
-    return bool(events) and all(_LINE.match(ln) for ln in events)
+    return mostly(events, _LINE.match)
 
 
 def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:

@@ -34,7 +34,7 @@ import numpy as np
 from blocklab.traces.io import Input, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
-from .base import Chunk, Format, ReadContext
+from .base import Chunk, Format, ReadContext, mostly
 from .fields import check_monotonic
 
 if TYPE_CHECKING:
@@ -156,8 +156,7 @@ def _data_lines(head: bytes) -> list[bytes]:
 
 def _sniffer(spec: CsvSpec) -> Callable[[bytes], bool]:
     def sniff(head: bytes) -> bool:
-        lines = _data_lines(head)
-        return bool(lines) and all(spec.line.match(ln) for ln in lines)
+        return mostly(_data_lines(head), spec.line.match)
 
     return sniff
 

@@ -5,10 +5,12 @@
   read (DiskSim's ``DISKSIM_READ``).
 - ``mqsim``: the same five fields as MQSim writes them, arrival in integer nanoseconds and the
   last field 1 for a read, 0 for a write.
-- ``disksim-validate``: ``R|W Hit|Miss blkno bcount servtime idle`` with the service time the
-  real drive took and the idle time after it, both in microseconds. The trace is closed loop
-  (one request outstanding), so arrivals are rebuilt as DiskSim replays it: request k+1 is
-  issued when request k completes plus line k's idle time.
+- ``disksim-validate``: ``R|W CLASS blkno bcount servtime idle`` with the service time the
+  real drive took and the idle time after it, both in microseconds. CLASS is how the real
+  drive served it: ``Hit`` or ``Miss`` for reads; the HP C2247A trace also has ``Doub`` and
+  ``Trip`` for writes. ``Hit`` sets the cache-hit flag; the classes are counted in the metadata.
+  The trace is closed loop (one request outstanding), so arrivals are rebuilt as DiskSim
+  replays it: request k+1 is issued when request k completes plus line k's idle time.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ import numpy as np
 from blocklab.traces.io import Input
 from blocklab.traces.schema import FLAG_CACHE_HIT, MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
-from .base import Chunk, Format, ReadContext
+from .base import Chunk, Format, ReadContext, mostly
 from .fields import K_FIX3, K_FIX6, K_INT, K_TOKEN, check_monotonic, check_rows, field_rows
 
 _NUM = rb"[+-]?\d+(?:\.\d*)?"
 _ASCII = re.compile(rb"^\s*(" + _NUM + rb")\s+\d+\s+\d+\s+\d+\s+\d+\s*$")
-_VALIDATE = re.compile(rb"^\s*[RW]\s+(Hit|Miss)\s+\d+\s+\d+\s+" + _NUM + rb"\s+" + _NUM + rb"\s*$")
+_VALIDATE = re.compile(rb"^\s*[RW]\s+[A-Z][a-z]+\s+\d+\s+\d+\s+" + _NUM + rb"\s+" + _NUM + rb"\s*$")
 
 
 def _lines(head: bytes) -> list[bytes]:
@@ -38,12 +40,10 @@ def _lines(head: bytes) -> list[bytes]:
 
 def _sniff_ascii(head: bytes, decimal: bool) -> bool:
     lines = _lines(head)
-    if not lines:
+    if not mostly(lines, _ASCII.match):
         return False
-    ms = [_ASCII.match(ln) for ln in lines]
-    if not all(ms):
-        return False
-    has_dot = any(b"." in m.group(1) for m in ms if m)
+    ms = [m for m in (_ASCII.match(ln) for ln in lines) if m]
+    has_dot = any(b"." in m.group(1) for m in ms)
     return has_dot == decimal
 
 
@@ -92,8 +92,7 @@ def read_mqsim(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
 
 
 def _sniff_validate(head: bytes) -> bool:
-    lines = _lines(head)
-    return bool(lines) and all(_VALIDATE.match(ln) for ln in lines)
+    return mostly(_lines(head), _VALIDATE.match)
 
 
 def read_validate(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
@@ -105,11 +104,12 @@ def read_validate(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
         rw = rows.token_text(0)
         hm = rows.token_text(1)
         bad_tok = {h for h, s in rw.items() if s not in ("R", "W")}
-        bad_tok |= {h for h, s in hm.items() if s not in ("Hit", "Miss")}
+        bad_tok |= {h for h, s in hm.items() if not (s.isalpha() and s[:1].isupper())}
         keep = np.ones(len(v), dtype=bool)
         if bad_tok:
             mask = np.isin(v[:, 0], list(bad_tok)) | np.isin(v[:, 1], list(bad_tok))
-            k = check_rows(ctx, inp.name, mask, rows.lines, "expected R|W Hit|Miss")
+            k = check_rows(ctx, inp.name, mask, rows.lines,
+                           "expected R or W, then the drive's class (Hit, Miss, ...)")
             if k is not None:
                 keep &= k
         serv, idle, cnt = v[:, 4], v[:, 5], v[:, 3]
@@ -128,7 +128,10 @@ def read_validate(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
         starts = clock + np.concatenate([[0], np.cumsum(step[:-1])])
         clock = int(starts[-1] + step[-1])
         is_read = np.array([rw.get(h) == "R" for h in v[:, 0].tolist()])
-        is_hit = np.array([hm.get(h) == "Hit" for h in v[:, 1].tolist()])
+        classes = [hm.get(h) for h in v[:, 1].tolist()]
+        is_hit = np.array([c == "Hit" for c in classes])
+        for c in set(classes):
+            ctx.count(f"validate_class_{c}", classes.count(c))
         cols = {
             "time_ns": starts,
             "device": np.zeros(len(v), dtype=np.uint32),

@@ -29,9 +29,11 @@ class Rows:
         return len(self.values)
 
     def token_text(self, field: int) -> dict[int, str]:
-        """Hash -> text of every distinct token in ``field``."""
+        """Hash -> text of every distinct token in ``field``, in order of first appearance."""
         col = self.values[:, field]
         uniq, idx = np.unique(col, return_index=True)
+        order = np.argsort(idx)
+        uniq, idx = uniq[order], idx[order]
         raw = self.buf.base if isinstance(self.buf.base, bytes) else self.buf.tobytes()
         out = {}
         for h, k in zip(uniq.tolist(), idx.tolist(), strict=True):
