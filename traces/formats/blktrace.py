@@ -37,6 +37,15 @@ def byte_order(head: bytes) -> int:
     return -1
 
 
+def _record_length(raw: bytes, at: int, swap: int) -> int:
+    """Header plus payload length of the (well-formed) record at ``at``."""
+    order = ">" if swap else "<"
+    (magic,) = struct.unpack_from(order + "I", raw, at)
+    if magic & 0xFF == 8:
+        return D.HDR8 + struct.unpack_from(order + "H", raw, at + 50)[0]
+    return D.HDR7 + struct.unpack_from(order + "H", raw, at + 46)[0]
+
+
 def sniff(head: bytes) -> bool:
     return byte_order(head) >= 0
 
@@ -76,14 +85,15 @@ class _Decoder:
             self._events = np.empty((cap, K.EV_NCOLS), dtype=np.int64)
             self._note_buf = np.empty((cap, D.NOTE_NCOLS), dtype=np.int64)
         events, notes = self._events, self._note_buf
+        flat = events.reshape(-1)
         pos = 0
-        got = []
+        filled = 0
         while True:
             ne, nn, pos, status, where, self.last_time = D.decode(
-                buf, pos, max(self.swap, 0), events.reshape(-1), notes, self.last_time, self.eof
+                buf, pos, max(self.swap, 0), flat[filled * K.EV_NCOLS :], notes, self.last_time,
+                self.eof,
             )
-            if ne:
-                got.append(events[:ne].copy())
+            filled += ne
             if nn:
                 self._notes(buf_bytes, notes[:nn])
             if status == D.OK:
@@ -99,16 +109,14 @@ class _Decoder:
                 break
             self.ctx.bad(self.inp.name, _MESSAGES[status], offset=self.base + where)
             if status == D.BACKWARDS or status == D.BAD_ACTION or status == D.BAD_SIZE:
-                # the record is well formed: step over it
-                pos = where + D.HDR7 + int(buf[where + 46] | (buf[where + 47] << 8))
-                if self.swap:
-                    pos = where + D.HDR7 + int((buf[where + 46] << 8) | buf[where + 47])
+                pos = where + _record_length(buf_bytes, where, self.swap)  # well formed: step over
             else:
                 pos = int(D.find_magic(buf, where, max(self.swap, 0)))
         self.carry = buf_bytes[pos:]
         self.base += pos
-        if got:
-            new = np.concatenate(got)
+        if filled:
+            # a view of the reused buffer: decode_more runs only once pending has been consumed
+            new = events[:filled]
             self.pending = np.concatenate([self.pending, new]) if len(self.pending) else new
         if self.ctx.on_progress:
             self.ctx.on_progress()
