@@ -181,8 +181,8 @@ def text_chunks(
 ) -> Iterator[tuple[np.ndarray, int]]:
     """Yield ``(buffer, first_line_number)`` with whole lines only; the last line gets a newline.
 
-    ``buffer`` is a read-only uint8 view; line numbers are 1-based (``first_line`` when the
-    caller already consumed header lines).
+    ``buffer`` is a read-only uint8 view of a ``bytes`` object (``buffer.base``); line numbers
+    are 1-based (``first_line`` when the caller already consumed header lines).
     """
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
     carry = b""

@@ -47,7 +47,7 @@ def field_rows(
 ) -> Iterator[Rows]:
     kinds_arr = np.array(kinds, dtype=np.int64)
     for buf, chunk_line in text_chunks(inp, first_line=first_line):
-        cap = int(np.count_nonzero(buf == 10)) + 1
+        cap = buf.base.count(b"\n") + 1
         out = np.empty((cap, len(kinds)), dtype=np.int64)
         tok = np.zeros((cap, len(kinds), 2), dtype=np.int64)
         lines = np.empty(cap, dtype=np.int64)
