@@ -261,21 +261,27 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                 cs = a + 1
                 ce = b
         op, flags = _empty_flush(op, flags, nsec, act)
-        o = ne * EV_NCOLS  # the flattened event matrix
-        events[o + EV_TIME] = t
-        events[o + EV_DEV] = dev
-        events[o + EV_ACT] = act
-        events[o + EV_OP] = op
-        events[o + EV_FLAGS] = flags
-        events[o + EV_SECTOR] = sector
-        events[o + EV_BYTES] = nsec << 9
-        events[o + EV_PID] = pid
-        events[o + EV_ERR] = err
-        events[o + EV_AUX] = aux
-        comms[2 * ne] = cs
-        comms[2 * ne + 1] = ce
+        _put(events, comms, ne, t, dev, act, op, flags, sector, nsec << 9, pid, err, aux, cs, ce)
         ne += 1
     return ne, pos, OK, pos, last_time
+
+
+@njit(inline="always", nrt=False)
+def _put(events, comms, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux, cs, ce):
+    """Event ``ne`` into the flattened event matrix, its process-name span into ``comms``."""
+    o = ne * EV_NCOLS
+    events[o + EV_TIME] = t
+    events[o + EV_DEV] = dev
+    events[o + EV_ACT] = act
+    events[o + EV_OP] = op
+    events[o + EV_FLAGS] = flags
+    events[o + EV_SECTOR] = sector
+    events[o + EV_BYTES] = nbytes
+    events[o + EV_PID] = pid
+    events[o + EV_ERR] = err
+    events[o + EV_AUX] = aux
+    comms[2 * ne] = cs
+    comms[2 * ne + 1] = ce
 
 
 @njit(inline="always", nrt=False)
@@ -459,18 +465,6 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
                 cs = a + 1
                 ce = bb
         op, flags = _empty_flush(op, flags, nsec, act)
-        o = ne * EV_NCOLS  # the flattened event matrix
-        events[o + EV_TIME] = t
-        events[o + EV_DEV] = dev
-        events[o + EV_ACT] = act
-        events[o + EV_OP] = op
-        events[o + EV_FLAGS] = flags
-        events[o + EV_SECTOR] = sector
-        events[o + EV_BYTES] = nsec << 9
-        events[o + EV_PID] = pid
-        events[o + EV_ERR] = err
-        events[o + EV_AUX] = aux
-        comms[2 * ne] = cs
-        comms[2 * ne + 1] = ce
+        _put(events, comms, ne, t, dev, act, op, flags, sector, nsec << 9, pid, err, aux, cs, ce)
         ne += 1
     return ne, pos, OK, pos, last_time
