@@ -1,0 +1,1 @@
+"""Layout kernels: LUN sector -> (drive, drive sector), and requests -> drive operations."""

@@ -1,0 +1,157 @@
+"""Layout kernels against the plain-Python reference, and the properties a layout must have:
+a bijection on data, rotating parity, no two pieces of one stripe on one drive; write plans."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blocklab.kernels.layout import raid as R
+
+from .reference import layout as ref
+
+KINDS = {"raid0": R.KIND_RAID0, "raid10": R.KIND_RAID10, "raid5": R.KIND_RAID5,
+         "raid6": R.KIND_RAID6}
+MIN_WIDTH = {"raid0": 1, "raid10": 2, "raid5": 3, "raid6": 4}
+
+
+@st.composite
+def geometry(draw, kinds=tuple(KINDS)):
+    kind = draw(st.sampled_from(kinds))
+    width = draw(st.integers(MIN_WIDTH[kind], 10))
+    if kind == "raid10":
+        width -= width % 2
+    unit = draw(st.integers(1, 16))
+    stripes = draw(st.integers(1, 3 * width))
+    return kind, width, unit, stripes * unit  # drive_sectors: whole stripes
+
+
+@settings(max_examples=150, deadline=None)
+@given(geometry())
+def test_map_is_a_bijection_onto_data_cells(g):
+    kind, width, unit, drive_sectors = g
+    k = KINDS[kind]
+    cap = R.capacity(k, width, unit, drive_sectors)
+    cells = set()
+    for lba in range(cap):
+        drive, dsec = R.locate(k, width, unit, drive_sectors, lba)
+        assert (drive, dsec) == ref.locate(kind, width, unit, lba)
+        assert 0 <= drive < width and 0 <= dsec < drive_sectors
+        stripe = dsec // unit
+        assert drive != R.parity_drive(k, width, stripe)
+        assert drive != R.q_drive(k, width, stripe)
+        cells.add((drive, dsec))
+    assert len(cells) == cap  # injective, so a bijection onto the cells it uses
+    parity_cells = 0
+    if kind in ("raid5", "raid6"):
+        parity_cells = (drive_sectors // unit) * unit * (1 if kind == "raid5" else 2)
+    mirror_cells = cap if kind == "raid10" else 0
+    assert cap + parity_cells + mirror_cells == width * drive_sectors
+
+
+@settings(max_examples=100, deadline=None)
+@given(geometry(("raid5", "raid6")))
+def test_parity_rotates_and_stripes_use_distinct_drives(g):
+    kind, width, unit, _ds = g
+    k = KINDS[kind]
+    for start in range(0, 3 * width, width):
+        p = [R.parity_drive(k, width, s) for s in range(start, start + width)]
+        assert sorted(p) == list(range(width))  # every drive holds P once per width stripes
+        if kind == "raid6":
+            q = [R.q_drive(k, width, s) for s in range(start, start + width)]
+            assert sorted(q) == list(range(width))
+    for stripe in range(2 * width):
+        drives = [R.unit_drive(k, width, stripe, u) for u in range(R.data_drives(k, width))]
+        drives.append(R.parity_drive(k, width, stripe))
+        if kind == "raid6":
+            drives.append(R.q_drive(k, width, stripe))
+        assert sorted(drives) == list(range(width))
+
+
+def _plan(kind, width, unit, drive_sectors, lba, n, write, pick=0):
+    ops = np.zeros(R.max_ops(KINDS[kind], width, unit, n) * R.OP_NCOLS, dtype=np.int64)
+    m = R.plan_request(KINDS[kind], width, unit, drive_sectors, lba, n, int(write), pick, ops)
+    return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
+
+
+@st.composite
+def request(draw, kinds=tuple(KINDS)):
+    kind, width, unit, drive_sectors = draw(geometry(kinds))
+    cap = R.capacity(KINDS[kind], width, unit, drive_sectors)
+    lba = draw(st.integers(0, cap - 1))
+    n = draw(st.integers(1, cap - lba))
+    return kind, width, unit, drive_sectors, lba, n
+
+
+@settings(max_examples=200, deadline=None)
+@given(request(), st.booleans(), st.integers(0, 7))
+def test_data_operations_cover_the_request_exactly(r, write, pick):
+    kind, width, unit, drive_sectors, lba, n = r
+    ops = _plan(kind, width, unit, drive_sectors, lba, n, write, pick)
+    data = [o for o in ops if o[R.OP_ROLE] == R.ROLE_DATA and o[R.OP_WRITE] == int(write)
+            and o[R.OP_PHASE] == 1]
+    covered = []
+    for o in data:
+        covered += [(int(o[R.OP_DRIVE]), int(o[R.OP_SECTOR]) + i) for i in range(o[R.OP_COUNT])]
+    want = [R.locate(KINDS[kind], width, unit, drive_sectors, s) for s in range(lba, lba + n)]
+    if kind == "raid10" and not write:  # a read may use either copy of the pair
+        want = [(d + (pick + ((s // unit) % (width // 2))) % 2, x)
+                for s, (d, x) in zip(range(lba, lba + n), want, strict=True)]
+    assert sorted(covered) == sorted(want)
+    if kind == "raid10" and write:
+        mirrors = [o for o in ops if o[R.OP_ROLE] == R.ROLE_MIRROR]
+        assert sum(int(o[R.OP_COUNT]) for o in mirrors) == n
+    if not write:
+        assert all(o[R.OP_WRITE] == 0 for o in ops)
+
+
+@settings(max_examples=200, deadline=None)
+@given(request(("raid5", "raid6")))
+def test_parity_write_plan_matches_reference(r):
+    kind, width, unit, drive_sectors, lba, n = r
+    ops = _plan(kind, width, unit, drive_sectors, lba, n, True)
+    reads, writes = ref.plan_parity_write(kind, width, unit, lba, n)
+    got_reads = sorted((int(o[0]), int(o[1]), int(o[2])) for o in ops if o[R.OP_WRITE] == 0)
+    got_writes = sorted((int(o[0]), int(o[1]), int(o[2])) for o in ops if o[R.OP_WRITE] == 1)
+    assert len(got_reads) == len(reads)  # same strategy: same number of operations
+    assert sum(c for *_x, c in got_reads) == sum(c for *_x, c in reads)
+    assert _cells(got_writes) == _cells(writes)
+    assert all(o[R.OP_PHASE] == 0 for o in ops if o[R.OP_WRITE] == 0)  # reads come first
+
+
+def _cells(ranges):
+    return sorted((d, s + i) for d, s, c in ranges for i in range(c))
+
+
+def test_full_stripe_write_needs_no_reads():
+    for kind, width in (("raid5", 5), ("raid6", 6)):
+        d = width - (1 if kind == "raid5" else 2)
+        ops = _plan(kind, width, 64, 64 * 10, 64 * d * 3, 64 * d * 2, True)
+        assert all(o[R.OP_WRITE] == 1 for o in ops)
+        assert len(ops) == 2 * width  # every drive written once per stripe
+
+
+def test_small_write_is_read_modify_write():
+    ops = _plan("raid5", 8, 128, 128 * 10, 5, 8, True)
+    # 4 operations: read old data and parity, write new data and parity
+    assert sorted((int(o[R.OP_WRITE]), int(o[R.OP_ROLE])) for o in ops) == [
+        (0, R.ROLE_DATA), (0, R.ROLE_P), (1, R.ROLE_DATA), (1, R.ROLE_P)]
+
+
+def test_raid1_reads_balance_and_writes_mirror():
+    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, False, pick=4)
+    assert [(int(o[0]), int(o[1]), int(o[2])) for o in ops] == [(1, 5, 40)]
+    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, True)
+    assert sorted(int(o[0]) for o in ops) == [0, 1, 2]
+
+
+def test_jbod_concatenates():
+    ops = _plan_k(R.KIND_JBOD, 3, 8, 100, 95, 10, False)
+    assert [(int(o[0]), int(o[1]), int(o[2])) for o in ops] == [(0, 95, 5), (1, 0, 5)]
+
+
+def _plan_k(kind, width, unit, drive_sectors, lba, n, write, pick=0):
+    ops = np.zeros(R.max_ops(kind, width, unit, n) * R.OP_NCOLS, dtype=np.int64)
+    m = R.plan_request(kind, width, unit, drive_sectors, lba, n, int(write), pick, ops)
+    return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
