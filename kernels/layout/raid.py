@@ -26,7 +26,7 @@ engine can call them per request; ``plan_request`` fills caller-allocated operat
 
 from __future__ import annotations
 
-from .._jit import njit
+from blocklab.kernels._jit import njit
 
 KIND_JBOD, KIND_RAID0, KIND_RAID1, KIND_RAID10, KIND_RAID5, KIND_RAID6 = range(6)
 KIND_NAMES = ("jbod", "raid0", "raid1", "raid10", "raid5", "raid6")
