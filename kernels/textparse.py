@@ -332,8 +332,8 @@ def _tracefs_event(buf, i, j):
 def parse_tracefs(buf, pos, events, comms, last_time, lost):
     """Parse tracefs text lines (``trace`` or ``trace_pipe``) of the block tracepoints.
 
-    ``lost[0]`` accumulates ``CPU:N [LOST M EVENTS]`` counts. ``comms[k]`` is the (start, end)
-    of the ``[comm]`` of an insert/issue/queue event, else the task column's name.
+    ``lost[0]`` accumulates ``CPU:N [LOST M EVENTS]`` counts. ``comms[2k], comms[2k+1]`` span
+    the ``[comm]`` of an insert/issue/queue event, else the task column's name.
     """
     n = len(buf)
     ne = 0

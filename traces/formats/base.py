@@ -49,7 +49,6 @@ class ReadContext:
     host: str | None = None
     kernel: str | None = None
     start_unix_ns: int | None = None  # wall-clock time of the source's time 0, when known
-    first_time_ns: int | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     on_progress: Callable[[], None] | None = None
 
