@@ -34,6 +34,8 @@ app = typer.Typer(
 )
 trace_app = typer.Typer(help="Look at an ingested trace file.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
+validate_app = typer.Typer(help="Score drive models against real drives.", no_args_is_help=True)
+app.add_typer(validate_app, name="validate")
 
 out = Console()
 err = Console(stderr=True)
@@ -198,6 +200,32 @@ def trace_head(
     for r in rows:
         t.add_row(*("" if r[i] is None else str(r[i]) for i in shown))
     Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
+
+
+@validate_app.command("disksim")
+def validate_disksim(
+    specs: Annotated[Path, typer.Argument(help="DiskSim .parv (or .diskspecs) of the drive.")],
+    trace: Annotated[Path, typer.Argument(help="DiskSim validation trace of that drive.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay a DiskSim validation trace on the drive SPECS describes (one request at a time,
+    each issued after the previous completes plus the trace's idle time) and print the demerit
+    against the measured service times, with mean simulated and real service times."""
+    from .validate import validate_disksim as run
+
+    try:
+        r = run(specs, trace)
+    except (BlocklabError, OSError) as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    out.print(
+        f"{r.drive}: {r.requests} requests, demerit {r.demerit_ms:.3f} ms, mean service "
+        f"{r.mean_sim_ms:.3f} ms simulated / {r.mean_real_ms:.3f} ms real, "
+        f"{r.requests_per_s:,.0f} requests/s",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -270,6 +270,9 @@ _CACHE = {
     "immediate_buffer_read": "Immediate buffer read",
     "immediate_buffer_write": "Immediate buffer write",
     "max_queue_length": "Max queue length",
+    "high_water_mark": "High (read) water mark",
+    "low_water_mark": "Low (write) water mark",
+    "first_reselect_ms": "First reselect overhead",
 }
 
 

@@ -1,0 +1,1 @@
+"""Drive service-time models (HDD, SSD) over parameter vectors."""
