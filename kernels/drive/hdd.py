@@ -200,7 +200,14 @@ def replay_closed(p, zones, curve_d, curve_t, lbn, nblk, is_write, idle_ms, out_
             prev_write = False
         else:
             seq = w_hi >= 0 and a == w_hi
-            ov = (p[P_OV_WHW] if prev_write else p[P_OV_WHR]) if seq else (
+            # a write "hits" when the buffer takes it at once: with write-back, when the last
+            # destage is done (else it waits for room); with write-through, when it appends
+            # to the data just written
+            if p[P_WRITE_BACK] > 0:
+                whit = media_free <= t
+            else:
+                whit = seq
+            ov = (p[P_OV_WHW] if prev_write else p[P_OV_WHR]) if whit else (
                 p[P_OV_WMW] if prev_write else p[P_OV_WMR])
             if p[P_WRITE_BACK] > 0:
                 done = t + ov + xfer + p[P_COMPL_W]
