@@ -1,0 +1,68 @@
+"""Array configuration: the worked examples load; bad configurations get one line naming the
+file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from blocklab.pipeline.config import CATALOG, ConfigError, catalog_path, load_array
+from blocklab.pipeline.disksim_params import read_drive
+
+from .conftest import ROOT
+
+EXAMPLES = sorted((ROOT / "examples" / "arrays").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_load(path):
+    a = load_array(path)
+    assert a.groups and all(g.stripe_unit_bytes % 512 == 0 for g in a.groups)
+
+
+def test_example_values():
+    a = load_array(ROOT / "examples" / "arrays" / "raid6-4p2-x8.toml")
+    (g,) = a.groups
+    assert (g.layout, g.width, g.stripe_unit_bytes, g.count, g.hot_spares) == (
+        "raid6", 6, 128 << 10, 8, 2)
+    assert a.luns() == [f"r6.{i}" for i in range(8)]
+    assert a.volume is not None and a.volume.stripe_unit_bytes == 1 << 20
+    assert a.controller.cache_bytes == 2 << 30 and a.controller.command_overhead_ns == 27_000
+
+
+@pytest.mark.parametrize("name", list(CATALOG))
+def test_catalog_drives_import(name):
+    d = read_drive(catalog_path(name))
+    assert d.block_count > 0 and d.rpm > 0
+
+
+BASE = '[[group]]\nname = "a"\nlayout = "raid5"\nwidth = 5\nstripe_unit = "64KiB"\ndrive = "atlas10k"\n'
+BAD = [
+    (BASE.replace('"raid5"', '"raid7"'), "group[0].layout", "unknown layout 'raid7'"),
+    (BASE.replace('"raid5"', '"raid6"').replace("width = 5", "width = 3"), "group[0].width",
+     "raid6 needs at least 4 drives, found 3"),
+    (BASE.replace('"64KiB"', "1000"), "group[0].stripe_unit", "not a multiple of the 512-byte"),
+    (BASE.replace('"64KiB"', '"64XB"'), "group[0].stripe_unit", "unknown size unit"),
+    (BASE.replace('drive = "atlas10k"\n', ""), "group[0].drive", "missing drive model"),
+    (BASE.replace('"atlas10k"', '"wd_raptor"'), "group[0].drive", "unknown drive model"),
+    (BASE.replace('"atlas10k"', '{ disksim = "nope.parv" }'), "group[0].drive.disksim",
+     "no such file"),
+    (BASE + "colour = 3\n", "group[0].colour", "unknown key"),
+    (BASE + "[controller]\nwrite_policy = \"sometimes\"\n", "controller.write_policy",
+     "expected write-back or write-through"),
+    (BASE + "[volume]\nluns = [\"b\"]\n", "volume.luns", "no LUN 'b'"),
+    ("", "group", "at least one [[group]]"),
+    ("[[group]\n", "", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("text,key,msg", BAD)
+def test_bad_config_names_the_key(tmp_path: Path, text, key, msg):
+    f = tmp_path / "array.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_array(f)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"{f}: {key}")
+    assert msg in line
