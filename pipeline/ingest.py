@@ -21,7 +21,7 @@ from blocklab.traces import formats
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import Chunk, Format, ReadContext
 from blocklab.traces.io import Input
-from blocklab.traces.schema import NULL, TIME_COLUMNS, parse_dev
+from blocklab.traces.schema import NULL, NUMPY_DTYPES, TIME_COLUMNS, parse_dev
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
 
 from . import __version__
@@ -105,7 +105,15 @@ def _merge(streams: list[Iterator[Chunk]]) -> Iterator[Chunk]:
 def _concat(parts: list[Chunk], keys: np.ndarray) -> Chunk:
     import pyarrow as pa
 
-    cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols}
+    # sources of different formats carry different columns: a missing one is null
+    names = list(dict.fromkeys(k for p in parts for k in p.cols))
+    cols = {
+        k: np.concatenate([
+            p.cols[k] if k in p.cols else np.full(len(p), NULL, dtype=NUMPY_DTYPES[k])
+            for p in parts
+        ])
+        for k in names
+    }
     comms = [p.comm for p in parts]
     comm = None
     if any(c is not None for c in comms):

@@ -286,3 +286,21 @@ def test_real_fio_iolog(tmp_path):
     assert len(writes) == job["write"]["total_ios"]
     assert sum(r["size_bytes"] for r in reads) == job["read"]["io_bytes"]
     assert all(r["sector"] * 512 + r["size_bytes"] <= 4 << 20 for r in rows)
+
+
+def test_sources_of_different_formats_merge(tmp_path):
+    """An MSR file (with latencies and hosts) and an Alibaba file (without) merge by wall
+    clock; columns one source lacks are null in its rows."""
+    msr = [{"t": k * 2000, "dev": 0, "op": "read", "sector": 8 * k, "size": 4096, "host": "hm",
+            "latency": 500} for k in range(5)]
+    ali = [{"t": k * 2000 + 1000, "dev": 7, "op": "write", "sector": 8 * k, "size": 4096,
+            "host": "x"} for k in range(5)]
+    # put both on the same wall clock: Alibaba's start is 2020, MSR's 2007: shift MSR's
+    offset_100ns = (W.ALIBABA_START_US * 10) - (W.MSR_START_FILETIME - 116_444_736_000_000_000)
+    (tmp_path / "a.csv").write_text(W.msr([{**r, "t": r["t"] + offset_100ns * 100} for r in msr]))
+    (tmp_path / "b.csv").write_text(W.alibaba(ali))
+    ingest([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], str(tmp_path / "m.parquet"))
+    rows = read_rows(tmp_path / "m.parquet")
+    assert [r["device"] for r in rows] == [0, 7] * 5
+    assert [r["time_ns"] for r in rows] == [k * 1000 for k in range(10)]
+    assert all((r["latency_ns"] is None) == (r["device"] == 7) for r in rows)
