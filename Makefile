@@ -39,7 +39,7 @@ lint: setup ## ruff and mypy
 	$(BIN)/mypy pipeline traces queries
 
 bench: setup tools ## throughput report (records/s, MB/s, ratio against blkparse)
-	$(BIN)/python -m blocklab.pipeline.bench
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m blocklab.pipeline.bench
 
 golden: setup ## regenerate checked-in golden answers (only on purpose)
 	@echo "no golden files yet: the query library (issue 6) adds them"

@@ -76,6 +76,28 @@ def _timed(cmd: list[str]) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss
 
 
+#: DiskSim 4.0's own speed on its validation traces (requests/s, -O2), from
+#: ../shared/validation/disksim/README.md: a baseline measured there, not in this run.
+DISKSIM_SPEED = {"cheetah9LP": 29_900, "atlas10k": 26_600, "barracuda": 23_800,
+                 "hp_c2247a": 36_800}
+
+
+def _validation_speeds() -> dict[str, dict[str, float]] | str:
+    from blocklab.pipeline.config import catalog_path
+    from blocklab.pipeline.validate import validate_disksim
+
+    shared = Path(os.environ.get("BLOCKLAB_SHARED", Path(__file__).resolve().parents[2]
+                                 / "shared")) / "validation" / "disksim"
+    if not shared.is_dir():
+        return f"no validation traces at {shared} (set BLOCKLAB_SHARED)"
+    out = {}
+    for name, base in DISKSIM_SPEED.items():
+        r = validate_disksim(catalog_path(name.lower()), shared / f"{name}.trace")
+        out[name] = {"requests_per_s": r.requests_per_s, "vs_disksim": r.requests_per_s / base,
+                     "demerit_ms": r.demerit_ms}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
@@ -188,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
 
+    report["disksim_validation_replay"] = _validation_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -219,6 +242,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  text parse kernel (mem): {tk / 1e6:6.2f} M lines/s")
     else:
         print(f"  blkparse baseline      : {bp}")
+    vs = report["disksim_validation_replay"]
+    if isinstance(vs, dict):
+        for name, v in vs.items():
+            print(f"  validate {name:<14}: {v['requests_per_s'] / 1e6:6.2f} M requests/s, "
+                  f"{v['vs_disksim']:5.0f} x DiskSim (its README's figure), demerit "
+                  f"{v['demerit_ms']:.3f} ms")
+    else:
+        print(f"  validate               : {vs}")
     return 0
 
 

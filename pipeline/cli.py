@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -226,6 +226,34 @@ def validate_disksim(
         f"{r.requests_per_s:,.0f} requests/s",
         highlight=False,
     )
+
+
+@app.command()
+def drives(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The built-in drive catalog: each drive's geometry and where its parameters come from."""
+    from .config import CATALOG, catalog_path
+    from .disksim_params import read_drive
+
+    rows: list[dict[str, Any]] = []
+    for name in CATALOG:
+        d = read_drive(catalog_path(name))
+        rows.append({
+            "name": name, "model": d.name, "kind": "hdd", "rpm": d.rpm,
+            "capacity_gb": d.block_count * 512 / 1e9, "surfaces": d.surfaces,
+            "cylinders": d.cylinders, "zones": len(d.zones),
+            "source": "DiskSim 4.0 parameters extracted from the real drive (CMU PDL); "
+                      f"{Path(d.source).name}",
+        })
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table("name", "model", "rpm", "GB", "zones", "source")
+    for r in rows:
+        t.add_row(str(r["name"]), str(r["model"]), f"{r['rpm']:.0f}",
+                  f"{r['capacity_gb']:.1f}", str(r["zones"]), escape(str(r["source"])))
+    out.print(t)
 
 
 @app.command()

@@ -66,3 +66,17 @@ def test_bad_config_names_the_key(tmp_path: Path, text, key, msg):
     line = str(e.value)
     assert "\n" not in line and line.startswith(f"{f}: {key}")
     assert msg in line
+
+
+def test_drives_command_lists_the_catalog():
+    import json
+
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+
+    res = CliRunner().invoke(app, ["drives", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["name"] for r in rows] == list(CATALOG)
+    assert all("DiskSim" in r["source"] and r["rpm"] > 0 for r in rows)
