@@ -122,10 +122,11 @@ def validate_disksim(specs: str | Path, trace: str | Path) -> ValidateResult:
     is_write = (cols["op"] == OP_WRITE).astype(np.int64)
     real_ms = serv_ns / 1e6
     sim_ms = np.zeros(len(lbn))
-    H.replay_closed(p, zones, curve_d, curve_t, lbn[:2], nblk[:2], is_write[:2], idle_ms[:2],
-                    sim_ms[:2])  # compile or load the kernel outside the timing
+    H.replay_closed(p, zones, curve_d, curve_t, H.new_state(), lbn[:2], nblk[:2], is_write[:2],
+                    idle_ms[:2], sim_ms[:2])  # compile or load the kernel outside the timing
     t = time.perf_counter()
-    hits = H.replay_closed(p, zones, curve_d, curve_t, lbn, nblk, is_write, idle_ms, sim_ms)
+    hits = H.replay_closed(p, zones, curve_d, curve_t, H.new_state(), lbn, nblk, is_write,
+                           idle_ms, sim_ms)
     elapsed = time.perf_counter() - t
     real_hits = int(ctx.counts.get("validate_class_Hit", 0))
     return ValidateResult(

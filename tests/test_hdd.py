@@ -68,7 +68,7 @@ def test_replay_invariants(shared, reqs):
     w = np.array([int(r[2]) for r in reqs], dtype=np.int64)
     idle = np.array([r[3] for r in reqs])
     out = np.full(len(reqs), -1.0)
-    H.replay_closed(p, zones, cd, ct, lbn, n, w, idle, out)
+    H.replay_closed(p, zones, cd, ct, H.new_state(), lbn, n, w, idle, out)
     rot = 60000.0 / d.rpm
     full_seek = max(t for _d, t in d.seek_curve)
     for k in range(len(reqs)):

@@ -137,102 +137,125 @@ def _media(p, zones, curve_d, curve_t, t0, cyl0, head0, lbn, n, write):
     return first, end, lcyl, lhead
 
 
+# Per-drive state vector (float64) indices.
+(S_CYL, S_HEAD, S_MEDIA_FREE, S_PREV_WRITE, S_SEG_LO, S_SEG_HI, S_RA_T0, S_RA_LIM, S_RA_BPT,
+ S_W_LO, S_W_HI) = range(11)
+S_N = 11
+
+
+def new_state(drives: int = 1) -> np.ndarray:
+    """Drive states: heads at cylinder 0, nothing cached, media idle."""
+    st = np.zeros(drives * S_N)
+    for d in range(drives):
+        b = d * S_N
+        st[b + S_SEG_LO] = -1
+        st[b + S_SEG_HI] = -1
+        st[b + S_RA_LIM] = -1
+        st[b + S_RA_BPT] = 1
+        st[b + S_W_LO] = -1
+        st[b + S_W_HI] = -1
+    return st
+
+
 @njit(nrt=False)
-def replay_closed(p, zones, curve_d, curve_t, lbn, nblk, is_write, idle_ms, out_serv):
-    """Replay requests one at a time: request k+1 is issued when k completes plus
-    ``idle_ms[k]``. Fills ``out_serv`` with each service time (ms); returns the hit count."""
-    n_req = lbn.shape[0]
+def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
+    """Serve one request of ``n`` blocks at LBN ``a`` (a write if ``w``) arriving at an idle
+    drive ``d`` at time ``t`` (ms). Updates the drive's state in ``st``; returns
+    (completion time in ms, 1 if served from the cache else 0)."""
+    b = d * S_N
     rot = p[P_ROT_MS]
-    t = 0.0
-    cyl = 0
-    head = 0
-    media_free = 0.0
-    prev_write = False
-    # read-ahead segment: valid [seg_lo, seg_hi) now, growing from ra_from at ra_t0 to ra_lim
-    seg_lo = -1
-    seg_hi = -1
-    ra_t0 = 0.0
-    ra_lim = -1
-    ra_bpt = 1.0
-    # last written range (cached write data)
-    w_lo = -1
-    w_hi = -1
-    hits = 0
-    for k in range(n_req):
-        a = lbn[k]
-        n = nblk[k]
-        w = is_write[k] != 0
-        xfer = n * (p[P_BULK] + (p[P_BUS_WRITE] if w else p[P_BUS_READ]))
-        if not w:
-            hi = seg_hi
-            if ra_lim > seg_hi and seg_lo >= 0:  # read-ahead went on until this request
-                grown = int((t - ra_t0) / rot * ra_bpt)
-                hi = min(ra_lim, seg_hi + max(grown, 0))
-            hit = (seg_lo >= 0 and a >= seg_lo and a + n <= hi) or (
-                w_lo >= 0 and a >= w_lo and a + n <= w_hi)
-            if hit:
-                hits += 1
-                ov = p[P_OV_RHW] if prev_write else p[P_OV_RHR]
-                done = t + ov + xfer + p[P_COMPL_R]
-                seg_hi = hi
-            else:
-                ov = p[P_OV_RMW] if prev_write else p[P_OV_RMR]
-                start = max(t + ov, media_free)
-                first, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head,
-                                               a, n, False)
-                # the host transfer starts as blocks come off the media (immediate buffer
-                # read), once the buffer holds the high water mark's share of the request, or
-                # else when the whole request is buffered; it overlaps the rest of the read
-                if p[P_IMMED_READ] > 0:
-                    xstart = first
-                elif p[P_HIGH_WM] > 0:
-                    xstart = first + p[P_HIGH_WM] * (end - first) + p[P_RESELECT]
-                else:
-                    xstart = end
-                done = max(end, xstart + xfer) + p[P_COMPL_R]
-                media_free = end
-                seg_lo = a
-                seg_hi = a + n
-                ra_t0 = end
-                ra_lim = a + n + int(p[P_MAX_RA])
-                _c, _h, _an, bpt = locate(zones, int(p[P_SURFACES]), a)
-                ra_bpt = bpt
-            prev_write = False
+    cyl = int(st[b + S_CYL])
+    head = int(st[b + S_HEAD])
+    media_free = st[b + S_MEDIA_FREE]
+    prev_write = st[b + S_PREV_WRITE] > 0
+    seg_lo = int(st[b + S_SEG_LO])
+    seg_hi = int(st[b + S_SEG_HI])
+    ra_lim = int(st[b + S_RA_LIM])
+    w_lo = int(st[b + S_W_LO])
+    w_hi = int(st[b + S_W_HI])
+    hit = 0
+    xfer = n * (p[P_BULK] + (p[P_BUS_WRITE] if w else p[P_BUS_READ]))
+    if not w:
+        hi = seg_hi
+        if ra_lim > seg_hi and seg_lo >= 0:  # read-ahead went on until this request
+            grown = int((t - st[b + S_RA_T0]) / rot * st[b + S_RA_BPT])
+            hi = min(ra_lim, seg_hi + max(grown, 0))
+        if (seg_lo >= 0 and a >= seg_lo and a + n <= hi) or (
+                w_lo >= 0 and a >= w_lo and a + n <= w_hi):
+            hit = 1
+            ov = p[P_OV_RHW] if prev_write else p[P_OV_RHR]
+            done = t + ov + xfer + p[P_COMPL_R]
+            st[b + S_SEG_HI] = hi
         else:
-            seq = w_hi >= 0 and a == w_hi
-            # a write "hits" when the buffer takes it at once: with write-back, when the last
-            # destage is done (else it waits for room); with write-through, when it appends
-            # to the data just written
-            if p[P_WRITE_BACK] > 0:
-                whit = media_free <= t
+            ov = p[P_OV_RMW] if prev_write else p[P_OV_RMR]
+            start = max(t + ov, media_free)
+            first, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
+                                           False)
+            # the host transfer starts as blocks come off the media (immediate buffer
+            # read), once the buffer holds the high water mark's share of the request, or
+            # else when the whole request is buffered; it overlaps the rest of the read
+            if p[P_IMMED_READ] > 0:
+                xstart = first
+            elif p[P_HIGH_WM] > 0:
+                xstart = first + p[P_HIGH_WM] * (end - first) + p[P_RESELECT]
             else:
-                whit = seq
-            ov = (p[P_OV_WHW] if prev_write else p[P_OV_WHR]) if whit else (
-                p[P_OV_WMW] if prev_write else p[P_OV_WMR])
-            if p[P_WRITE_BACK] > 0:
-                done = t + ov + xfer + p[P_COMPL_W]
-                start = max(done, media_free)
-                _f, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
-                                            True)
-                media_free = end
+                xstart = end
+            done = max(end, xstart + xfer) + p[P_COMPL_R]
+            st[b + S_MEDIA_FREE] = end
+            st[b + S_SEG_LO] = a
+            st[b + S_SEG_HI] = a + n
+            st[b + S_RA_T0] = end
+            st[b + S_RA_LIM] = a + n + int(p[P_MAX_RA])
+            _c, _h, _an, bpt = locate(zones, int(p[P_SURFACES]), a)
+            st[b + S_RA_BPT] = bpt
+        st[b + S_PREV_WRITE] = 0
+    else:
+        seq = w_hi >= 0 and a == w_hi
+        # a write "hits" when the buffer takes it at once: with write-back, when the last
+        # destage is done (else it waits for room); with write-through, when it appends to
+        # the data just written
+        if p[P_WRITE_BACK] > 0:
+            whit = media_free <= t
+        else:
+            whit = seq
+        ov = (p[P_OV_WHW] if prev_write else p[P_OV_WHR]) if whit else (
+            p[P_OV_WMW] if prev_write else p[P_OV_WMR])
+        if p[P_WRITE_BACK] > 0:
+            done = t + ov + xfer + p[P_COMPL_W]
+            start = max(done, media_free)
+            _f, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n, True)
+        else:
+            # write-through: the drive takes write data into its buffer at once and starts on
+            # the media when the first block is in (the low water mark only says when it
+            # reconnects for more); without a mark it waits for all of it
+            if p[P_IMMED_WRITE] > 0 or p[P_LOW_WM] > 0:
+                ready = t + ov + xfer / max(n, 1)
             else:
-                # write-through: the drive takes write data into its buffer at once and
-                # starts on the media when the first block is in (the low water mark only
-                # says when it reconnects for more); without a mark it waits for all of it
-                if p[P_IMMED_WRITE] > 0 or p[P_LOW_WM] > 0:
-                    ready = t + ov + xfer / max(n, 1)
-                else:
-                    ready = t + ov + xfer
-                start = max(ready, media_free)
-                first, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head,
-                                               a, n, True)
-                done = max(end, t + ov + xfer) + p[P_COMPL_W]
-                media_free = end
-            w_lo = a if not seq else w_lo
-            w_hi = a + n
-            seg_lo = -1  # a write stops read-ahead
-            ra_lim = -1
-            prev_write = True
+                ready = t + ov + xfer
+            start = max(ready, media_free)
+            _f, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n, True)
+            done = max(end, t + ov + xfer) + p[P_COMPL_W]
+        st[b + S_MEDIA_FREE] = end
+        st[b + S_W_LO] = w_lo if seq else a
+        st[b + S_W_HI] = a + n
+        st[b + S_SEG_LO] = -1  # a write stops read-ahead
+        st[b + S_RA_LIM] = -1
+        st[b + S_PREV_WRITE] = 1
+    st[b + S_CYL] = cyl
+    st[b + S_HEAD] = head
+    return done, hit
+
+
+@njit(nrt=False)
+def replay_closed(p, zones, curve_d, curve_t, st, lbn, nblk, is_write, idle_ms, out_serv):
+    """Replay requests one at a time on drive 0 of ``st``: request k+1 is issued when k
+    completes plus ``idle_ms[k]``. Fills ``out_serv`` (ms); returns the cache-hit count."""
+    t = 0.0
+    hits = 0
+    for k in range(lbn.shape[0]):
+        done, hit = service(p, zones, curve_d, curve_t, st, 0, t, lbn[k], nblk[k],
+                            is_write[k] != 0)
+        hits += hit
         out_serv[k] = done - t
         t = done + idle_ms[k]
     return hits
