@@ -202,6 +202,43 @@ def trace_head(
     Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
 
 
+@app.command()
+def replay(
+    trace: Annotated[Path, typer.Argument(help="Trace Parquet file (from ingest).")],
+    array: Annotated[Path, typer.Option("--array", help="Array configuration (TOML).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Run folder to write.")],
+    closed_loop: Annotated[int, typer.Option(
+        "--closed-loop", min=0, help="Keep N requests outstanding instead of replaying the "
+        "trace's arrival times (0: open loop).")] = 0,
+    think_us: Annotated[float, typer.Option(
+        "--think-us", min=0, help="Closed loop: time between a completion and the next "
+        "issue.")] = 0.0,
+    speed: Annotated[float, typer.Option(
+        "--speed", help="Open loop: divide arrival times by X (2 = twice the load).")] = 1.0,
+    wrap: Annotated[bool, typer.Option(
+        "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Replay a trace against an array (layout, drives) and write a run folder: ios.parquet,
+    drive_busy.parquet and meta.json. First version: no controller cache or bandwidth caps yet,
+    one drive model per array."""
+    from .replay import replay as run
+
+    try:
+        r = run(trace, array, output, speed=speed, closed_loop=closed_loop, think_us=think_us,
+                wrap=wrap)
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    out.print(
+        f"{r.output}: {r.requests} requests, latency mean {r.mean_latency_ms:.3f} ms, p99 "
+        f"{r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
+        highlight=False,
+    )
+
+
 @validate_app.command("disksim")
 def validate_disksim(
     specs: Annotated[Path, typer.Argument(help="DiskSim .parv (or .diskspecs) of the drive.")],

@@ -1,0 +1,113 @@
+"""Plain-Python reference of the replay engine's semantics, for the fixed drive model:
+host volume striping, layout operations in two phases, first-come first-served drives, events
+ordered by (time, kind: completions before arrivals, sequence), open or closed loop.
+
+Layout planning is the (separately tested) layout kernel's; everything else is written here
+with heapq and lists, independently of kernels/engine.py."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from blocklab.kernels.layout import raid as R
+
+DONE, ARRIVE = 0, 1
+
+
+def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
+             closed=False, outstanding=1, think_ns=0):
+    n = len(arrive_ns)
+    drives = arr.drives
+    queues = [deque() for _ in range(drives)]
+    running = [None] * drives
+    busy = [0] * drives
+    ops_count = [0] * drives
+    out_arrive = [-1] * n
+    out_start = [-1] * n
+    out_done = [-1] * n
+    pending = {}
+    waiting = {}
+    events = []
+    seq = 0
+    if closed:
+        issued = min(outstanding, n)
+        for r in range(issued):
+            heapq.heappush(events, (0, ARRIVE, seq, r))
+            seq += 1
+    else:
+        issued = n
+        for r in range(n):
+            heapq.heappush(events, (int(arrive_ns[r]), ARRIVE, -n + r, r))  # trace order
+    plan = np.zeros(4096 * R.OP_NCOLS, dtype=np.int64)
+    done_count = 0
+    while done_count < n:
+        now, kind, _s, ident = heapq.heappop(events)
+        if kind == ARRIVE:
+            r = ident
+            out_arrive[r] = now
+            ops = []
+            pos, end = int(lba[r]), int(lba[r] + nsec[r])
+            while pos < end:
+                if arr.vol_unit > 0:
+                    chunk = pos // arr.vol_unit
+                    piece_end = min(end, (chunk + 1) * arr.vol_unit)
+                    lun = chunk % len(arr.lun_group)
+                    lun_lba = (chunk // len(arr.lun_group)) * arr.vol_unit + pos % arr.vol_unit
+                else:
+                    piece_end, lun, lun_lba = end, 0, pos
+                g = arr.lun_group[lun]
+                m = R.plan_request(arr.g_kind[g], arr.g_width[g], arr.g_unit[g],
+                                   arr.g_drive_sectors[g], lun_lba, piece_end - pos,
+                                   int(is_write[r]), r, plan)
+                for row in plan[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
+                    ops.append((int(arr.lun_base[lun] + row[R.OP_DRIVE]), int(row[R.OP_COUNT]),
+                                int(row[R.OP_PHASE])))
+                pos = piece_end
+            if not ops:
+                out_start[r] = out_done[r] = now
+                done_count += 1
+                if closed and issued < n:
+                    heapq.heappush(events, (now + think_ns, ARRIVE, seq, issued))
+                    seq += 1
+                    issued += 1
+            else:
+                first = 0 if any(p == 0 for _d, _c, p in ops) else 1
+                now_ops = [o for o in ops if o[2] == first]
+                waiting[r] = [o for o in ops if o[2] != first]
+                pending[r] = len(now_ops)
+                for d, c, _p in now_ops:
+                    queues[d].append((r, c))
+        else:
+            d = ident
+            r, _c = running[d]
+            running[d] = None
+            pending[r] -= 1
+            if pending[r] == 0:
+                if waiting[r]:
+                    later = waiting.pop(r)
+                    waiting[r] = []
+                    pending[r] = len(later)
+                    for dd, c, _p in later:
+                        queues[dd].append((r, c))
+                else:
+                    out_done[r] = now
+                    done_count += 1
+                    if closed and issued < n:
+                        heapq.heappush(events, (now + think_ns, ARRIVE, seq, issued))
+                        seq += 1
+                        issued += 1
+        for d in range(drives):
+            if running[d] is None and queues[d]:
+                r, c = queues[d].popleft()
+                if out_start[r] == -1:
+                    out_start[r] = now
+                t = per_op_ns + per_sector_ns * c
+                busy[d] += t
+                ops_count[d] += 1
+                running[d] = (r, c)
+                heapq.heappush(events, (now + t, DONE, seq, d))
+                seq += 1
+    return out_arrive, out_start, out_done, busy, ops_count
