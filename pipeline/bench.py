@@ -98,6 +98,62 @@ def _validation_speeds() -> dict[str, dict[str, float]] | str:
     return out
 
 
+def _replay_speeds() -> dict[str, float]:
+    """Engine throughput on an 8-drive RAID-5 of Atlas 10K drives (HDD model), and the
+    plain-Python reference simulator's on the same small trace (fixed drive model)."""
+    from blocklab.pipeline.config import parse_array
+    from blocklab.pipeline.replay import build_array, run_engine
+
+    cfg = parse_array({"group": [{"name": "r5", "layout": "raid5", "width": 8,
+                                  "stripe_unit": "64KiB", "drive": "atlas10k"}]},
+                      Path("bench.toml"))
+    arr = build_array(cfg)
+    rng = np.random.default_rng(3)
+    out: dict[str, float] = {}
+
+    def run(name, n, size_sectors, sequential, iops, closed=0):
+        if sequential:
+            lba = (np.arange(n, dtype=np.int64) * size_sectors) % (arr.capacity - size_sectors)
+        else:
+            lba = rng.integers(0, (arr.capacity - size_sectors) // 8, n).astype(np.int64) * 8
+        arrive = np.cumsum(rng.exponential(1e9 / iops, n)).astype(np.int64)
+        nsec = np.full(n, size_sectors, dtype=np.int64)
+        w = (rng.random(n) < 0.3).astype(np.int64)
+        run_engine(arr, arrive[:64], lba[:64], nsec[:64], w[:64], closed=closed > 0,
+                   outstanding=max(closed, 1))
+        t = time.perf_counter()
+        run_engine(arr, arrive, lba, nsec, w, closed=closed > 0, outstanding=max(closed, 1))
+        out[name] = n / (time.perf_counter() - t)
+
+    run("random_4k_open_requests_per_s", 1_000_000, 8, False, 600)
+    run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 40)
+    run("random_4k_closed64_requests_per_s", 500_000, 8, False, 1, closed=64)
+    # the reference simulator, on a trace small enough for Python
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "ref_engine", Path(__file__).resolve().parents[1] / "tests" / "reference" / "engine.py")
+    if spec and spec.loader and spec.origin and Path(spec.origin).exists():
+        ref = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ref)
+        farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
+        n = 20_000
+        lba = rng.integers(0, farr.capacity // 8 - 1, n).astype(np.int64) * 8
+        arrive = np.cumsum(rng.exponential(1e9 / 600, n)).astype(np.int64)
+        nsec = np.full(n, 8, dtype=np.int64)
+        w = (rng.random(n) < 0.3).astype(np.int64)
+        t = time.perf_counter()
+        ref.simulate(farr, arrive, lba, nsec, w, 5_000_000, 1000)
+        py = n / (time.perf_counter() - t)
+        run_engine(farr, arrive[:10], lba[:10], nsec[:10], w[:10])
+        t = time.perf_counter()
+        run_engine(farr, arrive, lba, nsec, w)
+        nb = n / (time.perf_counter() - t)
+        out["reference_python_requests_per_s"] = py
+        out["kernel_vs_reference"] = nb / py
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
@@ -211,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
     report["disksim_validation_replay"] = _validation_speeds()
+    report["replay"] = _replay_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -242,6 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  text parse kernel (mem): {tk / 1e6:6.2f} M lines/s")
     else:
         print(f"  blkparse baseline      : {bp}")
+    rp = report["replay"]
+    assert isinstance(rp, dict)
+    r4k = rp["random_4k_open_requests_per_s"] / 1e6
+    r1m = rp["sequential_1m_open_requests_per_s"] / 1e6
+    c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
+    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s, 1 MiB sequential "
+          f"{r1m:.2f} M/s, closed 64 {c64:.2f} M/s (HDD model, FCFS)")
+    if "kernel_vs_reference" in rp:
+        print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
+              f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
     vs = report["disksim_validation_replay"]
     if isinstance(vs, dict):
         for name, v in vs.items():
