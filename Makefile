@@ -25,11 +25,13 @@ tools: ## install blkparse/fio from Debian when missing (needs root; tests skip 
 	    (apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq blktrace fio >/dev/null 2>&1) || \
 	    echo "note: blktrace/fio not installed (not root or no apt-get)"; }
 
-demo: setup ## ingest the bundled real tracefs capture and print its statistics
+demo: setup ## ingest the bundled real capture, print its statistics, replay it on two arrays
 	@mkdir -p demo-out
 	$(BIN)/blocklab ingest traces/samples/tracefs-fio-loop0-vda.txt.xz -o demo-out/trace.parquet
 	$(BIN)/blocklab trace stats demo-out/trace.parquet
 	$(BIN)/blocklab trace head demo-out/trace.parquet -n 8
+	$(BIN)/blocklab replay demo-out/trace.parquet --array examples/arrays/raid6-4p2-x8.toml -o demo-out/raid6
+	$(BIN)/blocklab replay demo-out/trace.parquet --array examples/arrays/raid5-entry.toml -o demo-out/raid5 --wrap
 
 test: setup tools ## run the test suite (installs blktrace/fio when root)
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
