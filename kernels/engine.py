@@ -97,7 +97,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            op_req, op_drive, op_lba, op_n, op_write, op_phase, op_next, free_ops, scalars,
            req_pending, req_phase1, req_wait,
            q_head, q_tail, d_busy_until, d_busy_ns, d_ops, d_running,
-           ht, hk, hs, hi, plan):
+           ht, hk, hs, hi, plan, cand, cand_flag):
     """Replay every request; fills ``out_arrive`` (the issue time: the trace's in open loop),
     ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
 
@@ -118,6 +118,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             issued += 1
     while n_done < n_req:
         # the next event: an open-loop arrival from the trace, or the heap's top
+        ncand = 0
         take_arrival = False
         if not closed and nxt < n_req:
             if hsize == 0:
@@ -215,6 +216,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 op_next[s] = NONE
                 if op_phase[s] == phase_now:
                     _enqueue(s, op_drive, op_next, q_head, q_tail)
+                    ncand = _candidate(op_drive[s], d_running, cand, cand_flag, ncand)
                 elif wait_tail == NONE:
                     req_wait[r] = s
                     wait_tail = s
@@ -235,6 +237,8 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             d = r
             s = d_running[d]
             d_running[d] = NONE
+            if q_head[d] != NONE:
+                ncand = _candidate(d, d_running, cand, cand_flag, ncand)
             rq = op_req[s]
             req_pending[rq] -= 1
             free_ops[free_top] = s
@@ -250,6 +254,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                         w_next = op_next[w]
                         op_next[w] = NONE
                         _enqueue(w, op_drive, op_next, q_head, q_tail)
+                        ncand = _candidate(op_drive[w], d_running, cand, cand_flag, ncand)
                         w = w_next
                 else:
                     out_done[rq] = now
@@ -259,8 +264,18 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                                       issued)
                         seq += 1
                         issued += 1
-        # start every idle drive that has work (in drive order: deterministic)
-        for d in range(q_head.shape[0]):
+        # start every idle drive that has work, in drive order (deterministic); only drives
+        # that became idle-with-work during this event can be such, so only they are looked at
+        for i in range(1, ncand):  # insertion sort: a handful of candidates
+            x = cand[i]
+            j = i - 1
+            while j >= 0 and cand[j] > x:
+                cand[j + 1] = cand[j]
+                j -= 1
+            cand[j + 1] = x
+        for i in range(ncand):
+            d = cand[i]
+            cand_flag[d] = 0
             if d_running[d] == NONE and q_head[d] != NONE:
                 s = q_head[d]
                 q_head[d] = op_next[s]
@@ -290,6 +305,16 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
     scalars[4] = n_done
     scalars[5] = issued
     return OK
+
+
+@njit(inline="always", nrt=False)
+def _candidate(d, d_running, cand, cand_flag, ncand):
+    """Note drive ``d`` as one that may have to start after this event (once)."""
+    if d_running[d] == NONE and cand_flag[d] == 0:
+        cand_flag[d] = 1
+        cand[ncand] = d
+        ncand += 1
+    return ncand
 
 
 @njit(inline="always", nrt=False)

@@ -135,6 +135,8 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     busy_ns = np.zeros(nd, dtype=np.int64)
     d_ops = np.zeros(nd, dtype=np.int64)
     running = np.full(nd, -1, dtype=np.int64)
+    cand = np.zeros(nd, dtype=np.int64)
+    cand_flag = np.zeros(nd, dtype=np.int64)
     heap = [np.zeros(nd + outstanding + 2, dtype=np.int64) for _ in range(4)]
     hst = H.new_state(nd)
     scalars = np.zeros(6, dtype=np.int64)
@@ -149,7 +151,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
             closed, outstanding, think_ns,
             ops["req"], ops["drive"], ops["lba"], ops["n"], ops["write"], ops["phase"],
             ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
-            q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan,
+            q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
         )
         if status == E.OK:
             break
