@@ -1,7 +1,8 @@
 """The one house @njit decorator: every kernel in blocklab is compiled with these options.
 
-- cache=True: compiled code is kept on disk (NUMBA_CACHE_DIR or __pycache__), so CI and every
-  later run skip the compile, which costs more than most test inputs take to process.
+- cache=True: compiled code is kept on disk, so CI and every later run skip the compile, which
+  costs more than most test inputs take to process. The folder is NUMBA_CACHE_DIR (or
+  ~/.cache/blocklab/numba) / a hash of all kernel sources: see ``_cache_dir``.
 - nogil=True: kernels release the GIL, so ingest can decompress/write in other threads.
 - error_model="numpy": division by zero gives inf/nan instead of a Python-style check on every
   division in hot loops; kernels validate their inputs explicitly instead.
@@ -17,7 +18,31 @@ without. A kernel compiled this way must not create arrays (np.empty, argsort, .
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
+
 import numba
+
+
+def _cache_dir() -> str:
+    """A cache folder named after a hash of every kernel source file.
+
+    Numba keys a cached kernel on its own file only: a kernel that calls (and so compiles in)
+    a helper from another module would keep running the helper's old code after that module
+    changed. Keying the whole folder on all kernel sources makes any change start afresh.
+    """
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(here.rglob("*.py")):
+        h.update(f.relative_to(here).as_posix().encode())
+        h.update(f.read_bytes())
+    base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "blocklab", "numba")
+    return os.path.join(base, h.hexdigest()[:16])
+
+
+numba.config.CACHE_DIR = _cache_dir()
 
 _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 
