@@ -97,7 +97,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            op_req, op_drive, op_lba, op_n, op_write, op_phase, op_next, free_ops, scalars,
            req_pending, req_phase1, req_wait,
            q_head, q_tail, d_busy_until, d_busy_ns, d_ops, d_running,
-           ht, hk, hs, hi, plan, cand, cand_flag):
+           ht, hk, hs, hi, plan, cand, cand_flag, d_sched, d_depth, d_pos):
     """Replay every request; fills ``out_arrive`` (the issue time: the trace's in open loop),
     ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
 
@@ -277,11 +277,8 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             d = cand[i]
             cand_flag[d] = 0
             if d_running[d] == NONE and q_head[d] != NONE:
-                s = q_head[d]
-                q_head[d] = op_next[s]
-                if q_head[d] == NONE:
-                    q_tail[d] = NONE
-                op_next[s] = NONE
+                s = _pick(d, q_head, q_tail, op_next, op_lba, d_sched, d_depth, d_pos)
+                d_pos[d] = op_lba[s] + op_n[s]
                 rq = op_req[s]
                 if out_start[rq] == NONE:
                     out_start[rq] = now
@@ -305,6 +302,53 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
     scalars[4] = n_done
     scalars[5] = issued
     return OK
+
+
+SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
+
+
+@njit(inline="always", nrt=False)
+def _pick(d, q_head, q_tail, op_next, op_lba, d_sched, d_depth, d_pos):
+    """Take the next operation off drive ``d``'s queue. The drive sees the first
+    ``d_depth[d]`` queued operations (its command queue; the rest wait in the controller's
+    FIFO) and picks one: FCFS the oldest; SSTF the one nearest the head (by LBA distance from
+    where the last operation ended); C-LOOK the lowest LBA at or after the head, else the
+    lowest. Ties go to the oldest."""
+    best = q_head[d]
+    best_prev = NONE
+    policy = d_sched[d]
+    if policy != SCHED_FCFS:
+        pos = d_pos[d]
+        prev = NONE
+        s = q_head[d]
+        k = 0
+        best_key = 0
+        best_wrap = 1
+        while s != NONE and k < d_depth[d]:
+            x = op_lba[s]
+            if policy == SCHED_SSTF:
+                wrap = 0
+                key = x - pos if x >= pos else pos - x
+            else:
+                wrap = 0 if x >= pos else 1
+                key = x
+            if k == 0 or wrap < best_wrap or (wrap == best_wrap and key < best_key):
+                best = s
+                best_prev = prev
+                best_key = key
+                best_wrap = wrap
+            prev = s
+            s = op_next[s]
+            k += 1
+    # unlink
+    if best_prev == NONE:
+        q_head[d] = op_next[best]
+    else:
+        op_next[best_prev] = op_next[best]
+    if q_tail[d] == best:
+        q_tail[d] = best_prev
+    op_next[best] = NONE
+    return best
 
 
 @njit(inline="always", nrt=False)

@@ -1,7 +1,9 @@
 """Array configuration: TOML -> frozen dataclasses (issue 3, deliverable 1; first part).
 
 An array is an optional host volume striped over LUNs, one or more RAID groups (each a LUN,
-or ``count`` identical LUNs) of drives, and a controller. Every size takes a unit (``512``
+or ``count`` identical LUNs) of drives, and a controller. A group also says how its drives
+schedule their queues (``scheduler`` fcfs, sstf or clook; ``queue_depth``: how many queued
+operations the drive chooses among). Every size takes a unit (``512``
 is bytes; ``"128KiB"``, ``"1MiB"``, ``"2048s"`` for sectors). Worked examples are in
 ``examples/arrays/``. Errors name the file and the key: ``array.toml: group[1].width: raid6
 needs at least 4 drives, found 3``.
@@ -63,6 +65,8 @@ class GroupConfig:
     count: int
     hot_spares: int
     drive: DriveRef
+    scheduler: str = "fcfs"  # the drives' queue scheduling: fcfs, sstf, clook
+    queue_depth: int = 1  # how many queued operations a drive's scheduler looks at
 
     @property
     def kind(self) -> int:
@@ -179,7 +183,11 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     groups = []
     for i, g in enumerate(raw_groups):
         k = f"group[{i}]"
-        c.keys(k, g, {"name", "layout", "width", "stripe_unit", "count", "hot_spares", "drive"})
+        c.keys(k, g, {"name", "layout", "width", "stripe_unit", "count", "hot_spares", "drive",
+                      "scheduler", "queue_depth"})
+        sched = g.get("scheduler", "fcfs")
+        if sched not in ("fcfs", "sstf", "clook"):
+            raise c.fail(f"{k}.scheduler", f"expected fcfs, sstf or clook, found {sched!r}")
         layout = g.get("layout")
         if layout not in LAYOUTS:
             raise c.fail(f"{k}.layout", f"unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
@@ -202,6 +210,8 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
             count=c.integer(f"{k}.count", g.get("count", 1), 1),
             hot_spares=c.integer(f"{k}.hot_spares", g.get("hot_spares", 0), 0),
             drive=_drive(c, f"{k}.drive", g["drive"]),
+            scheduler=sched,
+            queue_depth=c.integer(f"{k}.queue_depth", g.get("queue_depth", 1), 1),
         ))
     names = [g.name for g in groups]
     if len(set(names)) != len(names):

@@ -40,6 +40,7 @@ from .disksim_params import read_drive
 from .validate import drive_params
 
 SECTOR = 512
+SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
 
 
 @dataclasses.dataclass
@@ -58,6 +59,8 @@ class ArrayModel:
     model: int
     fixed: np.ndarray
     hdd: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    d_sched: np.ndarray  # per drive: engine.SCHED_*
+    d_depth: np.ndarray  # per drive: command queue depth the scheduler looks into
 
 
 def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> ArrayModel:
@@ -72,8 +75,13 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     hdd = drive_params(d)
     g_kind, g_width, g_unit, g_ds = [], [], [], []
     lun_group, lun_base = [], []
+    d_sched: list[int] = []
+    d_depth: list[int] = []
     base = 0
     for gi, g in enumerate(cfg.groups):
+        per_group = g.count * g.width + g.hot_spares
+        d_sched += [SCHEDULERS[g.scheduler]] * per_group
+        d_depth += [g.queue_depth] * per_group
         unit = g.stripe_unit_bytes // SECTOR
         g_kind.append(g.kind)
         g_width.append(g.width)
@@ -110,6 +118,8 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         model=E.MODEL_FIXED if fixed_ns else E.MODEL_HDD,
         fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
         hdd=hdd,
+        d_sched=np.array(d_sched, dtype=np.int64),
+        d_depth=np.array(d_depth, dtype=np.int64),
     )
 
 
@@ -136,6 +146,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     d_ops = np.zeros(nd, dtype=np.int64)
     running = np.full(nd, -1, dtype=np.int64)
     cand = np.zeros(nd, dtype=np.int64)
+    d_pos = np.zeros(nd, dtype=np.int64)
     cand_flag = np.zeros(nd, dtype=np.int64)
     heap = [np.zeros(nd + outstanding + 2, dtype=np.int64) for _ in range(4)]
     hst = H.new_state(nd)
@@ -152,6 +163,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
             ops["req"], ops["drive"], ops["lba"], ops["n"], ops["write"], ops["phase"],
             ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
             q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
+            arr.d_sched, arr.d_depth, d_pos,
         )
         if status == E.OK:
             break

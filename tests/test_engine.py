@@ -33,7 +33,9 @@ def scenario(draw):
     count = draw(st.integers(1, 3))
     volume = draw(st.booleans()) and count > 1
     toml = {"group": [{"name": "g", "layout": layout, "width": width, "stripe_unit": unit,
-                       "count": count, "drive": "atlas10k"}]}
+                       "count": count, "drive": "atlas10k",
+                       "scheduler": draw(st.sampled_from(["fcfs", "sstf", "clook"])),
+                       "queue_depth": draw(st.sampled_from([1, 2, 8, 64]))}]}
     if volume:
         toml["volume"] = {"stripe_unit": draw(st.sampled_from(["8KiB", "64KiB"]))}
     # coarse times make ties (equal event times) common: the tie-break rules get exercised

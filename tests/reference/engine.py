@@ -23,6 +23,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
     drives = arr.drives
     queues = [deque() for _ in range(drives)]
     running = [None] * drives
+    head_pos = [0] * drives
     busy = [0] * drives
     ops_count = [0] * drives
     out_arrive = [-1] * n
@@ -64,7 +65,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                                    int(is_write[r]), r, plan)
                 for row in plan[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
                     ops.append((int(arr.lun_base[lun] + row[R.OP_DRIVE]), int(row[R.OP_COUNT]),
-                                int(row[R.OP_PHASE])))
+                                int(row[R.OP_PHASE]), int(row[R.OP_SECTOR])))
                 pos = piece_end
             if not ops:
                 out_start[r] = out_done[r] = now
@@ -74,12 +75,12 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                     seq += 1
                     issued += 1
             else:
-                first = 0 if any(p == 0 for _d, _c, p in ops) else 1
+                first = 0 if any(o[2] == 0 for o in ops) else 1
                 now_ops = [o for o in ops if o[2] == first]
                 waiting[r] = [o for o in ops if o[2] != first]
                 pending[r] = len(now_ops)
-                for d, c, _p in now_ops:
-                    queues[d].append((r, c))
+                for d, c, _p, x in now_ops:
+                    queues[d].append((r, c, x))
         else:
             d = ident
             r, _c = running[d]
@@ -90,8 +91,8 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                     later = waiting.pop(r)
                     waiting[r] = []
                     pending[r] = len(later)
-                    for dd, c, _p in later:
-                        queues[dd].append((r, c))
+                    for dd, c, _p, x in later:
+                        queues[dd].append((r, c, x))
                 else:
                     out_done[r] = now
                     done_count += 1
@@ -101,7 +102,9 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                         issued += 1
         for d in range(drives):
             if running[d] is None and queues[d]:
-                r, c = queues[d].popleft()
+                r, c, x = pick(queues[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
+                               head_pos[d])
+                head_pos[d] = x + c
                 if out_start[r] == -1:
                     out_start[r] = now
                 t = per_op_ns + per_sector_ns * c
@@ -111,3 +114,19 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                 heapq.heappush(events, (now + t, DONE, seq, d))
                 seq += 1
     return out_arrive, out_start, out_done, busy, ops_count
+
+
+def pick(queue, policy, depth, pos):
+    """FCFS: the oldest. SSTF: nearest LBA to where the last operation ended. C-LOOK: lowest
+    LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest."""
+    if policy == 0:
+        return queue.popleft()
+    seen = list(queue)[:depth]
+    if policy == 1:
+        key = [abs(x - pos) for _r, _c, x in seen]
+    else:
+        key = [(0 if x >= pos else 1, x) for _r, _c, x in seen]
+    i = min(range(len(seen)), key=lambda j: (key[j], j))
+    item = seen[i]
+    del queue[i]
+    return item
