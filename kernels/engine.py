@@ -31,7 +31,7 @@ from blocklab.kernels.layout import raid as R
 
 MODEL_FIXED, MODEL_HDD = 0, 1
 OK, FULL = 0, 1
-EV_DONE, EV_ARRIVE = 0, 1  # kind priorities at equal times
+EV_DONE, EV_CTRL, EV_ARRIVE = 0, 1, 2  # kind priorities at equal times
 NONE = -1
 
 
@@ -54,6 +54,8 @@ def _swap(ht, hk, hs, hi, i, j):
 
 @njit(inline="always", nrt=False)
 def _push(ht, hk, hs, hi, size, t, kind, seq, ident):
+    if size >= ht.shape[0]:
+        raise IndexError("replay: event heap full (the caller sized it too small)")
     i = size
     ht[i] = t
     hk[i] = kind
@@ -93,7 +95,7 @@ def _pop(ht, hk, hs, hi, size):
 def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            vol_unit, lun_group, lun_base, g_kind, g_width, g_unit, g_drive_sectors,
            model, fixed, hp, hzones, hcd, hct, hst,
-           closed, outstanding, think_ns,
+           closed, outstanding, think_ns, ctrl_ns,
            op_req, op_drive, op_lba, op_n, op_write, op_phase, op_next, free_ops, scalars,
            req_pending, req_phase1, req_wait,
            q_head, q_tail, d_busy_until, d_busy_ns, d_ops, d_running,
@@ -102,7 +104,9 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
     ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
 
     ``scalars``: [free op count, event sequence, next arrival index, heap size, requests
-    done, requests issued (closed loop)]. Returns status (OK or FULL)."""
+    done, requests issued (closed loop), controller free time]. Returns status (OK or FULL).
+    ``ctrl_ns``: the controller's processing time per command (0: none); commands queue for
+    it first come, first served, then are planned onto the drives."""
     n_req = arrive_ns.shape[0]
     nluns = lun_group.shape[0]
     free_top = scalars[0]
@@ -139,6 +143,14 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             hsize = _pop(ht, hk, hs, hi, hsize)
             r = ident
         if kind == EV_ARRIVE:
+            out_arrive[r] = now
+        if kind == EV_ARRIVE and ctrl_ns > 0:
+            # the controller handles commands one at a time, ctrl_ns each
+            t_ctrl = max(now, scalars[6]) + ctrl_ns
+            scalars[6] = t_ctrl
+            hsize = _push(ht, hk, hs, hi, hsize, t_ctrl, EV_CTRL, seq, r)
+            seq += 1
+        elif kind == EV_ARRIVE or kind == EV_CTRL:
             # plan the request into drive operations
             worst = 0
             pos = lba[r]
@@ -155,11 +167,12 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 scalars[3] = hsize
                 scalars[4] = n_done
                 scalars[5] = issued
-                if closed:  # put the arrival back
-                    scalars[3] = _push(ht, hk, hs, hi, hsize, now, EV_ARRIVE, seq, r)
+                if kind == EV_CTRL or closed:  # put the event back
+                    scalars[3] = _push(ht, hk, hs, hi, hsize, now, kind, seq, r)
                     scalars[1] = seq + 1
+                    if kind == EV_CTRL:
+                        scalars[2] = nxt
                 return FULL
-            out_arrive[r] = now
             out_start[r] = NONE
             req_pending[r] = 0
             req_phase1[r] = 0

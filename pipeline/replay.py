@@ -7,8 +7,9 @@ latency, op, sector, size), ``drive_busy.parquet`` (per drive: busy time and ope
 requests replayed per second).
 
 First version (issue 3 in progress): read and write requests (discards and flushes are counted
-and skipped); one drive model per array; no controller cache, bandwidth caps or host links
-yet; the whole trace is replayed in memory (streaming in chunks comes with the next step).
+and skipped); one drive model per array; the controller's per-command processing time and the
+drives' queue scheduling are modelled, its cache, bandwidth cap and host links not yet; the
+whole trace is replayed in memory (streaming in chunks comes with the next step).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
 
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
                is_write: np.ndarray, closed: bool = False, outstanding: int = 1,
-               think_ns: int = 0) -> dict[str, np.ndarray]:
+               think_ns: int = 0, ctrl_ns: int = 0) -> dict[str, np.ndarray]:
     """Allocate, run the kernel (growing the operation slots as needed), return results."""
     n = len(arrive_ns)
     max_width = int(arr.g_width.max())
@@ -148,9 +149,12 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     cand = np.zeros(nd, dtype=np.int64)
     d_pos = np.zeros(nd, dtype=np.int64)
     cand_flag = np.zeros(nd, dtype=np.int64)
-    heap = [np.zeros(nd + outstanding + 2, dtype=np.int64) for _ in range(4)]
+    # events in the heap: one completion per drive, closed-loop arrivals, and requests waiting
+    # for the controller (all of them, at worst, when it is the bottleneck)
+    heap = [np.zeros(nd + outstanding + (n if ctrl_ns > 0 else 0) + 2, dtype=np.int64)
+            for _ in range(4)]
     hst = H.new_state(nd)
-    scalars = np.zeros(6, dtype=np.int64)
+    scalars = np.zeros(8, dtype=np.int64)
     ops = _slots(slots)
     scalars[0] = slots
     p, zones, cd, ct = arr.hdd
@@ -159,7 +163,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
             arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             arr.vol_unit, arr.lun_group, arr.lun_base, arr.g_kind, arr.g_width, arr.g_unit,
             arr.g_drive_sectors, arr.model, arr.fixed, p, zones, cd, ct, hst,
-            closed, outstanding, think_ns,
+            closed, outstanding, think_ns, ctrl_ns,
             ops["req"], ops["drive"], ops["lba"], ops["n"], ops["write"], ops["phase"],
             ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
             q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
@@ -236,7 +240,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         nsec = np.minimum(nsec, arr.capacity - lba)
     started = time.perf_counter()
     res = run_engine(arr, arrive, lba, nsec, is_write, closed=closed_loop > 0,
-                     outstanding=max(closed_loop, 1), think_ns=int(think_us * 1000))
+                     outstanding=max(closed_loop, 1), think_ns=int(think_us * 1000),
+                     ctrl_ns=cfg.controller.command_overhead_ns)
     elapsed = time.perf_counter() - started
     arrive, start, done = res["arrive"], res["start"], res["done"]
     latency = done - arrive

@@ -51,17 +51,18 @@ def scenario(draw):
     w = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
     closed = draw(st.booleans())
     return arr, arrive.astype(np.int64), lba.astype(np.int64), nsec.astype(np.int64), \
-        w.astype(np.int64), closed, draw(st.integers(1, 4)), draw(st.integers(0, 5000))
+        w.astype(np.int64), closed, draw(st.integers(1, 4)), draw(st.integers(0, 5000)), \
+        draw(st.sampled_from([0, 0, 500, 1000, 3000]))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 def test_engine_equals_reference(sc):
-    arr, arrive, lba, nsec, w, closed, outstanding, think = sc
+    arr, arrive, lba, nsec, w, closed, outstanding, think, ctrl = sc
     got = run_engine(arr, arrive, lba, nsec, w, closed=closed, outstanding=outstanding,
-                     think_ns=think)
+                     think_ns=think, ctrl_ns=ctrl)
     a, s, d, busy, ops = ref.simulate(arr, arrive, lba, nsec, w, int(arr.fixed[0]),
-                                      int(arr.fixed[1]), closed, outstanding, think)
+                                      int(arr.fixed[1]), closed, outstanding, think, ctrl)
     assert got["arrive"].tolist() == a
     assert got["start"].tolist() == s
     assert got["done"].tolist() == d

@@ -14,11 +14,11 @@ import numpy as np
 
 from blocklab.kernels.layout import raid as R
 
-DONE, ARRIVE = 0, 1
+DONE, CTRL, ARRIVE = 0, 1, 2
 
 
 def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
-             closed=False, outstanding=1, think_ns=0):
+             closed=False, outstanding=1, think_ns=0, ctrl_ns=0):
     n = len(arrive_ns)
     drives = arr.drives
     queues = [deque() for _ in range(drives)]
@@ -44,11 +44,17 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
             heapq.heappush(events, (int(arrive_ns[r]), ARRIVE, -n + r, r))  # trace order
     plan = np.zeros(4096 * R.OP_NCOLS, dtype=np.int64)
     done_count = 0
+    ctrl_free = 0
     while done_count < n:
         now, kind, _s, ident = heapq.heappop(events)
         if kind == ARRIVE:
+            out_arrive[ident] = now
+        if kind == ARRIVE and ctrl_ns > 0:  # the controller: one command at a time
+            ctrl_free = max(now, ctrl_free) + ctrl_ns
+            heapq.heappush(events, (ctrl_free, CTRL, seq, ident))
+            seq += 1
+        elif kind in (ARRIVE, CTRL):
             r = ident
-            out_arrive[r] = now
             ops = []
             pos, end = int(lba[r]), int(lba[r] + nsec[r])
             while pos < end:
