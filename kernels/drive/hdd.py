@@ -59,9 +59,9 @@ def _zone_of(zones, lbn):
     return z
 
 
-@njit(nrt=False)
-def locate(zones, surfaces, lbn):
-    """(cylinder, head, angle in [0, 1) of the block's start, blocks per track) of an LBN."""
+@njit(inline="always", nrt=False)
+def _locate_z(zones, surfaces, lbn):
+    """(zone, cylinder, head, angle of the block's start in [0, 1), blocks per track)."""
     z = _zone_of(zones, lbn)
     b = z * Z_N
     bpt = int(zones[b + Z_BPT])
@@ -74,6 +74,13 @@ def locate(zones, surfaces, lbn):
     skew = cyl_in_zone * (zones[b + Z_CSKEW] + (surfaces - 1) * zones[b + Z_TSKEW]) \
         + head * zones[b + Z_TSKEW]
     angle = ((sector + skew) % bpt) / bpt
+    return z, cyl, head, angle, bpt
+
+
+@njit(nrt=False)
+def locate(zones, surfaces, lbn):
+    """(cylinder, head, angle in [0, 1) of the block's start, blocks per track) of an LBN."""
+    _z, cyl, head, angle, bpt = _locate_z(zones, surfaces, lbn)
     return cyl, head, angle, bpt
 
 
@@ -108,10 +115,11 @@ def seek_ms(p, curve_d, curve_t, dist):
 @njit(nrt=False)
 def _media(p, zones, curve_d, curve_t, t0, cyl0, head0, lbn, n, write):
     """Position and transfer ``n`` blocks from ``lbn`` starting at ``t0`` with the head on
-    (cyl0, head0). Returns (time the first block starts, time the last ends, cylinder, head)."""
+    (cyl0, head0). Returns (time the first block starts, time the last ends, cylinder and
+    head of the last block, blocks per track at ``lbn``)."""
     surfaces = int(p[P_SURFACES])
     rot = p[P_ROT_MS]
-    cyl, head, angle, bpt = locate(zones, surfaces, lbn)
+    z, cyl, head, angle, bpt = _locate_z(zones, surfaces, lbn)
     dist = abs(cyl - cyl0)
     t = t0 + seek_ms(p, curve_d, curve_t, dist)
     if dist == 0 and head != head0:
@@ -122,7 +130,6 @@ def _media(p, zones, curve_d, curve_t, t0, cyl0, head0, lbn, n, write):
     wait = (angle - now) % 1.0
     first = t + wait * rot
     # sequential transfer: the blocks plus one skew at each track (or cylinder) boundary
-    z = _zone_of(zones, lbn)
     b = z * Z_N
     off = lbn - int(zones[b + Z_FIRST_LBN])
     in_track = off % bpt
@@ -132,9 +139,14 @@ def _media(p, zones, curve_d, curve_t, t0, cyl0, head0, lbn, n, write):
     skew_sectors = (switches - cyl_switches) * zones[b + Z_TSKEW] + cyl_switches * zones[
         b + Z_CSKEW]
     end = first + (n + skew_sectors) / bpt * rot
-    last = lbn + n - 1
-    lcyl, lhead, _a, _b = locate(zones, surfaces, last)
-    return first, end, lcyl, lhead
+    last_off = off + n - 1
+    if last_off < int(zones[b + Z_NLBN]):  # the last block is in the same zone
+        last_track = last_off // bpt
+        lcyl = int(zones[b + Z_FIRST_CYL]) + last_track // surfaces
+        lhead = last_track % surfaces
+    else:
+        lcyl, lhead, _a, _b = locate(zones, surfaces, lbn + n - 1)
+    return first, end, lcyl, lhead, bpt
 
 
 # Per-drive state vector (float64) indices.
@@ -189,8 +201,8 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
         else:
             ov = p[P_OV_RMW] if prev_write else p[P_OV_RMR]
             start = max(t + ov, media_free)
-            first, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
-                                           False)
+            first, end, cyl, head, bpt = _media(p, zones, curve_d, curve_t, start, cyl, head,
+                                                a, n, False)
             # the host transfer starts as blocks come off the media (immediate buffer
             # read), once the buffer holds the high water mark's share of the request, or
             # else when the whole request is buffered; it overlaps the rest of the read
@@ -206,7 +218,6 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             st[b + S_SEG_HI] = a + n
             st[b + S_RA_T0] = end
             st[b + S_RA_LIM] = a + n + int(p[P_MAX_RA])
-            _c, _h, _an, bpt = locate(zones, int(p[P_SURFACES]), a)
             st[b + S_RA_BPT] = bpt
         st[b + S_PREV_WRITE] = 0
     else:
@@ -223,7 +234,8 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
         if p[P_WRITE_BACK] > 0:
             done = t + ov + xfer + p[P_COMPL_W]
             start = max(done, media_free)
-            _f, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n, True)
+            _f, end, cyl, head, _bpt = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
+                                                True)
         else:
             # write-through: the drive takes write data into its buffer at once and starts on
             # the media when the first block is in (the low water mark only says when it
@@ -233,7 +245,8 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             else:
                 ready = t + ov + xfer
             start = max(ready, media_free)
-            _f, end, cyl, head = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n, True)
+            _f, end, cyl, head, _bpt = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
+                                                True)
             done = max(end, t + ov + xfer) + p[P_COMPL_W]
         st[b + S_MEDIA_FREE] = end
         st[b + S_W_LO] = w_lo if seq else a
