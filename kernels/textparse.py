@@ -43,13 +43,15 @@ def rwbs(buf, i, j):
     """Op and flags from an RWBS string such as ``WS``, ``FWFS``, ``RA``, ``FF``, ``D``.
 
     A leading F followed by an op letter is a preflush; the op letter is W, R, D (discard,
-    E for secure erase may follow), F (a flush on its own) or N (none: other commands).
-    Returns (op, flags, ok).
+    E for secure erase may follow), F (a flush on its own), N (none: other commands) or, on
+    kernels with zoned devices, Z and its zone operation: ZA (zone append, a write), ZR, ZRA,
+    ZF, ZO, ZC (reset, reset all, finish, open, close: other). Flags: F (FUA), A (readahead),
+    S (sync), M (meta), U (atomic write, accepted and not kept). Returns (op, flags, ok).
     """
     op = -1
     flags = 0
     k = i
-    if k < j and buf[k] == 70 and k + 1 < j and buf[k + 1] in (87, 82, 68, 70, 78):  # F + op
+    if k < j and buf[k] == 70 and k + 1 < j and buf[k + 1] in (87, 82, 68, 70, 78, 90):  # F+op
         flags |= FL_PREFLUSH
         k += 1
     if k >= j:
@@ -67,6 +69,19 @@ def rwbs(buf, i, j):
         op = OP_FLUSH
     elif c == 78:  # N
         op = OP_OTHER
+    elif c == 90:  # Z: a zone operation
+        if k + 1 >= j:
+            return 0, 0, False
+        z = buf[k + 1]
+        if z == 65:  # ZA: zone append
+            op = OP_WRITE
+        elif z == 82 or z == 70 or z == 79 or z == 67:  # ZR(A), ZF, ZO, ZC
+            op = OP_OTHER
+            if z == 82 and k + 2 < j and buf[k + 2] == 65:  # ZRA: reset all
+                k += 1
+        else:
+            return 0, 0, False
+        k += 1
     else:
         return 0, 0, False
     k += 1
@@ -80,6 +95,8 @@ def rwbs(buf, i, j):
             flags |= FL_SYNC
         elif c == 77:
             flags |= FL_META
+        elif c == 85:  # U: REQ_ATOMIC
+            pass
         else:
             return 0, 0, False
         k += 1

@@ -171,3 +171,24 @@ def test_tracefs_round_trip(tmp_path_factory, reqs, new_format):
         assert bool(g["flags"] & S.FLAG_SYNC) == w["sync"]
         assert g["pid"] == w["pid"] and g["error"] == w["err"]
         assert g["comm"] == {11: "fio", 12: "kworker/u8:2"}[w["pid"]]
+
+
+NEW_RWBS = """\
+ fio-1 [000] ..... 10.000001: block_rq_issue: 259,0 ZA 4096 () 524288 + 8 none,0,0 [fio]
+ fio-1 [000] ..... 10.000002: block_rq_issue: 259,0 ZRA 0 () 0 + 0 none,0,0 [fio]
+ fio-1 [000] ..... 10.000003: block_rq_issue: 259,0 WSU 16384 () 2048 + 32 none,0,0 [fio]
+ <idle>-0 [001] ..s.. 10.000101: block_rq_complete: 259,0 ZA () 524288 + 8 none,0,0 [0]
+ <idle>-0 [001] ..s.. 10.000102: block_rq_complete: 259,0 ZRA () 0 + 0 none,0,0 [0]
+ <idle>-0 [001] ..s.. 10.000103: block_rq_complete: 259,0 WSU () 2048 + 32 none,0,0 [0]
+"""
+
+
+def test_zoned_and_atomic_rwbs(tmp_path):
+    """Recent kernels print zone operations (ZA, ZR, ZRA, ZF, ZO, ZC) and U for atomic writes."""
+    src = tmp_path / "z.txt"
+    src.write_text(NEW_RWBS)
+    ingest([str(src)], str(tmp_path / "z.parquet"))
+    rows = read_rows(tmp_path / "z.parquet")
+    assert [(r["sector"], r["op"]) for r in rows] == [
+        (524288, S.OP_WRITE), (0, S.OP_OTHER), (2048, S.OP_WRITE)]
+    assert all(r["complete_ns"] is not None for r in rows)
