@@ -190,10 +190,11 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             return ne, nn, pos, NEED_MORE, pos, last_time
         pdu = pos + hdr
         if cat & TC_NOTIFY:
+            skip = 8 if (code & TA_CGROUP) != 0 and pdu_len >= 8 else 0  # a cgroup id first
             notes[nn, 0] = code & 0xFF
             notes[nn, 1] = pid
-            notes[nn, 2] = pdu
-            notes[nn, 3] = pdu_len
+            notes[nn, 2] = pdu + skip
+            notes[nn, 3] = pdu_len - skip
             notes[nn, 4] = t
             nn += 1
             pos = end

@@ -278,3 +278,16 @@ def test_version8_zone_reset_is_other(tmp_path):
     ingest([str(tmp_path / "z")], str(tmp_path / "z.parquet"))
     (row,) = read_rows(tmp_path / "z.parquet")
     assert row["op"] == S.OP_OTHER
+
+
+def test_process_note_with_cgroup_id(tmp_path):
+    """With cgroup tracing on, a notify record's payload starts with an 8-byte cgroup id."""
+    dev = DEVS[0]
+    pdu = struct.pack("<Q", 1) + b"cgproc".ljust(16, b"\0")
+    note = struct.pack("<IIQQIIIIIHH", 0x65617407, 0, 0, 0, 0, 0 | (1 << 8) | ((1 << 10) << 16),
+                       77, 0, 0, 0, len(pdu)) + pdu
+    ev = [Event(10, "Q", dev, 8, 4096, "read", 77, 0), Event(20, "C", dev, 8, 4096, "read", 77, 0)]
+    (tmp_path / "g.blktrace.0").write_bytes(note + b"".join(pack(e, k + 1) for k, e in enumerate(ev)))
+    ingest([str(tmp_path / "g")], str(tmp_path / "g.parquet"))
+    (row,) = read_rows(tmp_path / "g.parquet")
+    assert row["comm"] == "cgproc"
