@@ -30,7 +30,7 @@ from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.layout import raid as R
 
 MODEL_FIXED, MODEL_HDD = 0, 1
-OK, FULL = 0, 1
+OK, FULL, FULL_RECORDS = 0, 1, 2
 EV_DONE, EV_CTRL, EV_ARRIVE = 0, 1, 2  # kind priorities at equal times
 NONE = -1
 
@@ -99,12 +99,16 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            op_req, op_drive, op_lba, op_n, op_write, op_phase, op_next, free_ops, scalars,
            req_pending, req_phase1, req_wait,
            q_head, q_tail, d_busy_until, d_busy_ns, d_ops, d_running,
-           ht, hk, hs, hi, plan, cand, cand_flag, d_sched, d_depth, d_pos):
+           ht, hk, hs, hi, plan, cand, cand_flag, d_sched, d_depth, d_pos,
+           record, rec_drive, rec_req, rec_start, rec_done, rec_lba, rec_n, rec_write):
     """Replay every request; fills ``out_arrive`` (the issue time: the trace's in open loop),
     ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
 
     ``scalars``: [free op count, event sequence, next arrival index, heap size, requests
-    done, requests issued (closed loop), controller free time]. Returns status (OK or FULL).
+    done, requests issued (closed loop), controller free time, operations recorded]. With
+    ``record``, every drive operation is written to the ``rec_*`` arrays (drive, request,
+    start, completion, drive sector, sectors, write). Returns OK, FULL (operation slots) or
+    FULL_RECORDS (record arrays): the caller grows them and calls again.
     ``ctrl_ns``: the controller's processing time per command (0: none); commands queue for
     it first come, first served, then are planned onto the drives."""
     n_req = arrive_ns.shape[0]
@@ -121,6 +125,15 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             seq += 1
             issued += 1
     while n_done < n_req:
+        if record and scalars[7] + q_head.shape[0] > rec_drive.shape[0]:
+            # an event starts at most one operation per drive: room for all, or grow first
+            scalars[0] = free_top
+            scalars[1] = seq
+            scalars[2] = nxt
+            scalars[3] = hsize
+            scalars[4] = n_done
+            scalars[5] = issued
+            return FULL_RECORDS
         # the next event: an open-loop arrival from the trace, or the heap's top
         ncand = 0
         take_arrival = False
@@ -305,6 +318,16 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                         done = now
                 d_busy_ns[d] += done - now
                 d_ops[d] += 1
+                if record:
+                    k = scalars[7]
+                    rec_drive[k] = d
+                    rec_req[k] = rq
+                    rec_start[k] = now
+                    rec_done[k] = done
+                    rec_lba[k] = op_lba[s]
+                    rec_n[k] = op_n[s]
+                    rec_write[k] = op_write[s]
+                    scalars[7] = k + 1
                 d_running[d] = s
                 hsize = _push(ht, hk, hs, hi, hsize, done, EV_DONE, seq, d)
                 seq += 1

@@ -217,6 +217,8 @@ def replay(
         "--speed", help="Open loop: divide arrival times by X (2 = twice the load).")] = 1.0,
     wrap: Annotated[bool, typer.Option(
         "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
+    drive_ops: Annotated[bool, typer.Option(
+        "--drive-ops", help="Also write every drive operation to drive_ops.parquet.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace against an array (layout, drives) and write a run folder: ios.parquet,
@@ -226,7 +228,7 @@ def replay(
 
     try:
         r = run(trace, array, output, speed=speed, closed_loop=closed_loop, think_us=think_us,
-                wrap=wrap)
+                wrap=wrap, drive_ops=drive_ops)
     except BlocklabError as e:
         _fail(e)
     if as_json:

@@ -4,7 +4,8 @@ The run folder (written under a temporary name, renamed when complete, owner-onl
 ``ios.parquet`` (per request: arrival, start of its first drive operation, completion,
 latency, op, sector, size), ``drive_busy.parquet`` (per drive: busy time and operations) and
 ``meta.json`` (configuration, trace and config sha256, blocklab version, counts, elapsed time,
-requests replayed per second).
+requests replayed per second); with ``--drive-ops``, ``drive_ops.parquet`` (every drive
+operation: drive, request, start, completion, drive sector, sectors, write).
 
 First version (issue 3 in progress): read and write requests (discards and flushes are counted
 and skipped); one drive model per array; the controller's per-command processing time and the
@@ -126,7 +127,8 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
 
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
                is_write: np.ndarray, closed: bool = False, outstanding: int = 1,
-               think_ns: int = 0, ctrl_ns: int = 0) -> dict[str, np.ndarray]:
+               think_ns: int = 0, ctrl_ns: int = 0,
+               drive_ops: bool = False) -> dict[str, np.ndarray]:
     """Allocate, run the kernel (growing the operation slots as needed), return results."""
     n = len(arrive_ns)
     max_width = int(arr.g_width.max())
@@ -158,6 +160,8 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     ops = _slots(slots)
     scalars[0] = slots
     p, zones, cd, ct = arr.hdd
+    rec_names = ("drive", "req", "start", "done", "lba", "n", "write")
+    rec = {k: np.zeros(max(4 * n, nd) if drive_ops else 0, dtype=np.int64) for k in rec_names}
     while True:
         status = E.replay(
             arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
@@ -168,9 +172,17 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
             ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
             q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
             arr.d_sched, arr.d_depth, d_pos,
+            drive_ops, *(rec[k] for k in rec_names),
         )
         if status == E.OK:
             break
+        if status == E.FULL_RECORDS:
+            used = int(scalars[7])
+            for k in rec_names:
+                grown_rec = np.zeros(2 * len(rec[k]) + nd, dtype=np.int64)
+                grown_rec[:used] = rec[k][:used]
+                rec[k] = grown_rec
+            continue
         # grow the operation slots: keep the old ones (in flight), add free ones
         old = len(ops["req"])
         grown = _slots(2 * old)
@@ -181,8 +193,12 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         grown["free"][free_top : free_top + old] = np.arange(old, 2 * old)
         scalars[0] = free_top + old
         ops = grown
-    return {"arrive": out_arrive, "start": out_start, "done": out_done, "busy_ns": busy_ns,
-            "ops": d_ops}
+    out = {"arrive": out_arrive, "start": out_start, "done": out_done, "busy_ns": busy_ns,
+           "ops": d_ops}
+    if drive_ops:
+        used = int(scalars[7])
+        out.update({f"op_{k}": rec[k][:used] for k in rec_names})
+    return out
 
 
 def _slots(n: int) -> dict[str, np.ndarray]:
@@ -215,7 +231,8 @@ def _sha256(path: Path) -> str:
 
 
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
-           closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False) -> ReplayResult:
+           closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
+           drive_ops: bool = False) -> ReplayResult:
     if speed <= 0:
         raise BlocklabError(f"--speed must be positive, found {speed}")
     cfg = load_array(array)
@@ -241,7 +258,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     started = time.perf_counter()
     res = run_engine(arr, arrive, lba, nsec, is_write, closed=closed_loop > 0,
                      outstanding=max(closed_loop, 1), think_ns=int(think_us * 1000),
-                     ctrl_ns=cfg.controller.command_overhead_ns)
+                     ctrl_ns=cfg.controller.command_overhead_ns, drive_ops=drive_ops)
     elapsed = time.perf_counter() - started
     arrive, start, done = res["arrive"], res["start"], res["done"]
     latency = done - arrive
@@ -270,6 +287,13 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "elapsed_s": elapsed,
             "requests_per_s": len(lba) / elapsed if elapsed > 0 else None,
         }
+        if drive_ops:
+            pq.write_table(pa.table({
+                "drive": res["op_drive"].astype(np.int32), "request": res["op_req"],
+                "start_ns": res["op_start"], "complete_ns": res["op_done"],
+                "sector": res["op_lba"], "sectors": res["op_n"],
+                "write": res["op_write"].astype(bool),
+            }), tmp / "drive_ops.parquet", compression="zstd")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         if out.exists():
             shutil.rmtree(out)

@@ -60,7 +60,7 @@ def scenario(draw):
 def test_engine_equals_reference(sc):
     arr, arrive, lba, nsec, w, closed, outstanding, think, ctrl = sc
     got = run_engine(arr, arrive, lba, nsec, w, closed=closed, outstanding=outstanding,
-                     think_ns=think, ctrl_ns=ctrl)
+                     think_ns=think, ctrl_ns=ctrl, drive_ops=True)
     a, s, d, busy, ops = ref.simulate(arr, arrive, lba, nsec, w, int(arr.fixed[0]),
                                       int(arr.fixed[1]), closed, outstanding, think, ctrl)
     assert got["arrive"].tolist() == a
@@ -68,6 +68,9 @@ def test_engine_equals_reference(sc):
     assert got["done"].tolist() == d
     assert got["busy_ns"].tolist() == busy
     assert got["ops"].tolist() == ops
+    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "req", "start", "done",
+                                                             "lba", "n")), strict=True))
+    assert recorded == ref.records  # every drive operation, in the order they started
 
 
 def test_operation_slots_grow(tmp_path):
@@ -95,7 +98,7 @@ def test_replay_cli_run_folder(tmp_path):
     run = tmp_path / "run"
     res = CliRunner().invoke(app, ["replay", str(trace), "--array",
                                    str(ROOT / "examples" / "arrays" / "raid5-entry.toml"),
-                                   "-o", str(run), "--json"])
+                                   "-o", str(run), "--json", "--drive-ops"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["requests"] == 1522
@@ -106,6 +109,9 @@ def test_replay_cli_run_folder(tmp_path):
     assert meta["counts"]["requests"] == 1522 and len(meta["trace"]["sha256"]) == 64
     busy = pq.read_table(run / "drive_busy.parquet").to_pydict()
     assert len(busy["drive"]) == 14 and sum(busy["ops"]) == meta["counts"]["drive_ops"]
+    ops = pq.read_table(run / "drive_ops.parquet").to_pydict()
+    assert len(ops["drive"]) == meta["counts"]["drive_ops"]
+    assert all(c >= s for s, c in zip(ops["start_ns"], ops["complete_ns"], strict=True))
     # closed loop: 8 outstanding
     res = CliRunner().invoke(app, ["replay", str(trace), "--array",
                                    str(ROOT / "examples" / "arrays" / "raid5-entry.toml"),

@@ -15,6 +15,7 @@ import numpy as np
 from blocklab.kernels.layout import raid as R
 
 DONE, CTRL, ARRIVE = 0, 1, 2
+records: list[tuple[int, int, int, int, int, int]] = []  # the last run's drive operations
 
 
 def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
@@ -45,6 +46,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
     plan = np.zeros(4096 * R.OP_NCOLS, dtype=np.int64)
     done_count = 0
     ctrl_free = 0
+    records.clear()
     while done_count < n:
         now, kind, _s, ident = heapq.heappop(events)
         if kind == ARRIVE:
@@ -116,6 +118,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                 t = per_op_ns + per_sector_ns * c
                 busy[d] += t
                 ops_count[d] += 1
+                records.append((d, r, now, now + t, x, c))
                 running[d] = (r, c)
                 heapq.heappush(events, (now + t, DONE, seq, d))
                 seq += 1
