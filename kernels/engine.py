@@ -31,7 +31,7 @@ from blocklab.kernels.layout import raid as R
 
 MODEL_FIXED, MODEL_HDD = 0, 1
 OK, FULL, FULL_RECORDS = 0, 1, 2
-EV_DONE, EV_CTRL, EV_ARRIVE = 0, 1, 2  # kind priorities at equal times
+EV_DONE, EV_XFER, EV_CTRL, EV_ARRIVE = 0, 1, 2, 3  # kind priorities at equal times
 NONE = -1
 
 
@@ -95,7 +95,7 @@ def _pop(ht, hk, hs, hi, size):
 def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            vol_unit, lun_group, lun_base, g_kind, g_width, g_unit, g_drive_sectors,
            model, fixed, hp, hzones, hcd, hct, hst,
-           closed, outstanding, think_ns, ctrl_ns,
+           closed, outstanding, think_ns, ctrl_ns, path_ps_per_byte,
            op_req, op_drive, op_lba, op_n, op_write, op_phase, op_next, free_ops, scalars,
            req_pending, req_phase1, req_wait,
            q_head, q_tail, d_busy_until, d_busy_ns, d_ops, d_running,
@@ -105,7 +105,11 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
     ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
 
     ``scalars``: [free op count, event sequence, next arrival index, heap size, requests
-    done, requests issued (closed loop), controller free time, operations recorded]. With
+    done, requests issued (closed loop), controller free time, operations recorded, data path
+    free time]. ``path_ps_per_byte``: the data path (host links and the internal bus, as one
+    first-come first-served server) takes this many picoseconds per byte; 0 for none. Write
+    data crosses it after the controller and before the drives, read data after the drives.
+    With
     ``record``, every drive operation is written to the ``rec_*`` arrays (drive, request,
     start, completion, drive sector, sectors, write). Returns OK, FULL (operation slots) or
     FULL_RECORDS (record arrays): the caller grows them and calls again.
@@ -157,6 +161,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             r = ident
         if kind == EV_ARRIVE:
             out_arrive[r] = now
+        plan_now = False
         if kind == EV_ARRIVE and ctrl_ns > 0:
             # the controller handles commands one at a time, ctrl_ns each
             t_ctrl = max(now, scalars[6]) + ctrl_ns
@@ -164,6 +169,25 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             hsize = _push(ht, hk, hs, hi, hsize, t_ctrl, EV_CTRL, seq, r)
             seq += 1
         elif kind == EV_ARRIVE or kind == EV_CTRL:
+            if is_write[r] != 0 and path_ps_per_byte > 0:
+                # write data crosses the data path (host links, internal bus) before planning
+                t_x = max(now, scalars[8]) + (nsec[r] * 512 * path_ps_per_byte + 999) // 1000
+                scalars[8] = t_x
+                hsize = _push(ht, hk, hs, hi, hsize, t_x, EV_XFER, seq, r)
+                seq += 1
+            else:
+                plan_now = True
+        elif kind == EV_XFER:
+            if is_write[r] != 0:
+                plan_now = True
+            else:  # read data delivered to the host: the request completes
+                out_done[r] = now
+                n_done += 1
+                if closed and issued < n_req:
+                    hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq, issued)
+                    seq += 1
+                    issued += 1
+        if plan_now:
             # plan the request into drive operations
             worst = 0
             pos = lba[r]
@@ -180,10 +204,10 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 scalars[3] = hsize
                 scalars[4] = n_done
                 scalars[5] = issued
-                if kind == EV_CTRL or closed:  # put the event back
+                if kind != EV_ARRIVE or closed:  # put the event back
                     scalars[3] = _push(ht, hk, hs, hi, hsize, now, kind, seq, r)
                     scalars[1] = seq + 1
-                    if kind == EV_CTRL:
+                    if kind != EV_ARRIVE:
                         scalars[2] = nxt
                 return FULL
             out_start[r] = NONE
@@ -258,7 +282,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                     hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq, issued)
                     seq += 1
                     issued += 1
-        else:
+        elif kind == EV_DONE:
             # a drive finished its operation
             d = r
             s = d_running[d]
@@ -282,6 +306,12 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                         _enqueue(w, op_drive, op_next, q_head, q_tail)
                         ncand = _candidate(op_drive[w], d_running, cand, cand_flag, ncand)
                         w = w_next
+                elif is_write[rq] == 0 and path_ps_per_byte > 0:
+                    # read data crosses the data path to the host before completion
+                    t_x = max(now, scalars[8]) + (nsec[rq] * 512 * path_ps_per_byte + 999) // 1000
+                    scalars[8] = t_x
+                    hsize = _push(ht, hk, hs, hi, hsize, t_x, EV_XFER, seq, rq)
+                    seq += 1
                 else:
                     out_done[rq] = now
                     n_done += 1

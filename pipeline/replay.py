@@ -8,9 +8,10 @@ requests replayed per second); with ``--drive-ops``, ``drive_ops.parquet`` (ever
 operation: drive, request, start, completion, drive sector, sectors, write).
 
 First version (issue 3 in progress): read and write requests (discards and flushes are counted
-and skipped); one drive model per array; the controller's per-command processing time and the
-drives' queue scheduling are modelled, its cache, bandwidth cap and host links not yet; the
-whole trace is replayed in memory (streaming in chunks comes with the next step).
+and skipped); one drive model per array. Modelled: the controller's per-command processing time,
+its data path (host links and internal bandwidth cap as one first-come first-served server) and
+the drives' queue scheduling; not yet its cache. The whole trace is replayed in memory
+(streaming in chunks comes with the next step).
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
 
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
                is_write: np.ndarray, closed: bool = False, outstanding: int = 1,
-               think_ns: int = 0, ctrl_ns: int = 0,
-               drive_ops: bool = False) -> dict[str, np.ndarray]:
+               think_ns: int = 0, ctrl_ns: int = 0, drive_ops: bool = False,
+               path_ps_per_byte: int = 0) -> dict[str, np.ndarray]:
     """Allocate, run the kernel (growing the operation slots as needed), return results."""
     n = len(arrive_ns)
     max_width = int(arr.g_width.max())
@@ -153,10 +154,10 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     cand_flag = np.zeros(nd, dtype=np.int64)
     # events in the heap: one completion per drive, closed-loop arrivals, and requests waiting
     # for the controller (all of them, at worst, when it is the bottleneck)
-    heap = [np.zeros(nd + outstanding + (n if ctrl_ns > 0 else 0) + 2, dtype=np.int64)
-            for _ in range(4)]
+    heap = [np.zeros(nd + outstanding + (n if ctrl_ns > 0 or path_ps_per_byte > 0 else 0) + 2,
+                     dtype=np.int64) for _ in range(4)]
     hst = H.new_state(nd)
-    scalars = np.zeros(8, dtype=np.int64)
+    scalars = np.zeros(9, dtype=np.int64)
     ops = _slots(slots)
     scalars[0] = slots
     p, zones, cd, ct = arr.hdd
@@ -167,7 +168,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
             arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             arr.vol_unit, arr.lun_group, arr.lun_base, arr.g_kind, arr.g_width, arr.g_unit,
             arr.g_drive_sectors, arr.model, arr.fixed, p, zones, cd, ct, hst,
-            closed, outstanding, think_ns, ctrl_ns,
+            closed, outstanding, think_ns, ctrl_ns, path_ps_per_byte,
             ops["req"], ops["drive"], ops["lba"], ops["n"], ops["write"], ops["phase"],
             ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
             q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
@@ -199,6 +200,18 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         used = int(scalars[7])
         out.update({f"op_{k}": rec[k][:used] for k in rec_names})
     return out
+
+
+def data_path_ps_per_byte(cfg: ArrayConfig) -> int:
+    """Picoseconds per byte of the controller's data path: the slower of the host links (count
+    x speed x efficiency) and the internal bandwidth cap; 0 when neither is set."""
+    c = cfg.controller
+    rates = []
+    if c.link_gbit_per_s > 0:
+        rates.append(c.host_links * c.link_gbit_per_s * 1e9 / 8 * c.link_efficiency)
+    if c.bandwidth_bytes_per_s > 0:
+        rates.append(c.bandwidth_bytes_per_s)
+    return int(round(1e12 / min(rates))) if rates else 0
 
 
 def _slots(n: int) -> dict[str, np.ndarray]:
@@ -258,7 +271,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     started = time.perf_counter()
     res = run_engine(arr, arrive, lba, nsec, is_write, closed=closed_loop > 0,
                      outstanding=max(closed_loop, 1), think_ns=int(think_us * 1000),
-                     ctrl_ns=cfg.controller.command_overhead_ns, drive_ops=drive_ops)
+                     ctrl_ns=cfg.controller.command_overhead_ns, drive_ops=drive_ops,
+                     path_ps_per_byte=data_path_ps_per_byte(cfg))
     elapsed = time.perf_counter() - started
     arrive, start, done = res["arrive"], res["start"], res["done"]
     latency = done - arrive

@@ -52,17 +52,17 @@ def scenario(draw):
     closed = draw(st.booleans())
     return arr, arrive.astype(np.int64), lba.astype(np.int64), nsec.astype(np.int64), \
         w.astype(np.int64), closed, draw(st.integers(1, 4)), draw(st.integers(0, 5000)), \
-        draw(st.sampled_from([0, 0, 500, 1000, 3000]))
+        draw(st.sampled_from([0, 0, 500, 1000, 3000])), draw(st.sampled_from([0, 0, 1, 250]))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 def test_engine_equals_reference(sc):
-    arr, arrive, lba, nsec, w, closed, outstanding, think, ctrl = sc
+    arr, arrive, lba, nsec, w, closed, outstanding, think, ctrl, path = sc
     got = run_engine(arr, arrive, lba, nsec, w, closed=closed, outstanding=outstanding,
-                     think_ns=think, ctrl_ns=ctrl, drive_ops=True)
+                     think_ns=think, ctrl_ns=ctrl, drive_ops=True, path_ps_per_byte=path)
     a, s, d, busy, ops = ref.simulate(arr, arrive, lba, nsec, w, int(arr.fixed[0]),
-                                      int(arr.fixed[1]), closed, outstanding, think, ctrl)
+                                      int(arr.fixed[1]), closed, outstanding, think, ctrl, path)
     assert got["arrive"].tolist() == a
     assert got["start"].tolist() == s
     assert got["done"].tolist() == d
@@ -139,3 +139,23 @@ def test_replay_bad_options(tmp_path, bad):
     res = CliRunner().invoke(app, ["replay", "x.parquet", "--array", "a.toml", "-o",
                                    str(tmp_path / "r"), bad])
     assert res.exit_code == 2
+
+
+def test_data_path_rate():
+    """A data path of 1 ns per byte: a 4 KiB read alone takes its drive time plus 4096 ns."""
+    from blocklab.pipeline.config import load_array
+    from blocklab.pipeline.replay import data_path_ps_per_byte
+
+    cfg = parse_array({"group": [{"name": "g", "layout": "raid0", "width": 2,
+                                  "stripe_unit": "64KiB", "drive": "atlas10k"}],
+                       "controller": {"bandwidth_mb_s": 1000,
+                                      "host_links": {"count": 2, "gbit_per_s": 8}}},
+                      ROOT / "x.toml")
+    assert data_path_ps_per_byte(cfg) == 1000  # min(1000 MB/s, 2 x 8 Gbit/s = 2000 MB/s)
+    arr = build_array(cfg, fixed_ns=(10_000, 0))
+    got = run_engine(arr, np.array([0, 0]), np.array([0, 128]), np.array([8, 8]),
+                     np.array([0, 0]), path_ps_per_byte=1000)
+    # both reads finish on their drives at 10 us, then share the path one after the other
+    assert got["done"].tolist() == [10_000 + 4096, 10_000 + 2 * 4096]
+    assert load_array(ROOT / "examples" / "arrays" / "raid5-entry.toml").controller \
+        .bandwidth_bytes_per_s == 485e6

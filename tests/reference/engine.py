@@ -14,12 +14,12 @@ import numpy as np
 
 from blocklab.kernels.layout import raid as R
 
-DONE, CTRL, ARRIVE = 0, 1, 2
+DONE, XFER, CTRL, ARRIVE = 0, 1, 2, 3
 records: list[tuple[int, int, int, int, int, int]] = []  # the last run's drive operations
 
 
 def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
-             closed=False, outstanding=1, think_ns=0, ctrl_ns=0):
+             closed=False, outstanding=1, think_ns=0, ctrl_ns=0, path_ps_per_byte=0):
     n = len(arrive_ns)
     drives = arr.drives
     queues = [deque() for _ in range(drives)]
@@ -46,16 +46,43 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
     plan = np.zeros(4096 * R.OP_NCOLS, dtype=np.int64)
     done_count = 0
     ctrl_free = 0
+    path_free = 0
     records.clear()
+
+    def xfer(r):
+        return (int(nsec[r]) * 512 * path_ps_per_byte + 999) // 1000
+
+    def finish(r, now):
+        nonlocal done_count, seq, issued
+        out_done[r] = now
+        done_count += 1
+        if closed and issued < n:
+            heapq.heappush(events, (now + think_ns, ARRIVE, seq, issued))
+            seq += 1
+            issued += 1
+
     while done_count < n:
         now, kind, _s, ident = heapq.heappop(events)
         if kind == ARRIVE:
             out_arrive[ident] = now
+        plan_now = False
         if kind == ARRIVE and ctrl_ns > 0:  # the controller: one command at a time
             ctrl_free = max(now, ctrl_free) + ctrl_ns
             heapq.heappush(events, (ctrl_free, CTRL, seq, ident))
             seq += 1
         elif kind in (ARRIVE, CTRL):
+            if is_write[ident] and path_ps_per_byte > 0:  # write data in, then plan
+                path_free = max(now, path_free) + xfer(ident)
+                heapq.heappush(events, (path_free, XFER, seq, ident))
+                seq += 1
+            else:
+                plan_now = True
+        elif kind == XFER:
+            if is_write[ident]:
+                plan_now = True
+            else:
+                finish(ident, now)
+        if plan_now:
             r = ident
             ops = []
             pos, end = int(lba[r]), int(lba[r] + nsec[r])
@@ -76,12 +103,8 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                                 int(row[R.OP_PHASE]), int(row[R.OP_SECTOR])))
                 pos = piece_end
             if not ops:
-                out_start[r] = out_done[r] = now
-                done_count += 1
-                if closed and issued < n:
-                    heapq.heappush(events, (now + think_ns, ARRIVE, seq, issued))
-                    seq += 1
-                    issued += 1
+                out_start[r] = now
+                finish(r, now)
             else:
                 first = 0 if any(o[2] == 0 for o in ops) else 1
                 now_ops = [o for o in ops if o[2] == first]
@@ -89,7 +112,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                 pending[r] = len(now_ops)
                 for d, c, _p, x in now_ops:
                     queues[d].append((r, c, x))
-        else:
+        elif kind == DONE:
             d = ident
             r, _c = running[d]
             running[d] = None
@@ -101,13 +124,12 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns,
                     pending[r] = len(later)
                     for dd, c, _p, x in later:
                         queues[dd].append((r, c, x))
+                elif not is_write[r] and path_ps_per_byte > 0:  # read data out, then done
+                    path_free = max(now, path_free) + xfer(r)
+                    heapq.heappush(events, (path_free, XFER, seq, r))
+                    seq += 1
                 else:
-                    out_done[r] = now
-                    done_count += 1
-                    if closed and issued < n:
-                        heapq.heappush(events, (now + think_ns, ARRIVE, seq, issued))
-                        seq += 1
-                        issued += 1
+                    finish(r, now)
         for d in range(drives):
             if running[d] is None and queues[d]:
                 r, c, x = pick(queues[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
