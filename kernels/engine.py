@@ -131,12 +131,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
     while n_done < n_req:
         if record and scalars[7] + q_head.shape[0] > rec_drive.shape[0]:
             # an event starts at most one operation per drive: room for all, or grow first
-            scalars[0] = free_top
-            scalars[1] = seq
-            scalars[2] = nxt
-            scalars[3] = hsize
-            scalars[4] = n_done
-            scalars[5] = issued
+            _save(scalars, free_top, seq, nxt, hsize, n_done, issued)
             return FULL_RECORDS
         # the next event: an open-loop arrival from the trace, or the heap's top
         ncand = 0
@@ -181,12 +176,9 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
             if is_write[r] != 0:
                 plan_now = True
             else:  # read data delivered to the host: the request completes
-                out_done[r] = now
-                n_done += 1
-                if closed and issued < n_req:
-                    hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq, issued)
-                    seq += 1
-                    issued += 1
+                n_done, hsize, seq, issued = _finish(
+                    r, now, out_done, n_done, closed, issued, n_req, think_ns, ht, hk, hs, hi,
+                    hsize, seq)
         if plan_now:
             # plan the request into drive operations
             worst = 0
@@ -198,12 +190,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 worst += plan.shape[0] // R.OP_NCOLS
                 pos = piece_end
             if worst > free_top:
-                scalars[0] = free_top
-                scalars[1] = seq
-                scalars[2] = r if not closed else nxt
-                scalars[3] = hsize
-                scalars[4] = n_done
-                scalars[5] = issued
+                _save(scalars, free_top, seq, r if not closed else nxt, hsize, n_done, issued)
                 if kind != EV_ARRIVE or closed:  # put the event back
                     scalars[3] = _push(ht, hk, hs, hi, hsize, now, kind, seq, r)
                     scalars[1] = seq + 1
@@ -276,12 +263,9 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 s = s_next
             if count == 0:  # nothing to do (zero-length): completes at once
                 out_start[r] = now
-                out_done[r] = now
-                n_done += 1
-                if closed and issued < n_req:
-                    hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq, issued)
-                    seq += 1
-                    issued += 1
+                n_done, hsize, seq, issued = _finish(
+                    r, now, out_done, n_done, closed, issued, n_req, think_ns, ht, hk, hs, hi,
+                    hsize, seq)
         elif kind == EV_DONE:
             # a drive finished its operation
             d = r
@@ -313,13 +297,9 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                     hsize = _push(ht, hk, hs, hi, hsize, t_x, EV_XFER, seq, rq)
                     seq += 1
                 else:
-                    out_done[rq] = now
-                    n_done += 1
-                    if closed and issued < n_req:
-                        hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq,
-                                      issued)
-                        seq += 1
-                        issued += 1
+                    n_done, hsize, seq, issued = _finish(
+                        rq, now, out_done, n_done, closed, issued, n_req, think_ns, ht, hk, hs,
+                        hi, hsize, seq)
         # start every idle drive that has work, in drive order (deterministic); only drives
         # that became idle-with-work during this event can be such, so only they are looked at
         for i in range(1, ncand):  # insertion sort: a handful of candidates
@@ -361,16 +341,36 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 d_running[d] = s
                 hsize = _push(ht, hk, hs, hi, hsize, done, EV_DONE, seq, d)
                 seq += 1
+    _save(scalars, free_top, seq, nxt, hsize, n_done, issued)
+    return OK
+
+
+SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
+
+
+@njit(inline="always", nrt=False)
+def _save(scalars, free_top, seq, nxt, hsize, n_done, issued):
+    """Keep the loop's state in ``scalars`` so that a call after FULL resumes it."""
     scalars[0] = free_top
     scalars[1] = seq
     scalars[2] = nxt
     scalars[3] = hsize
     scalars[4] = n_done
     scalars[5] = issued
-    return OK
 
 
-SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
+@njit(inline="always", nrt=False)
+def _finish(r, now, out_done, n_done, closed, issued, n_req, think_ns, ht, hk, hs, hi, hsize,
+            seq):
+    """Request ``r`` completes at ``now``; in closed loop the next request is issued
+    ``think_ns`` later. Returns (requests done, heap size, sequence, requests issued)."""
+    out_done[r] = now
+    n_done += 1
+    if closed and issued < n_req:
+        hsize = _push(ht, hk, hs, hi, hsize, now + think_ns, EV_ARRIVE, seq, issued)
+        seq += 1
+        issued += 1
+    return n_done, hsize, seq, issued
 
 
 @njit(inline="always", nrt=False)
