@@ -92,7 +92,7 @@ def _pop(ht, hk, hs, hi, size):
 
 
 @njit(nrt=False)
-def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
+def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done, out_hit,
            vol_unit, lun_group, lun_base, g_kind, g_width, g_unit, g_drive_sectors,
            model, fixed, hp, hzones, hcd, hct, hst,
            closed, outstanding, think_ns, ctrl_ns, path_ps_per_byte,
@@ -102,7 +102,8 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
            ht, hk, hs, hi, plan, cand, cand_flag, d_sched, d_depth, d_pos,
            record, rec_drive, rec_req, rec_start, rec_done, rec_lba, rec_n, rec_write):
     """Replay every request; fills ``out_arrive`` (the issue time: the trace's in open loop),
-    ``out_start`` (first drive operation) and ``out_done`` (ns), and per-drive busy time.
+    ``out_start`` (first drive operation) and ``out_done`` (ns), ``out_hit`` (1 when every
+    drive operation of the request was served from a drive's cache), and per-drive busy time.
 
     ``scalars``: [free op count, event sequence, next arrival index, heap size, requests
     done, requests issued (closed loop), controller free time, operations recorded, data path
@@ -199,6 +200,7 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                 return FULL
             out_start[r] = NONE
             req_pending[r] = 0
+            out_hit[r] = 1
             req_phase1[r] = 0
             first_op = NONE
             last_op = NONE
@@ -320,9 +322,12 @@ def replay(arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
                     out_start[rq] = now
                 if model == MODEL_FIXED:
                     done = now + fixed[0] + fixed[1] * op_n[s]
+                    out_hit[rq] = 0
                 else:
-                    t_ms, _hit = H.service(hp, hzones, hcd, hct, hst, d, now / 1e6, op_lba[s],
-                                           op_n[s], op_write[s] != 0)
+                    t_ms, hit = H.service(hp, hzones, hcd, hct, hst, d, now / 1e6, op_lba[s],
+                                          op_n[s], op_write[s] != 0)
+                    if hit == 0:
+                        out_hit[rq] = 0
                     done = int(np.ceil(t_ms * 1e6))
                     if done < now:
                         done = now

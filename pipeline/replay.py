@@ -2,7 +2,8 @@
 
 The run folder (written under a temporary name, renamed when complete, owner-only) holds
 ``ios.parquet`` (per request: arrival, start of its first drive operation, completion,
-latency, op, sector, size), ``drive_busy.parquet`` (per drive: busy time and operations) and
+latency, op, sector, size, cache hit: every drive operation served from a drive cache),
+``drive_busy.parquet`` (per drive: busy time and operations) and
 ``meta.json`` (configuration, trace and config sha256, blocklab version, counts, elapsed time,
 requests replayed per second); with ``--drive-ops``, ``drive_ops.parquet`` (every drive
 operation: drive, request, start, completion, drive sector, sectors, write).
@@ -140,6 +141,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     slots = max(1 << 12, 4 * per_piece)
     out_arrive = np.full(n, -1, dtype=np.int64)
     out_start = np.full(n, -1, dtype=np.int64)
+    out_hit = np.zeros(n, dtype=np.int64)
     out_done = np.full(n, -1, dtype=np.int64)
     req = {k: np.zeros(n, dtype=np.int64) for k in ("pending", "phase1", "wait")}
     nd = arr.drives
@@ -165,7 +167,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     rec = {k: np.zeros(max(4 * n, nd) if drive_ops else 0, dtype=np.int64) for k in rec_names}
     while True:
         status = E.replay(
-            arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done,
+            arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done, out_hit,
             arr.vol_unit, arr.lun_group, arr.lun_base, arr.g_kind, arr.g_width, arr.g_unit,
             arr.g_drive_sectors, arr.model, arr.fixed, p, zones, cd, ct, hst,
             closed, outstanding, think_ns, ctrl_ns, path_ps_per_byte,
@@ -194,8 +196,8 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         grown["free"][free_top : free_top + old] = np.arange(old, 2 * old)
         scalars[0] = free_top + old
         ops = grown
-    out = {"arrive": out_arrive, "start": out_start, "done": out_done, "busy_ns": busy_ns,
-           "ops": d_ops}
+    out = {"arrive": out_arrive, "start": out_start, "done": out_done, "hit": out_hit,
+           "busy_ns": busy_ns, "ops": d_ops}
     if drive_ops:
         used = int(scalars[7])
         out.update({f"op_{k}": rec[k][:used] for k in rec_names})
@@ -285,6 +287,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         pq.write_table(pa.table({
             "arrival_ns": arrive, "start_ns": start, "complete_ns": done, "latency_ns": latency,
             "op": op[keep].astype(np.uint8), "sector": lba, "size_bytes": nsec * SECTOR,
+            "cache_hit": res["hit"].astype(bool),
         }), tmp / "ios.parquet", compression="zstd")
         pq.write_table(pa.table({
             "drive": np.arange(arr.drives, dtype=np.int32), "busy_ns": res["busy_ns"],

@@ -105,6 +105,10 @@ def test_replay_cli_run_folder(tmp_path):
     ios = pq.read_table(run / "ios.parquet").to_pydict()
     arrival, start, done = (np.array(ios[k]) for k in ("arrival_ns", "start_ns", "complete_ns"))
     assert (start >= arrival).all() and (done >= start).all() and (done > arrival).all()
+    hit = np.array(ios["cache_hit"])
+    lat = done - arrival
+    # drive cache hits are served without a media access: on average far faster
+    assert hit.any() and (~hit).any() and lat[hit].mean() < lat[~hit].mean()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["counts"]["requests"] == 1522 and len(meta["trace"]["sha256"]) == 64
     busy = pq.read_table(run / "drive_busy.parquet").to_pydict()
