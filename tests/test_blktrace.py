@@ -87,7 +87,8 @@ def expected(reqs: list[Request]) -> list[dict]:
             "op": OPS[r.op], "flags": flags, "getrq_ns": r.g - t0, "insert_ns": r.i - t0,
             "issue_ns": r.last_issue - t0, "complete_ns": r.c - t0, "latency_ns": r.c - r.q,
             "merges": len(r.merged), "pid": r.pid, "comm": COMMS[r.pid], "stream": None,
-            "error": r.error,
+            "error": r.error, "stream_seq": None, "outstanding": None, "think_ns": None,
+            "phase": None,  # the closed-loop columns: none in a captured trace
         })
     return sorted(rows, key=lambda x: (x["time_ns"], x["device"], x["sector"]))
 

@@ -32,9 +32,25 @@ latency_ns         int64 null   ns            complete_ns - time_ns, or the sour
 merges             uint16 null  count         bios merged into this request (blktrace M/F)
 pid                int32 null   -             process that queued it
 comm               dict string  -             that process's name
-stream             uint32 null  -             stream id: SPC ASU, fio job, volume, host index
+stream             uint32 null  -             stream id: SPC ASU, fio job, volume, host index,
+                                              generator task or worker
 error              int16 null   errno         completion status (0 = success, negative errno)
+stream_seq         int64 null   count         closed loop: the request's place in its stream
+                                              (0, 1, 2, ...); the stream issues in this order
+outstanding        uint16 null  count         closed loop: requests the stream keeps in flight
+                                              while it issues this one; null = open loop
+think_ns           int64 null   ns            closed loop: idle time between the completion
+                                              that frees a slot and the issue of this request
+phase              uint16 null  -             closed loop: barrier phase; no request of phase
+                                              k+1 is issued before every request of phases <= k
+                                              has completed (IOR's write-then-read, Orion's
+                                              matrix points)
 =================  ===========  ============  ====================================================
+
+A closed-loop trace (synthetic workloads: IOR, Iometer, Orion) has ``outstanding`` set on every
+row; its rows are in issue order (phase, then stream_seq) and ``time_ns`` is the earliest issue
+time (0 unless the generator delays a request). ``blocklab replay`` drives such a trace closed
+loop without extra flags.
 
 btt's intervals follow from the columns: Q2G = getrq_ns - time_ns, G2I = insert_ns - getrq_ns,
 I2D = issue_ns - insert_ns, D2C = complete_ns - issue_ns, Q2C = complete_ns - time_ns.
@@ -44,7 +60,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: closed-loop columns stream_seq, outstanding, think_ns, phase
 #: Parquet key-value metadata key under which the file-level metadata JSON is stored.
 META_KEY = b"blocklab"
 
@@ -100,6 +116,10 @@ COLUMNS: dict[str, tuple[pa.DataType, bool, str, str]] = {
     "comm": (pa.dictionary(pa.int32(), pa.string()), True, "-", "process name"),
     "stream": (pa.uint32(), True, "-", "stream id (ASU, job, volume, host)"),
     "error": (pa.int16(), True, "errno", "completion status"),
+    "stream_seq": (pa.int64(), True, "count", "closed loop: order within the stream"),
+    "outstanding": (pa.uint16(), True, "count", "closed loop: the stream's requests in flight"),
+    "think_ns": (pa.int64(), True, "ns", "closed loop: idle time before this issue"),
+    "phase": (pa.uint16(), True, "-", "closed loop: barrier phase"),
 }
 
 TIME_COLUMNS = ("time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns", "latency_ns")
@@ -125,6 +145,10 @@ NUMPY_DTYPES = {
     "pid": "int32",
     "stream": "int64",
     "error": "int32",
+    "stream_seq": "int64",
+    "outstanding": "int32",
+    "think_ns": "int64",
+    "phase": "int32",
 }
 #: The sentinel that readers put in nullable NumPy columns for "not known".
 NULL = -1
@@ -162,3 +186,89 @@ def parse_dev(text: str) -> int:
 
 def flag_names(flags: int) -> list[str]:
     return [name for bit, name in enumerate(FLAG_NAMES) if flags & (1 << bit)]
+
+
+# --------------------------------------------------------------------------------------------
+# The run folder that ``blocklab replay`` writes (read by ``blocklab query`` and reports).
+#
+# RUN_SCHEMA_VERSION changes whenever a column below changes; meta.json records it, and readers
+# refuse a run folder of another version with a one-line error.
+RUN_SCHEMA_VERSION = 1
+
+# Drive operation kinds (drive_ops column ``kind``): why the operation was issued.
+OPK_HOST = 0  # part of a host request (data, parity, mirror, degraded reconstruction)
+OPK_DESTAGE = 1  # controller write-back cache flushing dirty data
+OPK_PREFETCH = 2  # controller read-ahead
+OPK_REBUILD_READ = 3  # rebuild: reading survivors
+OPK_REBUILD_WRITE = 4  # rebuild: writing the spare (or reserved space in a pool)
+OPK_INIT = 5  # parity initialization
+OPK_REBALANCE = 6  # pool: moving data onto a replacement drive
+OPK_NAMES = ("host", "destage", "prefetch", "rebuild_read", "rebuild_write", "init", "rebalance")
+
+# Event names (events column ``event``).
+EVENT_NAMES = ("failure", "rebuild_start", "rebuild_progress", "rebuild_end", "data_loss",
+               "replace", "rebalance_start", "rebalance_end", "init_start", "init_end")
+
+_DICT_STR = pa.dictionary(pa.int32(), pa.string())
+
+#: File stem -> column name -> (Arrow type, nullable, unit, description).
+RUN_COLUMNS: dict[str, dict[str, tuple[pa.DataType, bool, str, str]]] = {
+    # one row per replayed host request, in trace order
+    "ios": {
+        "request": (pa.int64(), False, "-", "row of the request in the trace file"),
+        "arrival_ns": (pa.int64(), False, "ns", "issued by the host (open loop: trace time "
+                       "/ speed; closed loop: when its stream issued it)"),
+        "start_ns": (pa.int64(), False, "ns", "first drive operation started (or the "
+                     "controller served it from its cache)"),
+        "complete_ns": (pa.int64(), False, "ns", "completed to the host"),
+        "latency_ns": (pa.int64(), False, "ns", "complete_ns - arrival_ns"),
+        "op": (pa.uint8(), False, "code", "0 read, 1 write"),
+        "sector": (pa.int64(), False, "512 B", "first sector on the host volume"),
+        "size_bytes": (pa.int64(), False, "bytes", "length"),
+        "stream": (pa.uint32(), False, "-", "stream id (0 when the trace has none)"),
+        "cache_hit": (pa.bool_(), False, "-", "served without waiting for a drive's media "
+                      "(controller cache, or every drive operation a drive-cache hit)"),
+    },
+    # one row per drive operation (only with --drive-ops), in the order they started
+    "drive_ops": {
+        "drive": (pa.int32(), False, "-", "drive number (meta.json drives)"),
+        "request": (pa.int64(), False, "-", "ios.request it serves; -1 for background work"),
+        "kind": (pa.uint8(), False, "code", "OPK_*: host, destage, prefetch, rebuild_read, "
+                 "rebuild_write, init, rebalance"),
+        "queued_ns": (pa.int64(), False, "ns", "entered the drive's queue"),
+        "start_ns": (pa.int64(), False, "ns", "the drive started it"),
+        "complete_ns": (pa.int64(), False, "ns", "the drive finished it"),
+        "sector": (pa.int64(), False, "512 B", "first sector on the drive"),
+        "sectors": (pa.int64(), False, "512 B", "length"),
+        "write": (pa.bool_(), False, "-", "a write"),
+        "cache_hit": (pa.bool_(), False, "-", "served from the drive's own cache"),
+    },
+    # one row per drive per interval (meta.json interval_ns)
+    "drive_busy": {
+        "drive": (pa.int32(), False, "-", "drive number"),
+        "group": (_DICT_STR, False, "-", "group (or pool) the drive belongs to"),
+        "time_ns": (pa.int64(), False, "ns", "interval start"),
+        "interval_ns": (pa.int64(), False, "ns", "interval length (the last one may be short)"),
+        "busy_ns": (pa.int64(), False, "ns", "time the drive was serving an operation"),
+        "ops": (pa.int64(), False, "count", "operations started in the interval"),
+        "bytes": (pa.int64(), False, "bytes", "bytes of the operations started"),
+        "queue_op_ns": (pa.int64(), False, "op x ns", "integral of the operations at the drive "
+                        "(queued or in service): mean queue depth = queue_op_ns / interval_ns"),
+    },
+    # failures, rebuilds and their progress, data loss (replays with failures)
+    "events": {
+        "time_ns": (pa.int64(), False, "ns", "when"),
+        "event": (_DICT_STR, False, "-", "one of EVENT_NAMES"),
+        "drive": (pa.int32(), False, "-", "the drive concerned (-1: none)"),
+        "group": (_DICT_STR, False, "-", "its group or pool"),
+        "fraction": (pa.float64(), True, "-", "rebuild progress, 0 to 1"),
+        "bytes": (pa.int64(), True, "bytes", "bytes rebuilt so far"),
+        "stripes_lost": (pa.int64(), True, "count", "data loss: stripes that lost data"),
+        "detail": (pa.string(), True, "-", "free text"),
+    },
+}
+
+RUN_SCHEMAS: dict[str, pa.Schema] = {
+    stem: pa.schema([pa.field(n, t, nullable=nl) for n, (t, nl, _u, _d) in cols.items()])
+    for stem, cols in RUN_COLUMNS.items()
+}

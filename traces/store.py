@@ -36,7 +36,7 @@ from .schema import (
 ROW_GROUP_ROWS = 1 << 18
 
 # Time columns are nearly monotonic: delta encoding before zstd stores them in a few bits.
-_DELTA_COLUMNS = ["time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns"]
+_DELTA_COLUMNS = ["time_ns", "getrq_ns", "insert_ns", "issue_ns", "complete_ns", "stream_seq"]
 _DICT_COLUMNS = [c for c in COLUMNS if c not in _DELTA_COLUMNS]
 
 
