@@ -82,22 +82,6 @@ WRITE_RANDOM_BLOCK_PCT = 50  # a write picks a random block of the leaf half the
 REWRITE_PCT = 15  # a write is followed by a second write of the same block (spc1.c)
 
 
-@njit(inline="always", nrt=False)
-def _smix(rng):
-    """Transfer size in 4 KiB blocks of the sequential streams: 1, 2, 4, 8, 16 with 10, 6, 5,
-    2, 2 chances in 25 (spc1.c ``smix_lengths``)."""
-    x = below(rng, 0, 25)
-    if x < 10:
-        return 1
-    if x < 16:
-        return 2
-    if x < 21:
-        return 4
-    if x < 23:
-        return 8
-    return 16
-
-
 @njit(nrt=False)
 def spc1_init(rng, table, st, hr, n_bsu):
     """Place every walk stream in its hot region: the tree's offset in the region (on a leaf
@@ -152,15 +136,18 @@ def _walk(rng, st, s, hr, g, leaves, write):
 
 
 @njit(nrt=False)
-def spc1_fill(rng, clock, table, st, hr, leaves, n_bsu, asu_blocks, asu_base, mean_gap_ns,
-              end_ns, t_ns, dev, sector, nbytes, op, stream, cap):
+def spc1_fill(rng, clock, table, pick, smix, st, hr, leaves, n_bsu, asu_blocks, asu_base,
+              mean_gap_ns, end_ns, t_ns, dev, sector, nbytes, op, stream, cap):
     """Generate SPC-1 requests in arrival order until ``end_ns`` or ``cap`` rows.
 
     The eight streams of every BSU are independent Poisson processes whose rates are the
     stream's intensity times 50 IOPS per BSU. Their superposition is one Poisson process of
     rate 50 x BSU (mean gap ``mean_gap_ns``) in which each arrival belongs to a stream with
     probability proportional to its rate; that is how the kernel draws them: an exponential
-    gap, then the stream. ``clock[0]`` is the time of the last arrival (float ns).
+    gap, then the stream: a BSU and a thousandth x in 0..999, ``pick[x]`` being the stream
+    whose share of the thousandths x falls in (a table instead of a search: the search's
+    data-dependent exit is a mispredicted branch). ``clock[0]`` is the time of the last
+    arrival (float ns). Sequential transfers take ``smix[U(len(smix))]`` blocks.
 
     Returns (rows written, 1 if ``end_ns`` was reached else 0).
     """
@@ -171,12 +158,7 @@ def spc1_fill(rng, clock, table, st, hr, leaves, n_bsu, asu_blocks, asu_base, me
             return n, 1
         r = below(rng, 0, 1000 * n_bsu)
         b = r // 1000
-        x = r - b * 1000
-        k = 0
-        acc = table[0, SP_PERMILLE]
-        while x >= acc and k < 7:
-            k += 1
-            acc += table[k, SP_PERMILLE]
+        k = pick[r - b * 1000]
         s = b * 8 + k
         a = table[k, SP_ASU]
         size = asu_blocks[a]
@@ -188,7 +170,7 @@ def spc1_fill(rng, clock, table, st, hr, leaves, n_bsu, asu_blocks, asu_base, me
         elif kind == KIND_HRRW:
             blk = _walk(rng, st, s, hr, table[k, SP_REGION], leaves, write)
         else:
-            nblk = _smix(rng)
+            nblk = smix[below(rng, 0, smix.shape[0])]
             blk = st[s, ST_BLOCK] + st[s, ST_LEN]
             if st[s, ST_INIT] == 0 or blk + nblk >= st[s, ST_END]:
                 # a new run: start and length in percent of the ASU, both on 64 KiB boundaries

@@ -14,7 +14,8 @@ SPC-1 is open loop: arrival times, and the closed-loop columns null.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -85,7 +86,11 @@ def to_batch(cols: dict[str, np.ndarray], n: int) -> pa.RecordBatch:
     return columns_to_batch(out)
 
 
-def chunks(fill, closed: bool, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+#: A generator's kernel call: fill(columns, cap) -> (rows written, 1 when done).
+Fill = Callable[[dict[str, np.ndarray], int], tuple[int, int]]
+
+
+def chunks(fill: Fill, closed: bool, chunk_rows: int) -> Iterator[pa.RecordBatch]:
     """Call ``fill(cols, cap) -> (rows, done)`` until done, yielding each chunk as a batch."""
     while True:
         cols = new_columns(chunk_rows, closed)
@@ -103,3 +108,16 @@ def need_capacity(capacity_sectors: int | None, what: str) -> int:
     if capacity_sectors <= 0:
         raise BlocklabError(f"--capacity: must be positive, found {capacity_sectors} sectors")
     return capacity_sectors
+
+
+def kernel_rate(fill: Fill, closed: bool, chunk_rows: int = CHUNK_ROWS) -> tuple[int, float]:
+    """Run a generator's kernel to the end into one reused set of columns (no Arrow, no file):
+    rows generated, and seconds taken. For ``make bench``."""
+    cols = new_columns(chunk_rows, closed)
+    rows = 0
+    started = time.perf_counter()
+    while True:
+        n, done = fill(cols, chunk_rows)
+        rows += int(n)
+        if done:
+            return rows, time.perf_counter() - started

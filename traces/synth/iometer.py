@@ -28,7 +28,7 @@ import pyarrow as pa
 from blocklab.kernels import synth as K
 from blocklab.traces.errors import BlocklabError
 
-from . import CHUNK_ROWS, SECTOR, chunks, seed_state
+from . import CHUNK_ROWS, SECTOR, Fill, chunks, seed_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,10 @@ class IometerPlan:
         }
 
     def batches(self, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        return chunks(self.kernel(), True, chunk_rows)
+
+    def kernel(self) -> Fill:
+        """The generator's state and a ``fill(columns, cap) -> (rows, done)`` over it."""
         w = self.workers
         rng = seed_state(self.seed, w)
         lo = self.start_sector * SECTOR
@@ -73,7 +77,7 @@ class IometerPlan:
                                   c["dev"], c["sector"], c["nbytes"], c["op"], c["stream"],
                                   c["seq"], c["phase"], c["outst"], cap)
 
-        return chunks(fill, True, chunk_rows)
+        return fill
 
 
 def plan(transfer: int, read_pct: int, random_pct: int, align: int, outstanding: int,

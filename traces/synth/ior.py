@@ -38,7 +38,7 @@ import pyarrow as pa
 from blocklab.kernels import synth as K
 from blocklab.traces.errors import BlocklabError
 
-from . import CHUNK_ROWS, SECTOR, chunks
+from . import CHUNK_ROWS, SECTOR, Fill, chunks
 
 IOR_ACCESS_SIZE = 8  # sizeof(IOR_size_t): IOR's unit of block and transfer sizes
 DEFAULT_BLOCK = 1048576  # IOR's defaults (src/ior.c init_IOR_Param_t)
@@ -126,6 +126,10 @@ class IorPlan:
         return per_task if self.file_per_proc else per_task * self.tasks
 
     def batches(self, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        return chunks(self.kernel(), True, chunk_rows)
+
+    def kernel(self) -> Fill:
+        """The generator's state and a ``fill(columns, cap) -> (rows, done)`` over it."""
         n = self.tasks
         start = np.zeros(n + 1, dtype=np.int64)
         counts = np.full(n, self.block // self.transfer, dtype=np.int64)
@@ -147,7 +151,7 @@ class IorPlan:
                               c["nbytes"], c["op"], c["stream"], c["seq"], c["phase"],
                               c["outst"], cap)
 
-        return chunks(fill, True, chunk_rows)
+        return fill
 
 
 def layout(tasks: int, file_bytes: int, file_per_proc: bool,

@@ -39,7 +39,7 @@ import pyarrow as pa
 from blocklab.kernels import synth as K
 from blocklab.traces.errors import BlocklabError
 
-from . import CHUNK_ROWS, SECTOR, chunks, seed_state
+from . import CHUNK_ROWS, SECTOR, Fill, chunks, seed_state
 
 MATRICES = ("basic", "detailed", "row", "col", "point", "max")
 TYPES = ("rand", "seq")
@@ -121,6 +121,10 @@ class OrionPlan:
                 np.array(lo, dtype=np.int64))
 
     def batches(self, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        return chunks(self.kernel(), True, chunk_rows)
+
+    def kernel(self) -> Fill:
+        """The generator's state and a ``fill(columns, cap) -> (rows, done)`` over it."""
         streams, phase_lo = self.stream_table()
         rng = seed_state(self.seed)
         pos = np.full(len(streams), -1, dtype=np.int64)
@@ -132,7 +136,7 @@ class OrionPlan:
                                 c["t_ns"], c["dev"], c["sector"], c["nbytes"], c["op"],
                                 c["stream"], c["seq"], c["phase"], c["outst"], cap)
 
-        return chunks(fill, True, chunk_rows)
+        return fill
 
 
 def plan(matrix: str, large_type: str, size_small: int, size_large: int, num_disks: int,

@@ -44,7 +44,7 @@ import pyarrow as pa
 from blocklab.kernels import synth as K
 from blocklab.traces.errors import BlocklabError
 
-from . import CHUNK_ROWS, chunks, seed_state
+from . import CHUNK_ROWS, Fill, chunks, seed_state
 
 IOPS_PER_BSU = 50  # SPC-1 (spc1.c IOPS_PER_BSU)
 BLOCK_SECTORS = 8  # the SPC-1 block, 4 KiB
@@ -70,6 +70,12 @@ STREAM_TABLE = np.array([
     [3, 281, 0, _S, -1, 0, 70, 30],
 ], dtype=np.int64)
 HOT_REGIONS = ((1, 15), (1, 70), (2, 47))  # (ASU, start %) of the three walks
+#: Transfer sizes of the sequential streams in 4 KiB blocks, equally likely (spc1.c
+#: ``smix_lengths``): 1, 2, 4, 8, 16 blocks with chances 10, 6, 5, 2, 2 in 25.
+SMIX_BLOCKS = np.repeat(np.array([1, 2, 4, 8, 16], dtype=np.int64), [10, 6, 5, 2, 2])
+#: Stream of each thousandth of a BSU's I/Os: 35 thousandths of ASU1-1, then 281 of ASU1-2, ...
+STREAM_OF_PERMILLE = np.repeat(np.arange(8, dtype=np.int64), STREAM_TABLE[:, K.SP_PERMILLE])
+assert len(STREAM_OF_PERMILLE) == 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +107,10 @@ class Spc1Plan:
         }
 
     def batches(self, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+        return chunks(self.kernel(), False, chunk_rows)
+
+    def kernel(self) -> Fill:
+        """The generator's state and a ``fill(columns, cap) -> (rows, done)`` over it."""
         rng = seed_state(self.seed)
         n_streams = self.bsu * 8
         st = np.zeros((n_streams, K.ST_NCOLS), dtype=np.int64)
@@ -129,11 +139,12 @@ class Spc1Plan:
         end_ns = self.duration_s * 1e9
 
         def fill(c: dict[str, np.ndarray], cap: int) -> tuple[int, int]:
-            return K.spc1_fill(rng, clock, STREAM_TABLE, st, hr, leaves, self.bsu, asu_blocks,
-                               asu_base, mean_gap_ns, end_ns, c["t_ns"], c["dev"], c["sector"],
-                               c["nbytes"], c["op"], c["stream"], cap)
+            return K.spc1_fill(rng, clock, STREAM_TABLE, STREAM_OF_PERMILLE, SMIX_BLOCKS, st, hr,
+                               leaves, self.bsu, asu_blocks, asu_base, mean_gap_ns, end_ns,
+                               c["t_ns"], c["dev"], c["sector"], c["nbytes"], c["op"],
+                               c["stream"], cap)
 
-        return chunks(fill, False, chunk_rows)
+        return fill
 
 
 def asu_layout(capacity_sectors: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
