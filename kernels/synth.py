@@ -253,39 +253,42 @@ def ior_random_offsets(seed, n_tasks, xfer, block, fpp, offs, start, counts):
 @njit(nrt=False)
 def ior_fill(state, n_tasks, xfer, block, segments, fpp, random, phase_ops, base, offs, start,
              counts, outstanding, t_ns, dev, sector, nbytes, op, stream, seq, phase, outst, cap):
-    """IOR's requests in issue order: for each phase (``phase_ops[p]``: 0 read, 1 write), place
-    k = 0, 1, ... in each task's sequence, tasks in order. Task t's k-th transfer is in segment
-    i = k // c and is the j = k % c -th transfer of it (c: the task's transfers per segment):
+    """IOR's requests in issue order. Task t moves ``total_t`` = segments x c_t transfers per
+    phase (c_t: its transfers per segment); its place in the stream counts on across the
+    phases (``phase_ops[p]``: 0 read, 1 write), so its k-th transfer of phase p has
+    ``seq`` = p x total_t + k. Rows go by phase, then ``seq``, then task. The k-th transfer is
+    in segment i = k // c_t and is the j = k % c_t -th transfer of it:
 
     - sequential: offset = j*T + i*B (file per process) or j*T + i*N*B + t*B (shared file);
     - random (-z): offset = offs[t][j] + i*B (file per process) or offs[t][j] + i*N*B (shared),
 
     as in IOR's ``WriteOrRead``. ``base[t]`` is the first sector of task t's file.
-    ``state`` = (phase, k, t). Returns (rows written, 1 when every phase is done).
+    ``state`` = (phase, seq, task). Returns (rows written, 1 when every phase is done).
     """
-    p, k, t = state[0], state[1], state[2]
+    p, v, t = state[0], state[1], state[2]
     n_phases = phase_ops.shape[0]
     max_c = 0
+    min_c = counts[0]
     for u in range(n_tasks):
         max_c = max(max_c, counts[u])
-    max_total = segments * max_c
+        min_c = min(min_c, counts[u])
     n = 0
     while n < cap:
         if p >= n_phases:
-            state[0], state[1], state[2] = p, k, t
-            return n, 1
-        if k >= max_total:
+            break
+        if v >= (p + 1) * segments * max_c:
             p += 1
-            k = 0
+            v = p * segments * min_c  # no task's phase p starts before
             t = 0
             continue
         if t >= n_tasks:
-            k += 1
+            v += 1
             t = 0
             continue
         c = counts[t]
         total = segments * c
-        if k < total:
+        k = v - p * total
+        if 0 <= k < total:
             i = k // c
             j = k - i * c
             if random:
@@ -300,13 +303,13 @@ def ior_fill(state, n_tasks, xfer, block, segments, fpp, random, phase_ops, base
             nbytes[n] = xfer
             op[n] = phase_ops[p]
             stream[n] = t
-            seq[n] = p * total + k
+            seq[n] = v
             phase[n] = p
             outst[n] = outstanding
             n += 1
         t += 1
-    state[0], state[1], state[2] = p, k, t
-    return n, 0
+    state[0], state[1], state[2] = p, v, t
+    return n, 1 if p >= n_phases else 0
 
 
 # --------------------------------------------------------------------------------------------

@@ -404,8 +404,8 @@ def synth_orion(
     size_small: Annotated[str, typer.Option("--size-small", help="Small I/O size.")] = "8k",
     size_large: Annotated[str, typer.Option("--size-large", help="Large I/O size.")] = "1m",
     num_disks: Annotated[int | None, typer.Option(
-        "--num-disks", help="Disks (default: the array's data drives, or 1); sets the "
-        "default levels.")] = None,
+        "--num-disks", help="Disks (default: the array's drives, hot spares excepted, or 1); "
+        "sets the default levels.")] = None,
     num_small: Annotated[int | None, typer.Option(
         "--num-small", help="Highest small outstanding count (default 5 per disk).")] = None,
     num_large: Annotated[int | None, typer.Option(

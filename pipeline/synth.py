@@ -52,7 +52,7 @@ class Volume:
 
     capacity_sectors: int | None
     array: str | None = None
-    disks: int | None = None  # data drives of the array (count x width over groups)
+    disks: int | None = None  # drives of the array's groups (count x width), spares excepted
 
 
 def volume(capacity: str | None, array: str | Path | None, required: bool = True) -> Volume:

@@ -105,17 +105,14 @@ def file_starts(tasks, transfer, block, segments, fpp, align) -> list[int]:
 
 
 def requests(tasks, transfer, block, segments, fpp, random, write, read, seed, align=1 << 20):
-    """Rows (stream, stream_seq, phase, op, sector, size) in issue order."""
+    """Rows (stream, stream_seq, phase, op, sector, size): each rank's transfers numbered on
+    across the phases, all rows ordered by phase, then stream_seq, then rank."""
     phases = ([1] if write else []) + ([0] if read else [])
     starts = file_starts(tasks, transfer, block, segments, fpp, align)
-    per_rank = [rank_offsets(tasks, transfer, block, segments, fpp, random, seed, r)
-                for r in range(tasks)]
     rows = []
-    for p, op in enumerate(phases):
-        longest = max(len(o) for o in per_rank)
-        for k in range(longest):
-            for r in range(tasks):
-                if k < len(per_rank[r]):
-                    rows.append((r, p * len(per_rank[r]) + k, p, op,
-                                 (starts[r] + per_rank[r][k]) // 512, transfer))
-    return rows
+    for r in range(tasks):
+        offs = rank_offsets(tasks, transfer, block, segments, fpp, random, seed, r)
+        for p, op in enumerate(phases):
+            for k, off in enumerate(offs):
+                rows.append((r, p * len(offs) + k, p, op, (starts[r] + off) // 512, transfer))
+    return sorted(rows, key=lambda row: (row[2], row[1], row[0]))

@@ -101,15 +101,6 @@ def chunks(fill: Fill, closed: bool, chunk_rows: int) -> Iterator[pa.RecordBatch
             return
 
 
-def need_capacity(capacity_sectors: int | None, what: str) -> int:
-    if capacity_sectors is None:
-        raise BlocklabError(f"{what}: give the volume's size with --capacity SIZE or "
-                            "--array CONFIG.toml")
-    if capacity_sectors <= 0:
-        raise BlocklabError(f"--capacity: must be positive, found {capacity_sectors} sectors")
-    return capacity_sectors
-
-
 def kernel_rate(fill: Fill, closed: bool, chunk_rows: int = CHUNK_ROWS) -> tuple[int, float]:
     """Run a generator's kernel to the end into one reused set of columns (no Arrow, no file):
     rows generated, and seconds taken. For ``make bench``."""
