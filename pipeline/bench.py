@@ -161,6 +161,39 @@ def _replay_speeds() -> dict[str, float]:
     return out
 
 
+def _synth_speeds() -> dict[str, float]:
+    """Synthetic workload generation (issue 4), requests per second on one core: each
+    generator's kernel alone (columns reused in memory; best of three after a warm-up), and an
+    SPC-1 trace written to Parquet end to end (Arrow conversion, zstd on the writer thread)."""
+    from blocklab.pipeline.synth import synth_spc1
+    from blocklab.traces.synth import iometer, ior, kernel_rate, orion, spc1
+
+    cap = (1 << 40) // 512  # a 1 TiB volume
+    plans = {  # about 10 M requests each
+        "spc1": (lambda: spc1.plan(2000, 100.0, 1, cap), False),  # 100 k IOPS, 100 s
+        "ior": (lambda: ior.plan(64, 4096, 1 << 20, 320, False, True, seed=1), True),
+        "iometer": (lambda: iometer.plan(4096, 67, 50, 0, 32, 4, 2_500_000, 0, 0, 1, cap), True),
+        "orion": (lambda: orion.plan("detailed", "seq", 8192, 1 << 20, 4, None, None, 4, 30,
+                                     2000, 1, cap), True),
+    }
+    out: dict[str, float] = {}
+    for name, (make, closed) in plans.items():
+        small = make()
+        kernel_rate(small.kernel(), closed, 1 << 10)  # compile or load the cached kernel
+        best = 0.0
+        for _ in range(3):
+            rows, secs = kernel_rate(make().kernel(), closed)
+            best = max(best, rows / secs)
+        out[f"{name}_kernel_requests_per_s"] = best
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-synth-") as tmp:
+        synth_spc1(Path(tmp) / "warm.parquet", 1, 10.0, capacity="1TiB")
+        r = synth_spc1(Path(tmp) / "spc1.parquet", 2000, 100.0, seed=1, capacity="1TiB")
+        out["spc1_parquet_requests_per_s"] = r.requests_per_s
+        out["spc1_parquet_bytes_per_request"] = (Path(tmp) / "spc1.parquet").stat().st_size \
+            / r.requests
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
@@ -275,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report["disksim_validation_replay"] = _validation_speeds()
     report["replay"] = _replay_speeds()
+    report["synth"] = _synth_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -316,6 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+    sy = report["synth"]
+    assert isinstance(sy, dict)
+    print(f"  synth generation, 1 core: SPC-1 {sy['spc1_kernel_requests_per_s'] / 1e6:.1f} M/s, "
+          f"IOR {sy['ior_kernel_requests_per_s'] / 1e6:.0f} M/s, Iometer "
+          f"{sy['iometer_kernel_requests_per_s'] / 1e6:.0f} M/s, Orion "
+          f"{sy['orion_kernel_requests_per_s'] / 1e6:.0f} M/s (kernels); SPC-1 to Parquet "
+          f"{sy['spc1_parquet_requests_per_s'] / 1e6:.1f} M/s, "
+          f"{sy['spc1_parquet_bytes_per_request']:.1f} bytes/request")
     vs = report["disksim_validation_replay"]
     if isinstance(vs, dict):
         for name, v in vs.items():
