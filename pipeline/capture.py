@@ -544,14 +544,14 @@ def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device]]:
         raise BlocklabError("--buffer-kb: at least 4 (one page per CPU)")
     if opts.duration_s is not None and opts.duration_s <= 0:
         raise BlocklabError("--duration: must be positive")
+    # who may capture first: a user without root learns that before anything else
+    instances = Path() if opts.blktrace else _check_access(find_tracefs())
+    if opts.blktrace and os.geteuid() != 0:
+        raise BlocklabError("--blktrace needs root")
+    devices = [resolve_device(s) for s in opts.devices]
     out_dir = Path(opts.output).resolve().parent
     if not out_dir.is_dir():
         raise BlocklabError(f"{opts.output}: folder {out_dir} does not exist")
-    if not opts.blktrace:
-        instances = _check_access(find_tracefs())
-    else:
-        instances = Path()
-    devices = [resolve_device(s) for s in opts.devices]
     return instances, devices
 
 
@@ -584,6 +584,7 @@ class _Capture:
         self.t0: int | None = None
         self.events_enabled = list(RQ_EVENTS) + (list(BIO_EVENTS) if opts.bio_queue else [])
         self._last_status = 0.0
+        self.stopper: _Stopper | None = None
 
     # -- the pieces of one poll
 
@@ -605,6 +606,18 @@ class _Capture:
     def _write(self, rows: np.ndarray, writer: TraceWriter) -> None:
         if not len(rows):
             return
+        if self.opts.max_size is not None:
+            # requests that arrive after the limit was reached (the last poll before tracing
+            # stopped) are counted, not written: the file stays under --max-size
+            room = max(0, (self.opts.max_size - SIZE_MARGIN) // EST_BYTES_PER_REQUEST
+                       - writer.rows)
+            if len(rows) > room:
+                self.ctx.count("over_size_limit", len(rows) - room)
+                rows = rows[:room]
+                if self.stopper is not None:
+                    self.stopper.stop("max-size")
+                if not len(rows):
+                    return
         chunk = rows_to_chunk(rows, self.names)
         if self.t0 is None:
             self.t0 = int(chunk.cols["time_ns"][0])
@@ -648,6 +661,7 @@ class _Capture:
         stopped_by = "end"
         lost_stats: dict[str, dict[str, int]] = {}
         with _Stopper(self.external_stop) as stopper:
+            self.stopper = stopper
             try:
                 inst.create()
                 inst.write("tracing_on", "0")
@@ -785,8 +799,9 @@ class _Capture:
                      stale) -> None:
         t0 = self.t0 if self.t0 is not None else start_mono
         meta.start_utc = _utc(t0 + offset)
-        meta.counts = {"lost_events": _lost(stats), "incomplete": self.ctx.counts.get(
-            "incomplete", 0), "skipped": 0}
+        meta.counts = {"lost_events": _lost(stats), "skipped": 0,
+                       "incomplete": self.ctx.counts.get("incomplete", 0),
+                       "over_size_limit": self.ctx.counts.get("over_size_limit", 0)}
         meta.extra = {
             "capture": {
                 "method": "tracefs",
@@ -865,6 +880,18 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
                                     start_new_session=True)
             t_on = time.perf_counter()
             try:
+                # where the kernel refuses, blktrace reports it and exits at once (status 0):
+                # wait until it is running (its per-CPU files appear) before saying it is on
+                while (proc.poll() is None and time.perf_counter() - t_on < 3.0
+                       and not any(work.glob("cap.blktrace.*"))):
+                    time.sleep(0.02)
+                if proc.poll() is not None:
+                    log.seek(0)
+                    failure = _blktrace_failure(log.read())
+                    if failure:
+                        raise BlocklabError(f"--blktrace: the kernel does not allow blktrace "
+                                            f"here ({failure}); capture without --blktrace "
+                                            "uses tracefs")
                 if on_status:
                     on_status(CaptureStatus("blktrace", 0.0, 0, 0, 0, 0,
                                             [d.spec for d in devices]))

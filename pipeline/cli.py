@@ -288,7 +288,8 @@ def capture(
                 print(json.dumps({"removed": removed}, indent=2))
             else:
                 out.print(f"removed {len(removed)} stale item(s)" +
-                          "".join(f"\n  {r}" for r in removed), highlight=False)
+                          "".join(f"\n  {r}" for r in removed), highlight=False,
+                          soft_wrap=True)
             return
         if output is None:
             raise BlocklabError("-o/--output: required (the trace file to write)")
@@ -326,10 +327,10 @@ def capture(
         _fail(e)
     for p in r.stale_removed:
         err.print(f"blocklab: note: removed the stale instance {p}", markup=False,
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     if r.lost_events:
         err.print(f"blocklab: warning: the kernel lost {r.lost_events:,} events (ring buffer "
-                  "full); raise --buffer-kb", markup=False, highlight=False)
+                  "full); raise --buffer-kb", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
@@ -338,7 +339,7 @@ def capture(
         f"{r.output}: {r.requests:,} requests ({r.events:,} events) via {r.method}, "
         f"{r.elapsed_s:,.1f} s, stopped by {r.stopped_by}, lost {r.lost_events:,} events, "
         f"{r.bytes:,} bytes; capture CPU {r.cpu_s:.2f} s ({cpu:.0f} % of one core)",
-        highlight=False,
+        highlight=False, soft_wrap=True,
     )
 
 
