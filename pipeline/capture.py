@@ -146,8 +146,8 @@ class CaptureResult:
     lost_per_cpu: dict[str, dict[str, int]]
     incomplete: int
     stopped_by: str
-    elapsed_s: float
-    cpu_s: float
+    elapsed_s: float  # from tracing on to the file's commit
+    cpu_s: float  # CPU the capture process used in that time (all its threads)
     bytes: int
     devices: list[dict[str, Any]]
     instance: str | None
@@ -316,7 +316,7 @@ def _holds_files_in(pid: int, path: Path) -> bool:
 def stale_instances(instances: Path) -> list[Path]:
     """blocklab instances whose capture is gone: the process named in the instance is dead, or
     alive (a reused pid) without any of the instance's files open and past its setup time."""
-    out = []
+    out: list[Path] = []
     try:
         entries = list(instances.iterdir())
     except OSError:
@@ -379,8 +379,8 @@ class _CpuReader:
         self.page_size = page_size
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         self.buf = np.empty(MAX_PAGES * page_size, dtype=np.uint8)
-        self._views = [memoryview(self.buf)[k * page_size : (k + 1) * page_size]
-                       for k in range(MAX_PAGES)]
+        whole = memoryview(self.buf.data)
+        self._views = [whole[k * page_size : (k + 1) * page_size] for k in range(MAX_PAGES)]
         self.last_ts = -1
         self.pages = 0
 
@@ -650,7 +650,8 @@ class _Capture:
 
     def run(self) -> CaptureResult:
         opts = self.opts
-        started = time.perf_counter()
+        # replaced when tracing goes on: elapsed time and CPU are counted from there
+        t_on = time.perf_counter()
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         stale = [str(p) for p in stale_instances(self.instances)]
         for p in stale:
@@ -679,6 +680,7 @@ class _Capture:
                 capture_start_mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
                 inst.write("tracing_on", "1")
                 t_on = time.perf_counter()
+                ru0 = resource.getrusage(resource.RUSAGE_SELF)
                 self._status(inst, writer, decoder, t_on, cpus, force=True)
                 while not stopper.stopping:
                     horizon, more = self._poll(readers, decoder)
@@ -723,13 +725,14 @@ class _Capture:
                         r.close()
                 if inst.path.exists():
                     remove_instance(inst.path)
+        # CPU of this process (all its threads) from tracing on to the file's commit
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         return CaptureResult(
             output=str(opts.output), method="tracefs", requests=writer.rows,
             events=decoder.events, lost_events=_lost(lost_stats), lost_per_cpu=lost_stats,
             incomplete=self.ctx.counts.get("incomplete", 0), stopped_by=stopped_by,
-            elapsed_s=time.perf_counter() - started, cpu_s=cpu_s,
+            elapsed_s=time.perf_counter() - t_on, cpu_s=cpu_s,
             bytes=Path(opts.output).stat().st_size,
             devices=[d.as_dict() for d in self.devices], instance=inst.name,
             stale_removed=stale,

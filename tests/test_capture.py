@@ -471,3 +471,48 @@ def test_blktrace_runs_or_says_why_not(tracefs, loopdev, tmp_path):
     assert proc.returncode == 0, stderr
     assert fio is not None and counts(out, dev_t(loopdev)) == fio
     assert json.loads(stdout)["method"] == "blktrace"
+
+
+def test_partition_is_its_disks_sector_range(tracefs, tmp_path):
+    """--device on a partition: the disk's requests within the partition's sectors only (the
+    block_rq events name the disk). The partition is added with the BLKPG ioctl (addpart), so
+    no partition-table parser is needed in the kernel."""
+    if not shutil.which("addpart"):
+        pytest.skip("addpart (util-linux) is not installed")
+    img = tmp_path / "parted.img"
+    first, nsec = 2048, 65536
+    with open(img, "wb") as f:
+        f.truncate((first + nsec + 2048) * 512)
+    disk = subprocess.run(["losetup", "-f", "--show", str(img)], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    part = disk + "p1"
+    nomerges = Path("/sys/block") / Path(disk).name / "queue" / "nomerges"
+    saved = nomerges.read_text().strip()
+    try:
+        subprocess.run(["addpart", disk, "1", str(first), str(nsec)], check=True,
+                       capture_output=True)
+        for _ in range(100):
+            if Path(part).exists():
+                break
+            time.sleep(0.05)
+        assert Path(part).exists(), f"{part} did not appear"
+        nomerges.write_text("2")
+        out = tmp_path / "part.parquet"
+        fio: dict = {}
+
+        def io():
+            fio.update(run_fio(part, 200))
+            # the same disk outside the partition: not captured
+            subprocess.run(["dd", f"if={disk}", "of=/dev/null", "bs=4k", "count=8",
+                            "iflag=direct"], check=True, capture_output=True)
+
+        res = capture_while(CaptureOptions(output=out, devices=(part,)), io)
+        assert res.devices[0]["first_sector"] == first and res.devices[0]["sectors"] == nsec
+        assert counts(out, dev_t(disk)) == fio
+        q = f"SELECT min(sector), max(sector + size_bytes // 512) FROM '{out}'"
+        lo, hi = duckdb.sql(q).fetchall()[0]
+        assert first <= lo and hi <= first + nsec
+    finally:
+        nomerges.write_text(saved)
+        subprocess.run(["delpart", disk, "1"], check=False, capture_output=True)
+        subprocess.run(["losetup", "-d", disk], check=False)
