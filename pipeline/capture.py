@@ -702,6 +702,8 @@ class _Capture:
                 # stop recording, then read what is left to the last page
                 inst.write("tracing_on", "0")
                 elapsed_on = time.perf_counter() - t_on
+                # an event reserved just before tracing stopped may still be being committed
+                time.sleep(SLACK_NS / 1e9)
                 while True:
                     _h, more = self._poll(readers, decoder)
                     if not more:
