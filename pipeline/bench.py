@@ -192,6 +192,9 @@ def _synth_speeds() -> dict[str, float]:
         out["spc1_parquet_requests_per_s"] = r.requests_per_s
         out["spc1_parquet_bytes_per_request"] = (Path(tmp) / "spc1.parquet").stat().st_size \
             / r.requests
+    return out
+
+
 def _capture_speed() -> dict[str, object] | str:
     """``blocklab capture`` on a loop device over tmpfs under fio (io_uring, 4 KiB random
     reads and writes, queue depth 32) at rising request rates: for each rate, the requests
