@@ -7,7 +7,9 @@ operation slots, heap entries or record space (``FULL_*``: the caller grows or d
 calls again) or when every request has completed (``DONE``). Requests are named by their
 *global index* (0, 1, 2, ... over the read and write requests of the trace) everywhere in the
 kernel; a request's slot is ``index & (capacity - 1)``. The caller retires completed requests in
-order and reuses their slots, so memory stays bounded whatever the trace length.
+order and reuses their slots, so memory stays bounded whatever the trace length. Background
+work (cache destage and prefetch) is done by *jobs*; an operation belongs to request g >= 0 or
+to job j, written -(j + 1).
 
 Semantics (``tests/reference/engine.py`` implements the same in plain Python):
 
@@ -18,27 +20,56 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    barriers: phase p+1 starts when every request of phases <= p has completed. Closed-loop
    arrivals at the same time are taken in request order.
 2. **Controller.** With a per-command time ``ctrl_ns`` the controller takes commands one at a
-   time, first come first served. Write data then crosses the data path (host links and the
-   internal bus as one first-come first-served server, ``path_ps`` picoseconds per byte)
-   before the drives see the write; read data crosses it after the drives.
-3. **Planning.** A request is cut at the host volume's stripe-unit boundaries into pieces, one
+   time, first come first served. Write data then crosses the host links (one first-come
+   first-served server, ``path_ps`` picoseconds per byte); read data crosses them on its way
+   out. Every drive operation's data crosses the internal bus (``bus_ps``), a server
+   reserved first come first served when the operation starts: the operation completes when
+   both the drive and its bus transfer are done.
+3. **Controller cache** (``cache_lines`` > 0; ``kernels/cache.py``). A request is cut into
+   pieces per LUN (below) and each piece into cache lines of ``line_sectors``.
+   *Reads*: when every sector is valid in the cache the read is a hit and its data goes out at
+   once; when some needed line is being filled by a prefetch and none is missing the read
+   waits on that line's LUN and is looked up again (an event of its own, at that time) when a
+   prefetch of that LUN completes;
+   otherwise the whole read goes to the drives and its data then fills the cache (clean lines,
+   taking free or least recently used clean lines while there are any). A read is
+   *sequential* on a LUN when a piece starts where the LUN's previous read piece ended; with
+   read-ahead (``ra_sectors``) a sequential read keeps the LUN's prefetch up to ``ra_sectors``
+   ahead of its end: prefetch jobs read ``ra_sectors`` at a time into lines taken for them
+   (skipped when the lines or a job are not available).
+   *Writes, write-back*: once the data is in, lines are taken for the sectors not cached and
+   every written sector is marked valid and dirty: the write completes (a cache hit). When too
+   few lines are free or clean (not counting the write's own), writes wait, in order, until a
+   destage or prefetch completes and there is room; a write spanning more lines than the cache
+   has goes to the drives. *Write-through* (and no cache): the write goes to the drives, and
+   then updates the cache as clean data.
+   *Destage*: when the dirty lines reach ``flush_start`` the controller destages until they
+   are at most ``flush_stop``; the oldest dirty line is also destaged once it is
+   ``flush_age_ns`` old. At most ``destage_depth`` destage jobs run at once; each takes the
+   oldest dirty line with the dirty lines next to it within its RAID stripe and writes their
+   dirty extent through the layout (a full stripe needs no reads). A timer event wakes the
+   controller when the oldest dirty data comes of age.
+4. **Planning.** A request is cut at the host volume's stripe-unit boundaries into pieces, one
    per LUN; each LUN's layout (``kernels.layout.raid``) turns a piece into drive operations in
    two phases (reads a parity update needs, then the rest). Operations of one request on the
    same drive, in the same phase and direction, that are contiguous on the drive are merged
    into one (a controller issues one command per drive for contiguous segments). Phase-0
    operations are queued at once and phase-1 ones when the last phase-0 one completes (or at
    once if there are none), each phase in planning order.
-4. **Drives.** Each drive has a queue (first come, first served order) and serves up to
+5. **Drives.** Each drive has a queue (first come, first served order) and serves up to
    ``maxinf`` operations at once (1 for a disk, its queue depth for an SSD); when it may start
    one, its scheduler picks among the first ``depth`` queued: FCFS the oldest, SSTF the one
    nearest the end of the last operation started, C-LOOK the lowest sector at or past it, else
    the lowest (ties: the oldest). Service times come from the drive's model (``MODEL_*``).
    After every event, drives that can start do so in drive order.
-5. **Completion.** A read completes when its data has crossed the data path; a write when its
-   last drive operation completes. Then, in closed loop, its stream issues its next request.
-6. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
-   completions come first, then data transfers, controller completions and arrivals (an
-   open-loop arrival from the trace comes after every scheduled event of its time).
+6. **Completion.** A read completes when its data has crossed the data path; a write when its
+   last drive operation completes (or its data is in a write-back cache). Then, in closed
+   loop, its stream issues its next request. The replay ends when every host request has
+   completed, whatever background work is still under way.
+7. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
+   completions come first, then reads looking the cache up again, data transfers, controller
+   completions, cache timers and arrivals (an open-loop arrival from the trace comes after
+   every scheduled event of its time).
 
 Per-drive statistics are kept in time bins of ``S[S_INTERVAL]`` ns: busy time, operations and
 bytes started, and the integral of the operations at the drive (queued or in service); when
@@ -51,6 +82,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from blocklab.kernels import cache as CA
 from blocklab.kernels import heap as HP
 from blocklab.kernels._jit import njit
 from blocklab.kernels.drive import hdd as H
@@ -61,14 +93,51 @@ SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
 # what replay() returns
 DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP = range(5)
 # event kinds, in their order at equal times
-EV_DONE, EV_XFER, EV_CTRL, EV_ARRIVE = range(4)
+EV_DONE, EV_RETRY, EV_XFER, EV_CTRL, EV_TIMER, EV_ARRIVE = range(6)
+# job kinds (they are also the drive operation kinds of traces/schema.py OPK_*)
+JOB_DESTAGE, JOB_PREFETCH = 1, 2
+# cache lookup outcomes
+HIT, FILLING, MISS = 0, 1, 2
 NONE = -1
 
-# The loop's state in the int64 array S (kept between calls).
+# The loop's state in the int64 array S (kept between calls); the cache's list heads and
+# counts follow from S_CACHE (kernels/cache.py CH_*).
 (S_SEQ, S_HSIZE, S_NXT, S_LOADED, S_FINAL, S_NDONE, S_TOTAL, S_CTRL_FREE, S_PATH_FREE,
  S_FREE_OPS, S_REC, S_MARGIN_OPS, S_MARGIN_HEAP, S_MARGIN_REC, S_PHASE, S_PHASE_LEFT,
- S_NSTARVED, S_INTERVAL, S_STARTED) = range(19)
-S_N = 19
+ S_NSTARVED, S_INTERVAL, S_STARTED, S_FREE_JOBS, S_DESTAGING, S_FLUSHING, S_TIMER,
+ S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_CACHE) = range(27)
+S_N = S_CACHE + CA.CH_N
+
+# Table columns. RQ: one row per request slot (inputs, outputs, state).
+(RQ_GIDX, RQ_ARRIVE, RQ_LBA, RQ_NSEC, RQ_WRITE, RQ_STREAM, RQ_THINK, RQ_PHASE, RQ_OUTST,
+ RQ_SNEXT, RQ_ROW, RQ_SID, RQ_O_ARRIVE, RQ_O_START, RQ_O_DONE, RQ_O_HIT, RQ_PENDING,
+ RQ_PHASE1, RQ_WAIT, RQ_CNEXT) = range(20)
+RQ_N = 20
+# OP: one row per operation slot.
+O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME = range(8)
+O_N_COLS = 8
+# DR: one row per drive.
+(D_QHEAD, D_QTAIL, D_INFLIGHT, D_MAXINF, D_SCHED, D_DEPTH, D_POS, D_MODEL, D_MPARAM, D_BUSY,
+ D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST) = range(15)
+D_N = 15
+# JB: one row per background job.
+J_KIND, J_LUN, J_LBA, J_N, J_PENDING, J_PHASE1, J_WAIT = range(7)
+J_N_COLS = 7
+# LN: one row per host-volume LUN (in volume order).
+U_GROUP, U_BASE, U_CAP, U_LAST_END, U_RA_END, U_WHEAD, U_WTAIL = range(7)
+U_N = 7
+# GR: one row per RAID group.
+G_KIND, G_WIDTH, G_UNIT, G_DS = range(4)
+G_N = 4
+# SM: one row per closed-loop stream (SM_LIST: row i holds the i-th starved stream).
+SM_HEAD, SM_TAIL, SM_INFLIGHT, SM_UNISSUED, SM_STARVED, SM_STARVED_T, SM_LIST = range(7)
+SM_N = 7
+# RC: one row per recorded drive operation.
+(RC_DRIVE, RC_ITEM, RC_KIND, RC_QTIME, RC_START, RC_DONE, RC_LBA, RC_N, RC_WRITE,
+ RC_HIT) = range(10)
+RC_N_COLS = 10
+# BN: rows busy, ops, bytes, queue integral; columns drive-major bins.
+B_BUSY, B_OPS, B_BYTES, B_QINT = range(4)
 
 
 class Cfg(NamedTuple):
@@ -77,114 +146,19 @@ class Cfg(NamedTuple):
     closed: int  # 1: closed loop (streams), 0: open loop
     vol_unit: int  # host volume stripe unit, sectors (0: one LUN, no host volume)
     ctrl_ns: int  # controller time per command
-    path_ps: int  # data path, picoseconds per byte (0: none)
+    path_ps: int  # host links, picoseconds per byte (0: no limit)
+    bus_ps: int  # internal bus (drive side), picoseconds per byte (0: no limit)
     record: int  # 1: record every drive operation
     nphases: int  # closed loop: phases
     nstreams: int  # closed loop: streams
-
-
-class Reqs(NamedTuple):
-    """Per request slot (capacity a power of two). Inputs first, then outputs and state."""
-
-    gidx: np.ndarray  # global index of the request in the slot
-    arrive: np.ndarray  # open loop: arrival ns; closed loop: earliest issue ns
-    lba: np.ndarray  # first sector on the host volume
-    nsec: np.ndarray  # sectors
-    write: np.ndarray  # 1 write, 0 read
-    stream: np.ndarray  # closed loop: dense stream index
-    think: np.ndarray  # closed loop: think time, ns
-    phase: np.ndarray  # closed loop: dense phase index
-    outst: np.ndarray  # closed loop: the stream's window for this request
-    snext: np.ndarray  # closed loop: global index of the stream's next loaded request
-    row: np.ndarray  # the request's row in the trace file (recorded with its operations)
-    sid: np.ndarray  # the trace's stream id (the caller's, for output)
-    o_arrive: np.ndarray  # issued (ns)
-    o_start: np.ndarray  # first drive operation started (ns)
-    o_done: np.ndarray  # completed (ns); -1 until then
-    o_hit: np.ndarray  # 1 if every drive operation was a drive-cache hit
-    pending: np.ndarray  # operations of the current phase not yet complete
-    phase1: np.ndarray  # phase-1 operations waiting for phase 0
-    wait: np.ndarray  # first waiting phase-1 operation (a list through Ops.next)
-
-
-class Ops(NamedTuple):
-    """Operation slots, allocated from the ``free`` stack."""
-
-    item: np.ndarray  # global request index
-    drive: np.ndarray
-    lba: np.ndarray  # drive sector
-    n: np.ndarray  # sectors
-    write: np.ndarray
-    phase: np.ndarray
-    next: np.ndarray  # link: the request's list while planning, then queue or wait list
-    qtime: np.ndarray  # entered the drive's queue (ns)
-    free: np.ndarray  # stack of free slots (S[S_FREE_OPS] of them at the bottom)
-
-
-class Drives(NamedTuple):
-    q_head: np.ndarray
-    q_tail: np.ndarray
-    inflight: np.ndarray  # operations in service
-    maxinf: np.ndarray  # operations the drive serves at once
-    sched: np.ndarray  # SCHED_*
-    depth: np.ndarray  # queued operations the scheduler chooses among
-    pos: np.ndarray  # sector after the last operation started
-    model: np.ndarray  # MODEL_*
-    mparam: np.ndarray  # which parameter set of that model
-    busy: np.ndarray  # ns serving operations (summed over concurrent ones)
-    nops: np.ndarray  # operations served
-    lastop: np.ndarray  # planning: the request's last operation on this drive (merging)
-    cand: np.ndarray  # drives that may start after this event
-    cand_flag: np.ndarray
-    cnt: np.ndarray  # operations at the drive (queued or in service)
-    tlast: np.ndarray  # when cnt last changed
-
-
-class Bins(NamedTuple):
-    """Per drive x interval (drive-major, ``nbins`` per drive)."""
-
-    busy: np.ndarray
-    ops: np.ndarray
-    nbytes: np.ndarray
-    qint: np.ndarray  # integral of cnt, op x ns
-
-
-class Recs(NamedTuple):
-    """Every drive operation, in the order they started (Cfg.record)."""
-
-    drive: np.ndarray
-    item: np.ndarray  # trace row of the request served
-    qtime: np.ndarray
-    start: np.ndarray
-    done: np.ndarray
-    lba: np.ndarray
-    n: np.ndarray
-    write: np.ndarray
-    hit: np.ndarray
-
-
-class Streams(NamedTuple):
-    """Closed loop: per stream, and per phase x stream."""
-
-    head: np.ndarray  # global index of the next loaded, unissued request
-    tail: np.ndarray
-    inflight: np.ndarray
-    unissued: np.ndarray  # requests of the current phase not yet issued
-    starved: np.ndarray  # 1: waiting for rows the caller has not loaded yet
-    starved_t: np.ndarray  # the time it wanted to issue
-    starved_list: np.ndarray  # starved streams in the order they starved
-    ph_cnt: np.ndarray  # requests per (phase, stream)
-    ph_total: np.ndarray  # requests per phase
-
-
-class Layout(NamedTuple):
-    lun_group: np.ndarray  # per host-volume LUN (in volume order): its group
-    lun_base: np.ndarray  # its first drive
-    g_kind: np.ndarray  # per group: raid.KIND_*
-    g_width: np.ndarray
-    g_unit: np.ndarray  # stripe unit, sectors
-    g_ds: np.ndarray  # usable sectors per drive
-    plan: np.ndarray  # scratch for raid.plan_request
+    cache_lines: int  # controller cache lines (0: no cache)
+    line_sectors: int  # sectors per cache line (8 .. 64)
+    write_back: int  # 1: write-back, 0: write-through
+    ra_sectors: int  # read-ahead per prefetch (0: none)
+    flush_start: int  # dirty lines that start destaging
+    flush_stop: int  # dirty lines at which watermark destaging stops
+    flush_age_ns: int  # dirty data older than this is destaged
+    destage_depth: int  # destage jobs at once
 
 
 class Models(NamedTuple):
@@ -198,93 +172,129 @@ class Models(NamedTuple):
     hst: np.ndarray  # per drive: hdd.S_N state
 
 
+class State(NamedTuple):
+    """Everything the kernel reads and writes."""
+
+    S: np.ndarray  # scalars (S_*)
+    RQ: np.ndarray  # requests ring (capacity a power of two) x RQ_*
+    OP: np.ndarray  # operation slots x O_*
+    OFREE: np.ndarray  # stack of free operation slots (S[S_FREE_OPS] at the bottom)
+    DR: np.ndarray  # drives x D_*
+    CAND: np.ndarray  # drives that may start after the current event
+    BN: np.ndarray  # 4 x (drives * bins)
+    RC: np.ndarray  # records x RC_*
+    SM: np.ndarray  # streams x SM_*
+    PH: np.ndarray  # phases x (1 + streams): requests in the phase, then per stream
+    LN: np.ndarray  # LUNs x U_*
+    GR: np.ndarray  # groups x G_*
+    PLAN: np.ndarray  # scratch for raid.plan_request
+    JB: np.ndarray  # jobs x J_*
+    JFREE: np.ndarray  # stack of free jobs (S[S_FREE_JOBS])
+    CL: np.ndarray  # cache lines x cache.CL_*
+    HT: np.ndarray  # cache hash table
+    HQ: np.ndarray  # event heap rows
+    M: Models
+
+
 # ---------------------------------------------------------------------------------------------
 # per-drive statistics in time bins
 
 
-@njit(inline="always", nrt=False)
-def _fit(B, S, nd, t):
+@njit(nrt=False)
+def _fit(W, t):
     """Make the bins reach time ``t`` (merge pairs and double the interval as needed)."""
-    nb = B.busy.shape[0] // nd
-    while t >= nb * S[S_INTERVAL]:
+    BN = W.BN
+    nd = W.DR.shape[0]
+    nb = BN.shape[1] // nd
+    while t >= nb * W.S[S_INTERVAL]:
         for d in range(nd):
             base = d * nb
-            for b in range(nb // 2):
-                for a in (B.busy, B.ops, B.nbytes, B.qint):
-                    a[base + b] = a[base + 2 * b] + a[base + 2 * b + 1]
-            for b in range(nb // 2, nb):
-                for a in (B.busy, B.ops, B.nbytes, B.qint):
-                    a[base + b] = 0
-        S[S_INTERVAL] *= 2
+            for r in range(4):
+                for b in range(nb // 2):
+                    BN[r, base + b] = BN[r, base + 2 * b] + BN[r, base + 2 * b + 1]
+                for b in range(nb // 2, nb):
+                    BN[r, base + b] = 0
+        W.S[S_INTERVAL] *= 2
 
 
 @njit(inline="always", nrt=False)
-def _spread(arr, base, iv, t0, t1, weight):
+def _spread(BN, row, base, iv, t0, t1, weight):
     """Add ``weight`` x the overlap of [t0, t1) with each bin."""
     b = t0 // iv
     while t0 < t1:
         edge = (b + 1) * iv
         e = t1 if t1 < edge else edge
-        arr[base + b] += weight * (e - t0)
+        BN[row, base + b] += weight * (e - t0)
         t0 = e
         b += 1
 
 
 @njit(inline="always", nrt=False)
-def _count(D, B, S, nd, d, t, delta):
+def _count(W, d, t, delta):
     """The operations at drive ``d`` change by ``delta`` at ``t``: integrate the old count."""
-    _fit(B, S, nd, t)
-    nb = B.busy.shape[0] // nd
-    if D.cnt[d] > 0 and t > D.tlast[d]:
-        _spread(B.qint, d * nb, S[S_INTERVAL], D.tlast[d], t, D.cnt[d])
-    D.tlast[d] = t
-    D.cnt[d] += delta
+    DR = W.DR
+    if t >= W.BN.shape[1] // DR.shape[0] * W.S[S_INTERVAL]:
+        _fit(W, t)
+    if DR[d, D_CNT] > 0 and t > DR[d, D_TLAST]:
+        nb = W.BN.shape[1] // DR.shape[0]
+        _spread(W.BN, B_QINT, d * nb, W.S[S_INTERVAL], DR[d, D_TLAST], t, DR[d, D_CNT])
+    DR[d, D_TLAST] = t
+    DR[d, D_CNT] += delta
 
 
 # ---------------------------------------------------------------------------------------------
-# drive queues
+# events and drive queues
 
 
 @njit(inline="always", nrt=False)
-def _enqueue(O, D, B, S, nd, s, now):
+def _push(W, t, kind, ident):
+    W.S[S_HSIZE] = HP.push(W.HQ, W.S[S_HSIZE], t, kind, W.S[S_SEQ], ident)
+    W.S[S_SEQ] += 1
+
+
+@njit(inline="always", nrt=False)
+def _enqueue(W, s, now):
     """Append operation ``s`` to its drive's queue."""
-    d = O.drive[s]
-    O.next[s] = NONE
-    O.qtime[s] = now
-    if D.q_tail[d] == NONE:
-        D.q_head[d] = s
+    OP = W.OP
+    DR = W.DR
+    d = OP[s, O_DRIVE]
+    OP[s, O_NEXT] = NONE
+    OP[s, O_QTIME] = now
+    if DR[d, D_QTAIL] == NONE:
+        DR[d, D_QHEAD] = s
     else:
-        O.next[D.q_tail[d]] = s
-    D.q_tail[d] = s
-    _count(D, B, S, nd, d, now, 1)
+        OP[DR[d, D_QTAIL], O_NEXT] = s
+    DR[d, D_QTAIL] = s
+    _count(W, d, now, 1)
 
 
 @njit(inline="always", nrt=False)
-def _candidate(D, d, ncand):
+def _candidate(W, d, ncand):
     """Note drive ``d`` as one that may start after this event (once)."""
-    if D.cand_flag[d] == 0 and D.inflight[d] < D.maxinf[d]:
-        D.cand_flag[d] = 1
-        D.cand[ncand] = d
+    DR = W.DR
+    if DR[d, D_CANDF] == 0 and DR[d, D_INFLIGHT] < DR[d, D_MAXINF]:
+        DR[d, D_CANDF] = 1
+        W.CAND[ncand] = d
         ncand += 1
     return ncand
 
 
 @njit(inline="always", nrt=False)
-def _pick(O, D, d):
-    """Take the next operation off drive ``d``'s queue (see the module docstring, 4)."""
-    best = D.q_head[d]
+def _pick(OP, DR, d):
+    """Take the next operation off drive ``d``'s queue (see the module docstring, 5)."""
+    best = DR[d, D_QHEAD]
     best_prev = NONE
-    policy = D.sched[d]
+    policy = DR[d, D_SCHED]
     if policy != SCHED_FCFS:
-        pos = D.pos[d]
+        pos = DR[d, D_POS]
         prev = NONE
-        s = D.q_head[d]
+        s = DR[d, D_QHEAD]
         k = 0
         best_key = 0
         best_wrap = 1
-        depth = D.depth[d]
+        depth = DR[d, D_DEPTH]
         while s != NONE and k < depth:
-            x = O.lba[s]
+            x = OP[s, O_LBA]
             if policy == SCHED_SSTF:
                 wrap = 0
                 key = x - pos if x >= pos else pos - x
@@ -297,23 +307,23 @@ def _pick(O, D, d):
                 best_key = key
                 best_wrap = wrap
             prev = s
-            s = O.next[s]
+            s = OP[s, O_NEXT]
             k += 1
     if best_prev == NONE:
-        D.q_head[d] = O.next[best]
+        DR[d, D_QHEAD] = OP[best, O_NEXT]
     else:
-        O.next[best_prev] = O.next[best]
-    if D.q_tail[d] == best:
-        D.q_tail[d] = best_prev
-    O.next[best] = NONE
+        OP[best_prev, O_NEXT] = OP[best, O_NEXT]
+    if DR[d, D_QTAIL] == best:
+        DR[d, D_QTAIL] = best_prev
+    OP[best, O_NEXT] = NONE
     return best
 
 
 @njit(inline="always", nrt=False)
-def _service(M, D, d, now, lba, n, write):
+def _service(M, DR, d, now, lba, n, write):
     """(completion ns, 1 if served from the drive's cache) of an operation started now."""
-    m = D.mparam[d]
-    if D.model[d] == MODEL_FIXED:
+    m = DR[d, D_MPARAM]
+    if DR[d, D_MODEL] == MODEL_FIXED:
         return now + M.fixed[2 * m] + M.fixed[2 * m + 1] * n, 0
     p = M.hp[m * H.P_N:(m + 1) * H.P_N]
     zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
@@ -324,53 +334,66 @@ def _service(M, D, d, now, lba, n, write):
     return (done if done > now else now), hit
 
 
-@njit(inline="always", nrt=False)
-def _start_drives(cfg, S, R, O, D, B, RC, M, hp, nd, ncand, now):
+@njit(nrt=False)
+def _start_drives(cfg, W, ncand, now):
     """Start every drive that can, in drive order (the candidates noted during the event)."""
-    cap = R.gidx.shape[0] - 1
+    DR = W.DR
+    OP = W.OP
+    RQ = W.RQ
+    S = W.S
+    CAND = W.CAND
+    cap = RQ.shape[0] - 1
     for i in range(1, ncand):  # insertion sort: a handful of candidates
-        x = D.cand[i]
+        x = CAND[i]
         j = i - 1
-        while j >= 0 and D.cand[j] > x:
-            D.cand[j + 1] = D.cand[j]
+        while j >= 0 and CAND[j] > x:
+            CAND[j + 1] = CAND[j]
             j -= 1
-        D.cand[j + 1] = x
-    nb = B.busy.shape[0] // nd
+        CAND[j + 1] = x
+    nb = W.BN.shape[1] // DR.shape[0]
     for i in range(ncand):
-        d = D.cand[i]
-        D.cand_flag[d] = 0
-        while D.inflight[d] < D.maxinf[d] and D.q_head[d] != NONE:
-            s = _pick(O, D, d)
-            D.pos[d] = O.lba[s] + O.n[s]
-            g = O.item[s]
-            slot = g & cap
-            if R.o_start[slot] == NONE:
-                R.o_start[slot] = now
-            done, hit = _service(M, D, d, now, O.lba[s], O.n[s], O.write[s])
-            if hit == 0:
-                R.o_hit[slot] = 0
-            D.busy[d] += done - now
-            D.nops[d] += 1
-            D.inflight[d] += 1
-            _fit(B, S, nd, done)
+        d = CAND[i]
+        DR[d, D_CANDF] = 0
+        while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and DR[d, D_QHEAD] != NONE:
+            s = _pick(OP, DR, d)
+            DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
+            g = OP[s, O_ITEM]
+            done, hit = _service(W.M, DR, d, now, OP[s, O_LBA], OP[s, O_N], OP[s, O_WRITE])
+            if cfg.bus_ps > 0:  # the operation's data crosses the internal bus meanwhile
+                tb = max(now, S[S_BUS_FREE]) + (OP[s, O_N] * 512 * cfg.bus_ps + 999) // 1000
+                S[S_BUS_FREE] = tb
+                if tb > done:
+                    done = tb
+            if g >= 0:
+                slot = g & cap
+                if RQ[slot, RQ_O_START] == NONE:
+                    RQ[slot, RQ_O_START] = now
+                if hit == 0:
+                    RQ[slot, RQ_O_HIT] = 0
+            DR[d, D_BUSY] += done - now
+            DR[d, D_NOPS] += 1
+            DR[d, D_INFLIGHT] += 1
+            if done >= nb * S[S_INTERVAL]:
+                _fit(W, done)
             iv = S[S_INTERVAL]
-            B.ops[d * nb + now // iv] += 1
-            B.nbytes[d * nb + now // iv] += O.n[s] * 512
-            _spread(B.busy, d * nb, iv, now, done, 1)
+            W.BN[B_OPS, d * nb + now // iv] += 1
+            W.BN[B_BYTES, d * nb + now // iv] += OP[s, O_N] * 512
+            _spread(W.BN, B_BUSY, d * nb, iv, now, done, 1)
             if cfg.record:
                 k = S[S_REC]
-                RC.drive[k] = d
-                RC.item[k] = R.row[slot]
-                RC.qtime[k] = O.qtime[s]
-                RC.start[k] = now
-                RC.done[k] = done
-                RC.lba[k] = O.lba[s]
-                RC.n[k] = O.n[s]
-                RC.write[k] = O.write[s]
-                RC.hit[k] = hit
+                RC = W.RC
+                RC[k, RC_DRIVE] = d
+                RC[k, RC_ITEM] = RQ[g & cap, RQ_ROW] if g >= 0 else NONE
+                RC[k, RC_KIND] = 0 if g >= 0 else W.JB[-g - 1, J_KIND]
+                RC[k, RC_QTIME] = OP[s, O_QTIME]
+                RC[k, RC_START] = now
+                RC[k, RC_DONE] = done
+                RC[k, RC_LBA] = OP[s, O_LBA]
+                RC[k, RC_N] = OP[s, O_N]
+                RC[k, RC_WRITE] = OP[s, O_WRITE]
+                RC[k, RC_HIT] = hit
                 S[S_REC] = k + 1
-            S[S_HSIZE] = HP.push(hp, S[S_HSIZE], done, EV_DONE, S[S_SEQ], s)
-            S[S_SEQ] += 1
+            _push(W, done, EV_DONE, s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,102 +401,117 @@ def _start_drives(cfg, S, R, O, D, B, RC, M, hp, nd, ncand, now):
 
 
 @njit(inline="always", nrt=False)
-def _plan(L, O, D, S, g, lun, lun_lba, n, write, first, last):
-    """Append the drive operations of a piece on ``lun`` to request ``g``'s list
+def _piece(cfg, W, pos, end):
+    """The piece of host-volume sectors [pos, end) on one LUN: (lun, LUN sector, end)."""
+    vu = cfg.vol_unit
+    if vu > 0:
+        nluns = W.LN.shape[0]
+        chunk = pos // vu
+        piece_end = min(end, (chunk + 1) * vu)
+        return chunk % nluns, (chunk // nluns) * vu + pos % vu, piece_end
+    return 0, pos, end
+
+
+@njit(nrt=False)
+def _plan(W, item, lun, lun_lba, n, write, first, last):
+    """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
     (first, last), merging with its earlier operations where contiguous."""
-    grp = L.lun_group[lun]
-    m = R.plan_request(L.g_kind[grp], L.g_width[grp], L.g_unit[grp], L.g_ds[grp], lun_lba, n,
-                       write, g, L.plan)
-    base = L.lun_base[lun]
+    OP = W.OP
+    DR = W.DR
+    S = W.S
+    PLAN = W.PLAN
+    grp = W.LN[lun, U_GROUP]
+    m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
+                       W.GR[grp, G_DS], lun_lba, n, write, item if item >= 0 else -item - 1,
+                       PLAN)
+    base = W.LN[lun, U_BASE]
     for j in range(m):
         o = j * R.OP_NCOLS
-        d = base + L.plan[o + R.OP_DRIVE]
-        lba = L.plan[o + R.OP_SECTOR]
-        cnt = L.plan[o + R.OP_COUNT]
-        w = L.plan[o + R.OP_WRITE]
-        ph = L.plan[o + R.OP_PHASE]
-        p = D.lastop[d]
-        if p != NONE and O.phase[p] == ph and O.write[p] == w and O.lba[p] + O.n[p] == lba:
-            O.n[p] += cnt
+        d = base + PLAN[o + R.OP_DRIVE]
+        lba = PLAN[o + R.OP_SECTOR]
+        cnt = PLAN[o + R.OP_COUNT]
+        w = PLAN[o + R.OP_WRITE]
+        ph = PLAN[o + R.OP_PHASE]
+        p = DR[d, D_LASTOP]
+        if p != NONE and OP[p, O_PHASE] == ph and OP[p, O_WRITE] == w and \
+                OP[p, O_LBA] + OP[p, O_N] == lba:
+            OP[p, O_N] += cnt
             continue
         S[S_FREE_OPS] -= 1
-        s = O.free[S[S_FREE_OPS]]
-        O.item[s] = g
-        O.drive[s] = d
-        O.lba[s] = lba
-        O.n[s] = cnt
-        O.write[s] = w
-        O.phase[s] = ph
-        O.next[s] = NONE
-        D.lastop[d] = s
+        s = W.OFREE[S[S_FREE_OPS]]
+        OP[s, O_ITEM] = item
+        OP[s, O_DRIVE] = d
+        OP[s, O_LBA] = lba
+        OP[s, O_N] = cnt
+        OP[s, O_WRITE] = w
+        OP[s, O_PHASE] = ph
+        OP[s, O_NEXT] = NONE
+        DR[d, D_LASTOP] = s
         if first == NONE:
             first = s
         else:
-            O.next[last] = s
+            OP[last, O_NEXT] = s
         last = s
     return first, last
 
 
-@njit(inline="always", nrt=False)
-def _plan_host(cfg, L, O, D, S, g, lba, nsec, write):
-    """Request ``g``'s operations as a list; returns its first slot (NONE: no operations)."""
-    first = NONE
-    last = NONE
-    pos = lba
-    end = lba + nsec
-    nluns = L.lun_group.shape[0]
-    vu = cfg.vol_unit
-    while pos < end:
-        if vu > 0:
-            chunk = pos // vu
-            piece_end = min(end, (chunk + 1) * vu)
-            lun = chunk % nluns
-            lun_lba = (chunk // nluns) * vu + pos % vu
-        else:
-            piece_end = end
-            lun = 0
-            lun_lba = pos
-        first, last = _plan(L, O, D, S, g, lun, lun_lba, piece_end - pos, write, first, last)
-        pos = piece_end
-    s = first
-    while s != NONE:  # forget the merge candidates
-        D.lastop[O.drive[s]] = NONE
-        s = O.next[s]
-    return first
-
-
-@njit(inline="always", nrt=False)
-def _launch(R, O, D, B, S, nd, slot, first, now, ncand):
-    """Queue the first phase of a planned request; keep the other phase on its wait list."""
+@njit(nrt=False)
+def _launch(W, T, row, c_pend, first, now, ncand):
+    """Queue the first phase of a planned item, whose state is in ``T[row]`` (columns
+    ``c_pend``, then phase-1 count, then wait list); keep the other phase waiting. Forgets the
+    merge candidates of the item's drives."""
+    OP = W.OP
     n0 = 0
     n1 = 0
     s = first
     while s != NONE:
-        if O.phase[s] == 0:
+        W.DR[OP[s, O_DRIVE], D_LASTOP] = NONE
+        if OP[s, O_PHASE] == 0:
             n0 += 1
         else:
             n1 += 1
-        s = O.next[s]
+        s = OP[s, O_NEXT]
     ph = 0 if n0 > 0 else 1
-    R.pending[slot] = n0 if n0 > 0 else n1
-    R.phase1[slot] = n1 if n0 > 0 else 0
-    R.wait[slot] = NONE
+    T[row, c_pend] = n0 if n0 > 0 else n1
+    T[row, c_pend + 1] = n1 if n0 > 0 else 0
+    T[row, c_pend + 2] = NONE
     tail = NONE
     s = first
     while s != NONE:
-        nxt = O.next[s]
-        if O.phase[s] == ph:
-            _enqueue(O, D, B, S, nd, s, now)
-            ncand = _candidate(D, O.drive[s], ncand)
+        nxt = OP[s, O_NEXT]
+        if OP[s, O_PHASE] == ph:
+            _enqueue(W, s, now)
+            ncand = _candidate(W, OP[s, O_DRIVE], ncand)
         else:
-            O.next[s] = NONE
+            OP[s, O_NEXT] = NONE
             if tail == NONE:
-                R.wait[slot] = s
+                T[row, c_pend + 2] = s
             else:
-                O.next[tail] = s
+                OP[tail, O_NEXT] = s
             tail = s
         s = nxt
     return ncand
+
+
+@njit(inline="always", nrt=False)
+def _advance(W, T, row, c_pend, now, ncand):
+    """One operation of the item in ``T[row]`` completed. Returns (item complete, ncand)."""
+    T[row, c_pend] -= 1
+    if T[row, c_pend] > 0:
+        return False, ncand
+    if T[row, c_pend + 1] == 0:
+        return True, ncand
+    # phase 0 done: queue the waiting phase-1 operations, in order
+    T[row, c_pend] = T[row, c_pend + 1]
+    T[row, c_pend + 1] = 0
+    w = T[row, c_pend + 2]
+    T[row, c_pend + 2] = NONE
+    while w != NONE:
+        w_next = W.OP[w, O_NEXT]
+        _enqueue(W, w, now)
+        ncand = _candidate(W, W.OP[w, O_DRIVE], ncand)
+        w = w_next
+    return False, ncand
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,118 +520,526 @@ def _launch(R, O, D, B, S, nd, slot, first, now, ncand):
 
 @njit(inline="always", nrt=False)
 def _xfer(S, nbytes, path_ps, now):
-    """The data path, first come first served: when ``nbytes`` that arrive now have crossed."""
+    """The host links, first come first served: when ``nbytes`` that arrive now have crossed."""
     t = max(now, S[S_PATH_FREE]) + (nbytes * path_ps + 999) // 1000
     S[S_PATH_FREE] = t
     return t
 
 
-@njit(inline="always", nrt=False)
-def _try_issue(cfg, S, R, ST, hp, s, t):
+@njit(nrt=False)
+def _try_issue(cfg, W, s, t):
     """Closed loop: stream ``s`` issues what its window allows at time ``t``."""
-    cap = R.gidx.shape[0] - 1
-    while ST.unissued[s] > 0:
-        g = ST.head[s]
+    RQ = W.RQ
+    SM = W.SM
+    S = W.S
+    cap = RQ.shape[0] - 1
+    while SM[s, SM_UNISSUED] > 0:
+        g = SM[s, SM_HEAD]
         if g == NONE:  # its next request is not loaded yet: the caller must load first
             if S[S_FINAL]:
                 raise IndexError("replay: closed-loop stream ran out of requests")
-            if ST.starved[s] == 0:
-                ST.starved[s] = 1
-                ST.starved_t[s] = t
-                ST.starved_list[S[S_NSTARVED]] = s
+            if SM[s, SM_STARVED] == 0:
+                SM[s, SM_STARVED] = 1
+                SM[s, SM_STARVED_T] = t
+                SM[S[S_NSTARVED], SM_LIST] = s
                 S[S_NSTARVED] += 1
             return
         slot = g & cap
-        if ST.inflight[s] >= R.outst[slot]:
+        if SM[s, SM_INFLIGHT] >= RQ[slot, RQ_OUTST]:
             return
-        ST.head[s] = R.snext[slot]
-        if ST.head[s] == NONE:
-            ST.tail[s] = NONE
-        ST.unissued[s] -= 1
-        ST.inflight[s] += 1
-        at = t + R.think[slot]
-        if R.arrive[slot] > at:
-            at = R.arrive[slot]
+        SM[s, SM_HEAD] = RQ[slot, RQ_SNEXT]
+        if SM[s, SM_HEAD] == NONE:
+            SM[s, SM_TAIL] = NONE
+        SM[s, SM_UNISSUED] -= 1
+        SM[s, SM_INFLIGHT] += 1
+        at = max(t + RQ[slot, RQ_THINK], RQ[slot, RQ_ARRIVE])
         # arrivals tie-break on the request's index, not on when they were scheduled: the
         # order then does not depend on how the caller chunked the trace
-        S[S_HSIZE] = HP.push(hp, S[S_HSIZE], at, EV_ARRIVE, g, g)
+        S[S_HSIZE] = HP.push(W.HQ, S[S_HSIZE], at, EV_ARRIVE, g, g)
 
 
-@njit(inline="always", nrt=False)
-def _next_phase(cfg, S, R, ST, hp, t):
+@njit(nrt=False)
+def _next_phase(cfg, W, t):
     """Closed loop: start the next phase at time ``t``."""
+    S = W.S
     p = S[S_PHASE] + 1
     S[S_PHASE] = p
     if p >= cfg.nphases:
         return
-    S[S_PHASE_LEFT] = ST.ph_total[p]
-    ns = cfg.nstreams
-    for s in range(ns):
-        ST.unissued[s] = ST.ph_cnt[p * ns + s]
-        if ST.unissued[s] > 0:
-            _try_issue(cfg, S, R, ST, hp, s, t)
+    S[S_PHASE_LEFT] = W.PH[p, 0]
+    for s in range(cfg.nstreams):
+        W.SM[s, SM_UNISSUED] = W.PH[p, 1 + s]
+        if W.SM[s, SM_UNISSUED] > 0:
+            _try_issue(cfg, W, s, t)
 
 
-@njit(inline="always", nrt=False)
-def _finish(cfg, S, R, ST, hp, g, now):
+@njit(nrt=False)
+def _finish(cfg, W, g, now):
     """Request ``g`` completes at ``now``."""
-    slot = g & (R.gidx.shape[0] - 1)
-    R.o_done[slot] = now
-    S[S_NDONE] += 1
+    RQ = W.RQ
+    slot = g & (RQ.shape[0] - 1)
+    RQ[slot, RQ_O_DONE] = now
+    W.S[S_NDONE] += 1
     if cfg.closed:
-        s = R.stream[slot]
-        ST.inflight[s] -= 1
-        S[S_PHASE_LEFT] -= 1
-        _try_issue(cfg, S, R, ST, hp, s, now)
-        if S[S_PHASE_LEFT] == 0:
-            _next_phase(cfg, S, R, ST, hp, now)
+        s = RQ[slot, RQ_STREAM]
+        W.SM[s, SM_INFLIGHT] -= 1
+        W.S[S_PHASE_LEFT] -= 1
+        _try_issue(cfg, W, s, now)
+        if W.S[S_PHASE_LEFT] == 0:
+            _next_phase(cfg, W, now)
 
 
-@njit(inline="always", nrt=False)
-def _plan_and_launch(cfg, S, R, O, D, B, L, ST, hp, nd, g, now, ncand):
-    """Turn request ``g`` into drive operations and queue its first phase."""
-    slot = g & (R.gidx.shape[0] - 1)
-    R.o_start[slot] = NONE
-    R.o_hit[slot] = 1
-    first = _plan_host(cfg, L, O, D, S, g, R.lba[slot], R.nsec[slot], R.write[slot])
-    if first == NONE:  # nothing to do (zero length): completes at once
-        R.o_start[slot] = now
-        _finish(cfg, S, R, ST, hp, g, now)
-        return ncand
-    return _launch(R, O, D, B, S, nd, slot, first, now, ncand)
-
-
-@njit(inline="always", nrt=False)
-def _op_done(cfg, S, R, O, D, B, ST, hp, nd, s, now, ncand):
-    """Drive operation ``s`` completes at ``now``."""
-    d = O.drive[s]
-    D.inflight[d] -= 1
-    _count(D, B, S, nd, d, now, -1)
-    if D.q_head[d] != NONE:
-        ncand = _candidate(D, d, ncand)
-    g = O.item[s]
-    O.free[S[S_FREE_OPS]] = s
-    S[S_FREE_OPS] += 1
-    slot = g & (R.gidx.shape[0] - 1)
-    R.pending[slot] -= 1
-    if R.pending[slot] > 0:
-        return ncand
-    if R.phase1[slot] > 0:  # phase 0 done: queue the waiting phase-1 operations, in order
-        R.pending[slot] = R.phase1[slot]
-        R.phase1[slot] = 0
-        w = R.wait[slot]
-        R.wait[slot] = NONE
-        while w != NONE:
-            w_next = O.next[w]
-            _enqueue(O, D, B, S, nd, w, now)
-            ncand = _candidate(D, O.drive[w], ncand)
-            w = w_next
-    elif R.write[slot] == 0 and cfg.path_ps > 0:  # read data crosses the path to the host
-        t = _xfer(S, R.nsec[slot] * 512, cfg.path_ps, now)
-        S[S_HSIZE] = HP.push(hp, S[S_HSIZE], t, EV_XFER, S[S_SEQ], g)
-        S[S_SEQ] += 1
+@njit(nrt=False)
+def _send_out(cfg, W, g, now):
+    """Read data of request ``g`` leaves for the host: across the host links, then done."""
+    if cfg.path_ps > 0:
+        t = _xfer(W.S, W.RQ[g & (W.RQ.shape[0] - 1), RQ_NSEC] * 512, cfg.path_ps, now)
+        _push(W, t, EV_XFER, g)
     else:
-        _finish(cfg, S, R, ST, hp, g, now)
+        _finish(cfg, W, g, now)
+
+
+@njit(nrt=False)
+def _to_drives(cfg, W, g, now, ncand):
+    """Turn request ``g`` into drive operations and queue its first phase."""
+    RQ = W.RQ
+    slot = g & (RQ.shape[0] - 1)
+    RQ[slot, RQ_O_START] = NONE
+    RQ[slot, RQ_O_HIT] = 1
+    first = NONE
+    last = NONE
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        first, last = _plan(W, g, lun, lun_lba, piece_end - pos, RQ[slot, RQ_WRITE], first,
+                            last)
+        pos = piece_end
+    if first == NONE:  # nothing to do (zero length): completes at once
+        RQ[slot, RQ_O_START] = now
+        _finish(cfg, W, g, now)
+        return ncand
+    return _launch(W, RQ, slot, RQ_PENDING, first, now, ncand)
+
+
+# ---------------------------------------------------------------------------------------------
+# the controller cache
+
+
+@njit(inline="always", nrt=False)
+def _lines_of(cfg, lun_lba, n):
+    """First and last cache line index of LUN sectors [lun_lba, lun_lba + n)."""
+    ls = cfg.line_sectors
+    return lun_lba // ls, (lun_lba + n - 1) // ls
+
+
+@njit(inline="always", nrt=False)
+def _bits(cfg, k, lun_lba, n):
+    """Sector mask, within line k, of LUN sectors [lun_lba, lun_lba + n)."""
+    ls = cfg.line_sectors
+    lo = max(lun_lba, k * ls) - k * ls
+    hi = min(lun_lba + n, (k + 1) * ls) - k * ls
+    return CA.mask(lo, hi)
+
+
+@njit(nrt=False)
+def _lookup(cfg, W, g):
+    """(HIT | FILLING | MISS, LUN of the first filling line) of read request ``g``."""
+    RQ = W.RQ
+    CL = W.CL
+    slot = g & (RQ.shape[0] - 1)
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    status = HIT
+    wait_lun = NONE
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        n = piece_end - pos
+        k0, k1 = _lines_of(cfg, lun_lba, n)
+        for k in range(k0, k1 + 1):
+            line = CA.find(W.HT, (lun << CA.KEY_SHIFT) | k)
+            if line == NONE:
+                return MISS, NONE
+            b = _bits(cfg, k, lun_lba, n)
+            if (CL[line, CA.CL_VALID] & b) != b:
+                job = CL[line, CA.CL_JOB]
+                if job != NONE and W.JB[job, J_KIND] == JOB_PREFETCH:
+                    if status == HIT:
+                        status = FILLING
+                        wait_lun = lun
+                else:
+                    return MISS, NONE
+        pos = piece_end
+    return status, wait_lun
+
+
+@njit(nrt=False)
+def _store(cfg, W, g, dirty, now):
+    """Put request ``g``'s sectors in the cache: dirty (a write-back write: the caller checked
+    there is room) or clean (data read, or written through, while lines are available)."""
+    RQ = W.RQ
+    CL = W.CL
+    S = W.S
+    slot = g & (RQ.shape[0] - 1)
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        n = piece_end - pos
+        k0, k1 = _lines_of(cfg, lun_lba, n)
+        for k in range(k0, k1 + 1):
+            key = (lun << CA.KEY_SHIFT) | k
+            b = _bits(cfg, k, lun_lba, n)
+            line = CA.find(W.HT, key)
+            if line == NONE:
+                if CA.room(S, S_CACHE) == 0:
+                    continue
+                line = CA.take(CL, W.HT, S, S_CACHE, key)
+                if dirty:
+                    CA.write(CL, S, S_CACHE, line, b, now)
+                else:
+                    CL[line, CA.CL_VALID] = b
+                    CA.make_clean(CL, S, S_CACHE, line)
+            elif dirty:
+                CA.write(CL, S, S_CACHE, line, b, now)
+            else:
+                CL[line, CA.CL_VALID] |= b
+                CA.touch(CL, S, S_CACHE, line)
+        pos = piece_end
+
+
+@njit(nrt=False)
+def _scan_lines(cfg, W, g, touch):
+    """Over request ``g``'s cache lines: (lines it spans, lines not cached, its clean lines);
+    with ``touch`` its cached clean lines become the most recently used."""
+    RQ = W.RQ
+    CL = W.CL
+    slot = g & (RQ.shape[0] - 1)
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    total = 0
+    missing = 0
+    clean = 0
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        k0, k1 = _lines_of(cfg, lun_lba, piece_end - pos)
+        for k in range(k0, k1 + 1):
+            total += 1
+            line = CA.find(W.HT, (lun << CA.KEY_SHIFT) | k)
+            if line == NONE:
+                missing += 1
+            elif CL[line, CA.CL_WHERE] == CA.L_CLEAN:
+                clean += 1
+                if touch:
+                    CA.touch(CL, W.S, S_CACHE, line)
+        pos = piece_end
+    return total, missing, clean
+
+
+@njit(nrt=False)
+def _fits(cfg, W, g):
+    """Whether write ``g`` can take the lines it lacks now without evicting its own clean
+    lines; if so its own are made the most recently used."""
+    _total, missing, clean = _scan_lines(cfg, W, g, False)
+    if CA.room(W.S, S_CACHE) - clean < missing:
+        return False
+    _scan_lines(cfg, W, g, True)
+    return True
+
+
+@njit(inline="always", nrt=False)
+def _new_job(W, kind, lun, lba, n):
+    """A job for LUN sectors [lba, lba + n) (the caller checked one is free)."""
+    S = W.S
+    S[S_FREE_JOBS] -= 1
+    j = W.JFREE[S[S_FREE_JOBS]]
+    W.JB[j, J_KIND] = kind
+    W.JB[j, J_LUN] = lun
+    W.JB[j, J_LBA] = lba
+    W.JB[j, J_N] = n
+    return j
+
+
+@njit(nrt=False)
+def _job_ops(W, j, write, now, ncand):
+    """Plan job ``j``'s drive operations and queue them."""
+    JB = W.JB
+    first, _last = _plan(W, -j - 1, JB[j, J_LUN], JB[j, J_LBA], JB[j, J_N], write, NONE, NONE)
+    return _launch(W, JB, j, J_PENDING, first, now, ncand)
+
+
+@njit(nrt=False)
+def _prefetch(cfg, W, lun, now, ncand):
+    """Start a prefetch of the next ``ra_sectors`` at the LUN's read-ahead point; returns
+    (started, ncand)."""
+    CL = W.CL
+    LN = W.LN
+    S = W.S
+    a = LN[lun, U_RA_END]
+    n = min(cfg.ra_sectors, LN[lun, U_CAP] - a)
+    if n <= 0:
+        return False, ncand
+    k0, k1 = _lines_of(cfg, a, n)
+    missing = 0
+    for k in range(k0, k1 + 1):
+        if CA.find(W.HT, (lun << CA.KEY_SHIFT) | k) == NONE:
+            missing += 1
+    if missing == 0:  # all there already
+        LN[lun, U_RA_END] = a + n
+        return True, ncand
+    if CA.room(S, S_CACHE) < missing or S[S_FREE_JOBS] == 0:
+        return False, ncand
+    j = _new_job(W, JOB_PREFETCH, lun, a, n)
+    for k in range(k0, k1 + 1):
+        key = (lun << CA.KEY_SHIFT) | k
+        if CA.find(W.HT, key) == NONE:
+            CA.hold(CL, S, S_CACHE, CA.take(CL, W.HT, S, S_CACHE, key), j)
+    LN[lun, U_RA_END] = a + n
+    return True, _job_ops(W, j, 0, now, ncand)
+
+
+@njit(nrt=False)
+def _sequential(cfg, W, g, now, ncand):
+    """A read arrives: note where it ends on each LUN, and keep sequential readers' prefetch
+    ``ra_sectors`` ahead of them."""
+    RQ = W.RQ
+    LN = W.LN
+    slot = g & (RQ.shape[0] - 1)
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        e = lun_lba + piece_end - pos
+        seq = lun_lba == LN[lun, U_LAST_END]
+        LN[lun, U_LAST_END] = e
+        if seq and cfg.ra_sectors > 0:
+            if LN[lun, U_RA_END] < e:
+                LN[lun, U_RA_END] = e
+            while LN[lun, U_RA_END] - e < cfg.ra_sectors:
+                started, ncand = _prefetch(cfg, W, lun, now, ncand)
+                if not started:
+                    break
+        pos = piece_end
+    return ncand
+
+
+@njit(nrt=False)
+def _read(cfg, W, g, now, ncand):
+    """A read request is at the controller (again, after waiting for a prefetch)."""
+    if cfg.cache_lines == 0:
+        return _to_drives(cfg, W, g, now, ncand)
+    status, lun = _lookup(cfg, W, g)
+    if status == HIT:
+        RQ = W.RQ
+        slot = g & (RQ.shape[0] - 1)
+        RQ[slot, RQ_O_START] = now
+        RQ[slot, RQ_O_HIT] = 1
+        _scan_lines(cfg, W, g, True)
+        _send_out(cfg, W, g, now)
+        return ncand
+    if status == FILLING:
+        RQ = W.RQ
+        LN = W.LN
+        cap = RQ.shape[0] - 1
+        RQ[g & cap, RQ_CNEXT] = NONE
+        if LN[lun, U_WTAIL] == NONE:
+            LN[lun, U_WHEAD] = g
+        else:
+            RQ[LN[lun, U_WTAIL] & cap, RQ_CNEXT] = g
+        LN[lun, U_WTAIL] = g
+        return ncand
+    return _to_drives(cfg, W, g, now, ncand)
+
+
+@njit(inline="always", nrt=False)
+def _lowest_bit(x):
+    k = 0
+    while (x >> k) & 1 == 0:
+        k += 1
+    return k
+
+
+@njit(inline="always", nrt=False)
+def _highest_bit(x):
+    k = 63
+    while (x >> k) & 1 == 0:
+        k -= 1
+    return k
+
+
+@njit(nrt=False)
+def _destage_one(cfg, W, now, ncand):
+    """Destage the oldest dirty line with its dirty neighbours in the same RAID stripe."""
+    CL = W.CL
+    HT = W.HT
+    S = W.S
+    line = S[S_CACHE + CA.CH_DIRTY]
+    key = CL[line, CA.CL_KEY]
+    lun = key >> CA.KEY_SHIFT
+    k = key & ((1 << CA.KEY_SHIFT) - 1)
+    grp = W.LN[lun, U_GROUP]
+    stripe = W.GR[grp, G_UNIT] * R.data_drives(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH])
+    ls = cfg.line_sectors
+    s0 = (k * ls) // stripe * stripe
+    lo_k = s0 // ls
+    hi_k = (s0 + stripe - 1) // ls
+    k0 = k
+    while k0 > lo_k:
+        x = CA.find(HT, (lun << CA.KEY_SHIFT) | (k0 - 1))
+        if x == NONE or CL[x, CA.CL_WHERE] != CA.L_DIRTY:
+            break
+        k0 -= 1
+    k1 = k
+    while k1 < hi_k:
+        x = CA.find(HT, (lun << CA.KEY_SHIFT) | (k1 + 1))
+        if x == NONE or CL[x, CA.CL_WHERE] != CA.L_DIRTY:
+            break
+        k1 += 1
+    a = k0 * ls + _lowest_bit(CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k0), CA.CL_DIRTY])
+    e = k1 * ls + _highest_bit(CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k1), CA.CL_DIRTY]) + 1
+    j = _new_job(W, JOB_DESTAGE, lun, a, e - a)
+    for kk in range(k0, k1 + 1):
+        CA.hold(CL, S, S_CACHE, CA.find(HT, (lun << CA.KEY_SHIFT) | kk), j)
+    S[S_DESTAGING] += 1
+    return _job_ops(W, j, 1, now, ncand)
+
+
+@njit(nrt=False)
+def _destage(cfg, W, now, ncand):
+    """Start the destages the policy asks for (module docstring, 3) and keep a timer for the
+    oldest dirty data."""
+    if cfg.cache_lines == 0 or cfg.write_back == 0:
+        return ncand
+    S = W.S
+    ndirty = S[S_CACHE + CA.CN_DIRTY]
+    if ndirty >= cfg.flush_start:
+        S[S_FLUSHING] = 1
+    elif ndirty <= cfg.flush_stop:
+        S[S_FLUSHING] = 0
+    while S[S_DESTAGING] < cfg.destage_depth and S[S_CACHE + CA.CH_DIRTY] != NONE \
+            and S[S_FREE_JOBS] > 0:
+        old = now - W.CL[S[S_CACHE + CA.CH_DIRTY], CA.CL_DIRTY_T] >= cfg.flush_age_ns
+        if not (S[S_FLUSHING] or old):
+            break
+        ncand = _destage_one(cfg, W, now, ncand)
+    head = S[S_CACHE + CA.CH_DIRTY]
+    if head != NONE and S[S_TIMER] == NONE:
+        t = W.CL[head, CA.CL_DIRTY_T] + cfg.flush_age_ns
+        if t > now:
+            S[S_TIMER] = t
+            _push(W, t, EV_TIMER, 0)
+    return ncand
+
+
+@njit(nrt=False)
+def _cache_write(cfg, W, g, now):
+    slot = g & (W.RQ.shape[0] - 1)
+    _store(cfg, W, g, True, now)
+    W.RQ[slot, RQ_O_START] = now
+    W.RQ[slot, RQ_O_HIT] = 1
+    _finish(cfg, W, g, now)
+
+
+@njit(nrt=False)
+def _write_in(cfg, W, g, now, ncand):
+    """Write request ``g``'s data is at the controller."""
+    if cfg.cache_lines > 0 and cfg.write_back:
+        total, _m, _c = _scan_lines(cfg, W, g, False)
+        if total <= cfg.cache_lines:
+            S = W.S
+            if S[S_WW_HEAD] == NONE and _fits(cfg, W, g):
+                _cache_write(cfg, W, g, now)
+            else:  # wait, in order, for room
+                RQ = W.RQ
+                cap = RQ.shape[0] - 1
+                RQ[g & cap, RQ_CNEXT] = NONE
+                if S[S_WW_TAIL] == NONE:
+                    S[S_WW_HEAD] = g
+                else:
+                    RQ[S[S_WW_TAIL] & cap, RQ_CNEXT] = g
+                S[S_WW_TAIL] = g
+            return _destage(cfg, W, now, ncand)
+    return _to_drives(cfg, W, g, now, ncand)
+
+
+@njit(nrt=False)
+def _retry_writes(cfg, W, now):
+    """Writes waiting for cache room take it, in order, while there is enough."""
+    S = W.S
+    RQ = W.RQ
+    while S[S_WW_HEAD] != NONE:
+        g = S[S_WW_HEAD]
+        if not _fits(cfg, W, g):
+            return
+        S[S_WW_HEAD] = RQ[g & (RQ.shape[0] - 1), RQ_CNEXT]
+        if S[S_WW_HEAD] == NONE:
+            S[S_WW_TAIL] = NONE
+        _cache_write(cfg, W, g, now)
+
+
+@njit(nrt=False)
+def _job_done(cfg, W, j, now, ncand):
+    """Job ``j``'s drive work is complete."""
+    CL = W.CL
+    JB = W.JB
+    S = W.S
+    lun = JB[j, J_LUN]
+    k0, k1 = _lines_of(cfg, JB[j, J_LBA], JB[j, J_N])
+    for k in range(k0, k1 + 1):
+        line = CA.find(W.HT, (lun << CA.KEY_SHIFT) | k)
+        if line == NONE or CL[line, CA.CL_JOB] != j:
+            continue
+        if JB[j, J_KIND] == JOB_DESTAGE:
+            CA.release_destaged(CL, S, S_CACHE, line, now)
+        else:
+            CL[line, CA.CL_VALID] |= _bits(cfg, k, JB[j, J_LBA], JB[j, J_N])
+            CA.release_filled(CL, S, S_CACHE, line, now)
+    W.JFREE[S[S_FREE_JOBS]] = j
+    S[S_FREE_JOBS] += 1
+    _retry_writes(cfg, W, now)  # lines were cleaned, or filled (clean and evictable)
+    if JB[j, J_KIND] == JOB_DESTAGE:
+        S[S_DESTAGING] -= 1
+    else:  # the reads waiting on this LUN look again, in order, one event each
+        LN = W.LN
+        g = LN[lun, U_WHEAD]
+        LN[lun, U_WHEAD] = NONE
+        LN[lun, U_WTAIL] = NONE
+        while g != NONE:
+            _push(W, now, EV_RETRY, g)
+            g = W.RQ[g & (W.RQ.shape[0] - 1), RQ_CNEXT]
+    return _destage(cfg, W, now, ncand)
+
+
+@njit(nrt=False)
+def _op_done(cfg, W, s, now, ncand):
+    """Drive operation ``s`` completes at ``now``."""
+    OP = W.OP
+    DR = W.DR
+    d = OP[s, O_DRIVE]
+    DR[d, D_INFLIGHT] -= 1
+    _count(W, d, now, -1)
+    if DR[d, D_QHEAD] != NONE:
+        ncand = _candidate(W, d, ncand)
+    item = OP[s, O_ITEM]
+    W.OFREE[W.S[S_FREE_OPS]] = s
+    W.S[S_FREE_OPS] += 1
+    if item < 0:
+        j = -item - 1
+        done, ncand = _advance(W, W.JB, j, J_PENDING, now, ncand)
+        if done:
+            ncand = _job_done(cfg, W, j, now, ncand)
+        return ncand
+    RQ = W.RQ
+    slot = item & (RQ.shape[0] - 1)
+    done, ncand = _advance(W, RQ, slot, RQ_PENDING, now, ncand)
+    if not done:
+        return ncand
+    if cfg.cache_lines > 0:
+        _store(cfg, W, item, False, now)  # data read, or written through: clean in the cache
+    if RQ[slot, RQ_WRITE] == 0:
+        _send_out(cfg, W, item, now)
+    else:
+        _finish(cfg, W, item, now)
     return ncand
 
 
@@ -602,27 +1048,29 @@ def _op_done(cfg, S, R, O, D, B, ST, hp, nd, s, now, ncand):
 
 
 @njit(nrt=False)
-def replay(cfg, S, R, O, D, B, RC, ST, L, M, hp):
+def replay(cfg, W):
     """Run until every request completed (DONE) or the caller must act (NEED_INPUT, FULL_*).
-    All state lives in the arguments, so a call after a FULL_* or NEED_INPUT resumes."""
-    cap = R.gidx.shape[0] - 1
-    nd = D.q_head.shape[0]
+    All state lives in ``W``, so a call after a FULL_* or NEED_INPUT resumes."""
+    S = W.S
+    RQ = W.RQ
+    SM = W.SM
+    HQ = W.HQ
+    cap = RQ.shape[0] - 1
     closed = cfg.closed
     if closed and S[S_STARTED] == 0:
         S[S_STARTED] = 1
         S[S_PHASE] = -1
-        _next_phase(cfg, S, R, ST, hp, 0)
+        _next_phase(cfg, W, 0)
     if closed and S[S_NSTARVED] > 0:
         # rows arrived: the starved streams issue at the times they wanted to
         k = S[S_NSTARVED]
         S[S_NSTARVED] = 0
         for i in range(k):
-            s = ST.starved_list[i]
-            ST.starved[s] = 0
+            SM[SM[i, SM_LIST], SM_STARVED] = 0
         for i in range(k):
-            s = ST.starved_list[i]
-            if ST.starved[s] == 0:
-                _try_issue(cfg, S, R, ST, hp, s, ST.starved_t[s])
+            s = SM[i, SM_LIST]
+            if SM[s, SM_STARVED] == 0:
+                _try_issue(cfg, W, s, SM[s, SM_STARVED_T])
     while S[S_NDONE] < S[S_TOTAL]:
         if S[S_FINAL] == 0:
             if closed:
@@ -632,9 +1080,9 @@ def replay(cfg, S, R, O, D, B, RC, ST, L, M, hp):
                 return NEED_INPUT
         if S[S_FREE_OPS] < S[S_MARGIN_OPS]:
             return FULL_OPS
-        if S[S_HSIZE] + S[S_MARGIN_HEAP] > hp.t.shape[0]:
+        if S[S_HSIZE] + S[S_MARGIN_HEAP] > HQ.shape[0]:
             return FULL_HEAP
-        if cfg.record and S[S_REC] + S[S_MARGIN_REC] > RC.drive.shape[0]:
+        if cfg.record and S[S_REC] + S[S_MARGIN_REC] > W.RC.shape[0]:
             return FULL_RECORDS
         # the next event: an open-loop arrival from the trace, or the heap's top
         take_arrival = False
@@ -642,66 +1090,73 @@ def replay(cfg, S, R, O, D, B, RC, ST, L, M, hp):
             if S[S_HSIZE] == 0:
                 take_arrival = True
             else:
-                ta = R.arrive[S[S_NXT] & cap]
-                if ta < hp.t[0] or (ta == hp.t[0] and hp.k[0] > EV_ARRIVE):
+                ta = RQ[S[S_NXT] & cap, RQ_ARRIVE]
+                if ta < HQ[0, 0] or (ta == HQ[0, 0] and HQ[0, 1] > EV_ARRIVE):
                     take_arrival = True
         if take_arrival:
             g = S[S_NXT]
-            now = R.arrive[g & cap]
+            now = RQ[g & cap, RQ_ARRIVE]
             kind = EV_ARRIVE
             S[S_NXT] = g + 1
         else:
             if S[S_HSIZE] == 0:
                 raise IndexError("replay: no event left but requests are incomplete")
-            now = hp.t[0]
-            kind = hp.k[0]
-            g = hp.i[0]
-            S[S_HSIZE] = HP.pop(hp, S[S_HSIZE])
+            now = HQ[0, 0]
+            kind = HQ[0, 1]
+            g = HQ[0, 3]
+            S[S_HSIZE] = HP.pop(HQ, S[S_HSIZE])
         ncand = 0
         if kind == EV_DONE:
-            ncand = _op_done(cfg, S, R, O, D, B, ST, hp, nd, g, now, ncand)
+            ncand = _op_done(cfg, W, g, now, ncand)
+        elif kind == EV_TIMER:
+            S[S_TIMER] = NONE
+            ncand = _destage(cfg, W, now, ncand)
+        elif kind == EV_RETRY:  # a read that waited for a prefetch looks again
+            ncand = _read(cfg, W, g, now, ncand)
         else:
             slot = g & cap
             ready = False
             if kind == EV_ARRIVE:
-                R.o_arrive[slot] = now
+                RQ[slot, RQ_O_ARRIVE] = now
                 if cfg.ctrl_ns > 0:  # the controller takes one command at a time
                     t = max(now, S[S_CTRL_FREE]) + cfg.ctrl_ns
                     S[S_CTRL_FREE] = t
-                    S[S_HSIZE] = HP.push(hp, S[S_HSIZE], t, EV_CTRL, S[S_SEQ], g)
-                    S[S_SEQ] += 1
+                    _push(W, t, EV_CTRL, g)
                 else:
                     ready = True
             elif kind == EV_CTRL:
                 ready = True
-            elif R.write[slot] != 0:  # EV_XFER: write data is in
-                ncand = _plan_and_launch(cfg, S, R, O, D, B, L, ST, hp, nd, g, now, ncand)
+            elif RQ[slot, RQ_WRITE] != 0:  # EV_XFER: write data is in
+                ncand = _write_in(cfg, W, g, now, ncand)
             else:  # EV_XFER: read data delivered to the host
-                _finish(cfg, S, R, ST, hp, g, now)
+                _finish(cfg, W, g, now)
             if ready:
-                if R.write[slot] != 0 and cfg.path_ps > 0:
-                    t = _xfer(S, R.nsec[slot] * 512, cfg.path_ps, now)
-                    S[S_HSIZE] = HP.push(hp, S[S_HSIZE], t, EV_XFER, S[S_SEQ], g)
-                    S[S_SEQ] += 1
+                if RQ[slot, RQ_WRITE] != 0:
+                    if cfg.path_ps > 0:
+                        _push(W, _xfer(S, RQ[slot, RQ_NSEC] * 512, cfg.path_ps, now), EV_XFER,
+                              g)
+                    else:
+                        ncand = _write_in(cfg, W, g, now, ncand)
                 else:
-                    ncand = _plan_and_launch(cfg, S, R, O, D, B, L, ST, hp, nd, g, now, ncand)
+                    if cfg.cache_lines > 0:
+                        ncand = _sequential(cfg, W, g, now, ncand)
+                    ncand = _read(cfg, W, g, now, ncand)
         if ncand > 0:
-            _start_drives(cfg, S, R, O, D, B, RC, M, hp, nd, ncand, now)
+            _start_drives(cfg, W, ncand, now)
     return DONE
 
 
 @njit(nrt=False)
-def link_streams(R, ST, first, count):
+def link_streams(RQ, SM, first, count):
     """Closed loop: append the newly loaded requests ``first .. first+count-1`` to their
     streams' lists (in order)."""
-    cap = R.gidx.shape[0] - 1
+    cap = RQ.shape[0] - 1
     for g in range(first, first + count):
         slot = g & cap
-        s = R.stream[slot]
-        R.snext[slot] = NONE
-        if ST.head[s] == NONE:
-            ST.head[s] = g
+        s = RQ[slot, RQ_STREAM]
+        RQ[slot, RQ_SNEXT] = NONE
+        if SM[s, SM_HEAD] == NONE:
+            SM[s, SM_HEAD] = g
         else:
-            R.snext[ST.tail[s] & cap] = g
-        ST.tail[s] = g
-
+            RQ[SM[s, SM_TAIL] & cap, RQ_SNEXT] = g
+        SM[s, SM_TAIL] = g

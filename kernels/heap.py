@@ -1,5 +1,5 @@
-"""The replay engine's event heap: a binary min-heap over four parallel int64 arrays (time,
-kind, sequence number, identifier), ordered by (time, kind, sequence).
+"""The replay engine's event heap: a binary min-heap of rows (time, kind, sequence number,
+identifier) in one int64 array, ordered by (time, kind, sequence).
 
 The kind breaks ties between events at the same nanosecond (lower first) and the sequence
 number, which the engine increments for every event it schedules, breaks the rest: the order
@@ -9,59 +9,51 @@ the same reason).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from blocklab.kernels._jit import njit
 
-
-class Heap(NamedTuple):
-    t: np.ndarray  # event time, ns
-    k: np.ndarray  # kind (priority at equal times: lower first)
-    s: np.ndarray  # sequence number
-    i: np.ndarray  # identifier (what the event is about)
+# columns of a heap row
+HT_TIME, HT_KIND, HT_SEQ, HT_ID = range(4)
 
 
-def new_heap(capacity: int) -> Heap:
-    return Heap(*(np.zeros(capacity, dtype=np.int64) for _ in range(4)))
+def new_heap(capacity: int) -> np.ndarray:
+    """An empty heap: one row per entry (time, kind, sequence, identifier)."""
+    return np.zeros((capacity, 4), dtype=np.int64)
 
 
-def grown(h: Heap, size: int, capacity: int) -> Heap:
-    """A copy of the first ``size`` entries in arrays of ``capacity``."""
+def grown(h: np.ndarray, size: int, capacity: int) -> np.ndarray:
+    """A copy of the first ``size`` entries in a heap of ``capacity``."""
     out = new_heap(capacity)
-    for a, b in zip(out, h, strict=True):
-        a[:size] = b[:size]
+    out[:size] = h[:size]
     return out
 
 
 @njit(inline="always", nrt=False)
 def less(h, i, j):
-    if h.t[i] != h.t[j]:
-        return h.t[i] < h.t[j]
-    if h.k[i] != h.k[j]:
-        return h.k[i] < h.k[j]
-    return h.s[i] < h.s[j]
+    if h[i, 0] != h[j, 0]:
+        return h[i, 0] < h[j, 0]
+    if h[i, 1] != h[j, 1]:
+        return h[i, 1] < h[j, 1]
+    return h[i, 2] < h[j, 2]
 
 
 @njit(inline="always", nrt=False)
 def _swap(h, i, j):
-    h.t[i], h.t[j] = h.t[j], h.t[i]
-    h.k[i], h.k[j] = h.k[j], h.k[i]
-    h.s[i], h.s[j] = h.s[j], h.s[i]
-    h.i[i], h.i[j] = h.i[j], h.i[i]
+    for c in range(4):
+        h[i, c], h[j, c] = h[j, c], h[i, c]
 
 
 @njit(inline="always", nrt=False)
 def push(h, size, t, kind, seq, ident):
     """Insert an event; returns the new size. The caller keeps room (it raises when full)."""
-    if size >= h.t.shape[0]:
+    if size >= h.shape[0]:
         raise IndexError("replay: event heap full (the caller sized it too small)")
     i = size
-    h.t[i] = t
-    h.k[i] = kind
-    h.s[i] = seq
-    h.i[i] = ident
+    h[i, 0] = t
+    h[i, 1] = kind
+    h[i, 2] = seq
+    h[i, 3] = ident
     while i > 0:
         parent = (i - 1) >> 1
         if less(h, i, parent):
@@ -74,7 +66,7 @@ def push(h, size, t, kind, seq, ident):
 
 @njit(inline="always", nrt=False)
 def pop(h, size):
-    """Remove the top event (read it from index 0 first); returns the new size."""
+    """Remove the top event (read it from row 0 first); returns the new size."""
     size -= 1
     _swap(h, 0, size)
     i = 0

@@ -83,10 +83,18 @@ class VolumeConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ControllerConfig:
+    """The array controller (see kernels/engine.py for what each setting does)."""
+
     command_overhead_ns: int = 0
-    cache_bytes: int = 0
+    cache_bytes: int = 0  # 0: no cache
+    cache_block_bytes: int = 32 << 10  # cache line: 4, 8, 16 or 32 KiB
     write_back: bool = True
     read_ahead: bool = False
+    read_ahead_bytes: int = 1 << 20  # prefetched at a time ahead of a sequential reader
+    flush_start: float = 0.8  # dirty fraction of the cache that starts destaging
+    flush_stop: float = 0.8  # dirty fraction at which it stops
+    flush_age_s: float = 10.0  # dirty data older than this is destaged
+    destage_depth: int = 0  # destage jobs at once (0: two per drive)
     bandwidth_bytes_per_s: float = 0.0  # internal cap (backplane/bus); 0 = none
     host_links: int = 1
     link_gbit_per_s: float = 0.0  # 0 = unlimited
@@ -252,8 +260,9 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
 def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     if not isinstance(t, dict):
         raise c.fail("controller", "expected a [controller] table")
-    c.keys("controller", t, {"command_overhead_us", "cache", "write_policy", "read_ahead",
-                             "bandwidth_mb_s", "host_links"})
+    c.keys("controller", t, {"command_overhead_us", "cache", "cache_block", "write_policy",
+                             "read_ahead", "read_ahead_size", "flush_start", "flush_stop",
+                             "flush_age_s", "destage_depth", "bandwidth_mb_s", "host_links"})
     policy = t.get("write_policy", "write-back")
     if policy not in ("write-back", "write-through"):
         raise c.fail("controller.write_policy",
@@ -268,12 +277,29 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     ra = t.get("read_ahead", False)
     if not isinstance(ra, bool):
         raise c.fail("controller.read_ahead", f"expected true or false, found {ra!r}")
+    block = c.size("controller.cache_block", t.get("cache_block", "32KiB"))
+    if block not in (4 << 10, 8 << 10, 16 << 10, 32 << 10):
+        raise c.fail("controller.cache_block", f"expected 4, 8, 16 or 32 KiB, found {block} bytes")
+    flush = {}
+    for k in ("flush_start", "flush_stop"):
+        flush[k] = c.number(f"controller.{k}", t.get(k, 0.8))
+        if flush[k] > 1:
+            raise c.fail(f"controller.{k}", f"a fraction of the cache, at most 1, found {flush[k]}")
+    if flush["flush_stop"] > flush["flush_start"]:
+        raise c.fail("controller.flush_stop", f"must not exceed flush_start "
+                     f"({flush['flush_start']}), found {flush['flush_stop']}")
     return ControllerConfig(
         command_overhead_ns=int(c.number("controller.command_overhead_us",
                                          t.get("command_overhead_us", 0)) * 1000),
         cache_bytes=c.size("controller.cache", t["cache"], False) if "cache" in t else 0,
+        cache_block_bytes=block,
         write_back=policy == "write-back",
         read_ahead=ra,
+        read_ahead_bytes=c.size("controller.read_ahead_size", t.get("read_ahead_size", "1MiB")),
+        flush_start=flush["flush_start"],
+        flush_stop=flush["flush_stop"],
+        flush_age_s=c.number("controller.flush_age_s", t.get("flush_age_s", 10.0)),
+        destage_depth=c.integer("controller.destage_depth", t.get("destage_depth", 0)),
         bandwidth_bytes_per_s=c.number("controller.bandwidth_mb_s",
                                        t.get("bandwidth_mb_s", 0)) * 1e6,
         host_links=c.integer("controller.host_links.count", links.get("count", 1), 1),

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from blocklab.kernels import cache as CA
 from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
@@ -73,6 +74,7 @@ class ArrayModel:
     g_unit: np.ndarray
     g_ds: np.ndarray
     capacity: int  # sectors the host can address
+    lun_cap: np.ndarray  # per host-volume LUN: its sectors
     d_model: np.ndarray  # per drive: engine.MODEL_*
     d_mparam: np.ndarray  # per drive: its model's parameter set
     d_sched: np.ndarray
@@ -159,10 +161,11 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         capacity = per_lun * len(idx)
         lun_group = [lun_group[i] for i in idx]
         lun_base = [lun_base[i] for i in idx]
+        lun_cap = [lun_cap[i] for i in idx]
     else:
         vol_unit = 0
         capacity = lun_cap[0]
-        lun_group, lun_base = lun_group[:1], lun_base[:1]
+        lun_group, lun_base, lun_cap = lun_group[:1], lun_base[:1], lun_cap[:1]
 
     def i64(x: list[int]) -> np.ndarray:
         return np.array(x, dtype=np.int64)
@@ -170,7 +173,8 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     return ArrayModel(
         vol_unit=vol_unit, lun_group=i64(lun_group), lun_base=i64(lun_base),
         g_kind=i64(g_kind), g_width=i64(g_width), g_unit=i64(g_unit), g_ds=i64(g_ds),
-        capacity=capacity, d_model=i64(d_model), d_mparam=i64(d_mparam), d_sched=i64(d_sched),
+        capacity=capacity, lun_cap=i64(lun_cap), d_model=i64(d_model),
+        d_mparam=i64(d_mparam), d_sched=i64(d_sched),
         d_depth=i64(d_depth), d_maxinf=np.ones(base, dtype=np.int64), d_group=d_group,
         d_role=d_role, models=_models([] if fixed_ns else sets, fixed_ns, base),
         model_names=["fixed"] if fixed_ns else names,
@@ -183,13 +187,39 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
 
 @dataclasses.dataclass
 class Options:
+    """The engine's settings for one replay (``options_for`` fills them from a config)."""
+
     closed: bool = False
     ctrl_ns: int = 0
-    path_ps: int = 0
+    path_ps: int = 0  # host links, ps per byte
+    bus_ps: int = 0  # internal bus, ps per byte
     record: bool = False
     interval_ns: int = INTERVAL_NS
     nbins: int = NBINS
     ring: int = 1 << 16  # first ring capacity (grows when needed)
+    cache_lines: int = 0
+    line_sectors: int = 64
+    write_back: bool = True
+    ra_sectors: int = 0
+    flush_start: float = 0.8  # fractions of the cache
+    flush_stop: float = 0.8
+    flush_age_ns: int = 10_000_000_000
+    destage_depth: int = 0  # 0: two per drive
+
+
+def options_for(cfg: ArrayConfig) -> dict[str, Any]:
+    """Engine options of the controller an array configuration describes."""
+    c = cfg.controller
+    links = c.host_links * c.link_gbit_per_s * 1e9 / 8 * c.link_efficiency
+    return dict(
+        ctrl_ns=c.command_overhead_ns,
+        path_ps=int(round(1e12 / links)) if links > 0 else 0,
+        bus_ps=int(round(1e12 / c.bandwidth_bytes_per_s)) if c.bandwidth_bytes_per_s else 0,
+        cache_lines=c.cache_bytes // c.cache_block_bytes,
+        line_sectors=c.cache_block_bytes // SECTOR, write_back=c.write_back,
+        ra_sectors=c.read_ahead_bytes // SECTOR if c.read_ahead else 0,
+        flush_start=c.flush_start, flush_stop=c.flush_stop,
+        flush_age_ns=int(c.flush_age_s * 1e9), destage_depth=c.destage_depth)
 
 
 @dataclasses.dataclass
@@ -206,20 +236,18 @@ class Streams:
 #: write (0/1), stream (dense index in closed loop), think, phase (dense), outst, and sid (the
 #: trace's stream id, for output).
 Chunk = dict[str, np.ndarray]
-REQ_INPUTS = ("row", "arrive", "lba", "nsec", "write", "stream", "think", "phase", "outst", "sid")
 
 
-def _new_reqs(cap: int) -> E.Reqs:
-    r = E.Reqs(*(np.zeros(cap, dtype=np.int64) for _ in E.Reqs._fields))
-    r.gidx[:] = -1
-    r.o_done[:] = -1
+def _new_reqs(cap: int) -> np.ndarray:
+    r = np.zeros((cap, E.RQ_N), dtype=np.int64)
+    r[:, [E.RQ_GIDX, E.RQ_O_DONE]] = -1
     return r
 
 
-def _new_ops(n: int) -> E.Ops:
-    o = E.Ops(*(np.full(n, -1, dtype=np.int64) for _ in E.Ops._fields))
-    o.free[:] = np.arange(n - 1, -1, -1)
-    return o
+#: Request table column of each chunk column.
+_RQ_COLUMN = {"row": E.RQ_ROW, "arrive": E.RQ_ARRIVE, "lba": E.RQ_LBA, "nsec": E.RQ_NSEC,
+              "write": E.RQ_WRITE, "stream": E.RQ_STREAM, "think": E.RQ_THINK,
+              "phase": E.RQ_PHASE, "outst": E.RQ_OUTST, "sid": E.RQ_SID}
 
 
 class Driver:
@@ -232,121 +260,148 @@ class Driver:
         self.total = total
         nd = arr.drives
         cap = 1 << max(4, int(max(min(opts.ring, total), 16) - 1).bit_length())
-        self.R = _new_reqs(cap)
         self.retired = 0
-        self.row_out: list[np.ndarray] = []
         ns = len(streams.ids) if streams is not None else 1
         nph = len(streams.phase_values) if streams is not None else 1
-        self.cfg = E.Cfg(closed=int(opts.closed), vol_unit=arr.vol_unit, ctrl_ns=opts.ctrl_ns,
-                         path_ps=opts.path_ps, record=int(opts.record), nphases=nph,
-                         nstreams=ns)
-        self.streams = streams
-        ph_cnt = streams.ph_cnt if streams is not None else np.zeros(1, np.int64)
-        self.ST = E.Streams(
-            head=np.full(ns, -1, np.int64), tail=np.full(ns, -1, np.int64),
-            inflight=np.zeros(ns, np.int64), unissued=np.zeros(ns, np.int64),
-            starved=np.zeros(ns, np.int64), starved_t=np.zeros(ns, np.int64),
-            starved_list=np.zeros(ns, np.int64), ph_cnt=ph_cnt.astype(np.int64),
-            ph_total=ph_cnt.reshape(nph, ns).sum(axis=1).astype(np.int64))
-        self.D = E.Drives(
-            q_head=np.full(nd, -1, np.int64), q_tail=np.full(nd, -1, np.int64),
-            inflight=np.zeros(nd, np.int64), maxinf=arr.d_maxinf.copy(), sched=arr.d_sched,
-            depth=arr.d_depth, pos=np.zeros(nd, np.int64), model=arr.d_model,
-            mparam=arr.d_mparam, busy=np.zeros(nd, np.int64), nops=np.zeros(nd, np.int64),
-            lastop=np.full(nd, -1, np.int64), cand=np.zeros(nd, np.int64),
-            cand_flag=np.zeros(nd, np.int64), cnt=np.zeros(nd, np.int64),
-            tlast=np.zeros(nd, np.int64))
-        self.B = E.Bins(*(np.zeros(nd * opts.nbins, np.int64) for _ in E.Bins._fields))
-        self.O = _new_ops(1 << 12)
-        self.S = np.zeros(E.S_N, dtype=np.int64)
-        self.S[E.S_TOTAL] = total
-        self.S[E.S_FREE_OPS] = len(self.O.free)
-        self.S[E.S_INTERVAL] = opts.interval_ns
+        lines = opts.cache_lines
+        depth = opts.destage_depth or 2 * nd
+        self.cfg = E.Cfg(
+            closed=int(opts.closed), vol_unit=arr.vol_unit, ctrl_ns=opts.ctrl_ns,
+            path_ps=opts.path_ps, bus_ps=opts.bus_ps, record=int(opts.record), nphases=nph,
+            nstreams=ns, cache_lines=lines, line_sectors=opts.line_sectors,
+            write_back=int(opts.write_back), ra_sectors=opts.ra_sectors,
+            flush_start=max(1, int(opts.flush_start * lines)),
+            flush_stop=int(opts.flush_stop * lines), flush_age_ns=opts.flush_age_ns,
+            destage_depth=depth)
+        i64 = np.int64
+        SM = np.zeros((ns, E.SM_N), i64)
+        SM[:, [E.SM_HEAD, E.SM_TAIL]] = -1
+        ph_cnt = (streams.ph_cnt if streams is not None else np.zeros(1, i64)).reshape(nph, ns)
+        PH = np.concatenate([ph_cnt.sum(axis=1, keepdims=True), ph_cnt], axis=1).astype(i64)
+        DR = np.zeros((nd, E.D_N), i64)
+        DR[:, [E.D_QHEAD, E.D_QTAIL, E.D_LASTOP]] = -1
+        DR[:, E.D_MAXINF] = arr.d_maxinf
+        DR[:, E.D_SCHED] = arr.d_sched
+        DR[:, E.D_DEPTH] = arr.d_depth
+        DR[:, E.D_MODEL] = arr.d_model
+        DR[:, E.D_MPARAM] = arr.d_mparam
+        nj = depth + 4 * len(arr.lun_group) + 64 if lines else 1
+        JFREE = np.arange(nj - 1, -1, -1, dtype=i64)
+        nl = len(arr.lun_group)
+        LN = np.zeros((nl, E.U_N), i64)
+        LN[:, E.U_GROUP] = arr.lun_group
+        LN[:, E.U_BASE] = arr.lun_base
+        LN[:, E.U_CAP] = arr.lun_cap
+        LN[:, [E.U_LAST_END, E.U_WHEAD, E.U_WTAIL]] = -1
+        GR = np.stack([arr.g_kind, arr.g_width, arr.g_unit, arr.g_ds], axis=1).astype(i64)
+        S = np.zeros(E.S_N, dtype=i64)
+        S[E.S_TOTAL] = total
+        S[E.S_INTERVAL] = opts.interval_ns
+        S[E.S_FREE_JOBS] = nj if lines else 0
+        S[[E.S_TIMER, E.S_WW_HEAD, E.S_WW_TAIL]] = -1
+        CL, HT = CA.new_tables(lines)
+        CA.init_heads(S, E.S_CACHE, lines)
         window = int(streams.max_window.sum()) if streams is not None else 0
-        self.S[E.S_MARGIN_HEAP] = window + int(arr.d_maxinf.sum()) + 8
-        self.S[E.S_MARGIN_REC] = int(arr.d_maxinf.sum())
-        self.hp = HP.new_heap(2 * int(self.S[E.S_MARGIN_HEAP]) + 1024)
-        self.RC = E.Recs(*(np.zeros(max(1 << 16, 4 * nd) if opts.record else 0, np.int64)
-                           for _ in E.Recs._fields))
-        # every replay starts with idle drives: fresh drive-model state
-        self.M = arr.models._replace(hst=H.new_state(nd))
+        S[E.S_MARGIN_HEAP] = window + int(arr.d_maxinf.sum()) + nj + 16
+        S[E.S_MARGIN_REC] = int(arr.d_maxinf.sum())
+        nops = 1 << 12
+        S[E.S_FREE_OPS] = nops
+        self.W = E.State(
+            S=S, RQ=_new_reqs(cap), OP=np.full((nops, E.O_N_COLS), -1, i64),
+            OFREE=np.arange(nops - 1, -1, -1, dtype=i64), DR=DR, CAND=np.zeros(nd, i64),
+            BN=np.zeros((4, nd * opts.nbins), i64),
+            RC=np.zeros((max(1 << 16, 4 * nd) if opts.record else 1, E.RC_N_COLS), i64),
+            SM=SM, PH=PH, LN=LN, GR=GR, PLAN=self._plan_scratch(S, 1),
+            JB=np.zeros((nj, E.J_N_COLS), i64), JFREE=JFREE, CL=CL, HT=HT,
+            HQ=HP.new_heap(2 * int(S[E.S_MARGIN_HEAP]) + 1024),
+            # every replay starts with idle drives: fresh drive-model state
+            M=arr.models._replace(hst=H.new_state(nd)))
         self.max_nsec = 0
-        self.L = self._layout(1)
         self.t_end = 0
 
-    def _layout(self, nsec: int) -> E.Layout:
-        """Layout tables with planning scratch for pieces of up to ``nsec`` sectors, and the
-        per-request operation bound (the margin the kernel keeps free)."""
+    def _plan_scratch(self, S: np.ndarray, nsec: int) -> np.ndarray:
+        """Planning scratch for pieces of up to ``nsec`` sectors; sets the operations one
+        event can plan at most (the margin the kernel keeps free): one host request, a prefetch
+        per piece and the destages that may start."""
         a = self.arr
+        o = self.opts
+
+        def bound(n: int) -> int:
+            return max(R.max_ops(int(k), int(w), int(u), n)
+                       for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True))
+
         piece = min(nsec, a.vol_unit) if a.vol_unit else nsec
-        per_piece = max(R.max_ops(int(k), int(w), int(u), piece)
-                        for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True))
         pieces = nsec // a.vol_unit + 2 if a.vol_unit else 1
-        self.S[E.S_MARGIN_OPS] = per_piece * pieces
-        return E.Layout(a.lun_group, a.lun_base, a.g_kind, a.g_width, a.g_unit, a.g_ds,
-                        np.zeros(per_piece * R.OP_NCOLS, dtype=np.int64))
+        stripe = int(max(u * R.data_drives(int(k), int(w))
+                         for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True)))
+        per_piece = max(bound(piece), bound(o.ra_sectors), bound(stripe + 2 * o.line_sectors))
+        margin = bound(piece) * pieces
+        if o.cache_lines:
+            margin += 2 * pieces * bound(max(o.ra_sectors, 1)) + self.cfg.destage_depth * \
+                bound(stripe + 2 * o.line_sectors)
+        S[E.S_MARGIN_OPS] = margin
+        return np.zeros(per_piece * R.OP_NCOLS, dtype=np.int64)
 
     # -- ring management
 
     def _grow_ring(self) -> None:
-        old = self.R
-        cap = 2 * len(old.gidx)
+        old = self.W.RQ
+        cap = 2 * len(old)
         new = _new_reqs(cap)
-        live = np.arange(self.retired, int(self.S[E.S_LOADED]), dtype=np.int64)
-        for a, b in zip(new, old, strict=True):
-            a[live & (cap - 1)] = b[live & (len(old.gidx) - 1)]
-        self.R = new
+        live = np.arange(self.retired, int(self.W.S[E.S_LOADED]), dtype=np.int64)
+        new[live & (cap - 1)] = old[live & (len(old) - 1)]
+        self.W = self.W._replace(RQ=new)
 
     def _retire(self, sink: Callable[[dict[str, np.ndarray]], None]) -> None:
         """Hand completed requests, in order, to ``sink`` and free their slots."""
-        loaded = int(self.S[E.S_LOADED])
+        RQ = self.W.RQ
+        loaded = int(self.W.S[E.S_LOADED])
         if loaded == self.retired:
             return
-        cap = len(self.R.gidx)
         g = np.arange(self.retired, loaded, dtype=np.int64)
-        slots = g & (cap - 1)
-        undone = np.flatnonzero(self.R.o_done[slots] < 0)
+        slots = g & (len(RQ) - 1)
+        undone = np.flatnonzero(RQ[slots, E.RQ_O_DONE] < 0)
         k = int(undone[0]) if len(undone) else len(g)
         if k == 0:
             return
-        s = slots[:k]
-        R = self.R
-        done = R.o_done[s].copy()
-        self.t_end = max(self.t_end, int(done.max()))
-        sink({"row": R.row[s].copy(), "arrive": R.o_arrive[s].copy(),
-              "start": R.o_start[s].copy(), "done": done, "hit": R.o_hit[s].copy(),
-              "write": R.write[s].copy(), "lba": R.lba[s].copy(), "nsec": R.nsec[s].copy(),
-              "stream": R.sid[s].copy()})
-        R.o_done[s] = -1
-        R.gidx[s] = -1
+        rows = RQ[slots[:k]]
+        self.t_end = max(self.t_end, int(rows[:, E.RQ_O_DONE].max()))
+        sink({"row": rows[:, E.RQ_ROW], "arrive": rows[:, E.RQ_O_ARRIVE],
+              "start": rows[:, E.RQ_O_START], "done": rows[:, E.RQ_O_DONE],
+              "hit": rows[:, E.RQ_O_HIT], "write": rows[:, E.RQ_WRITE],
+              "lba": rows[:, E.RQ_LBA], "nsec": rows[:, E.RQ_NSEC],
+              "stream": rows[:, E.RQ_SID]})
+        RQ[slots[:k], E.RQ_O_DONE] = -1
+        RQ[slots[:k], E.RQ_GIDX] = -1
         self.retired += k
 
     def _load(self, chunk: Chunk, start: int) -> int:
         """Copy rows ``start..`` of ``chunk`` into free slots; returns how many were taken."""
-        loaded = int(self.S[E.S_LOADED])
-        cap = len(self.R.gidx)
+        W = self.W
+        loaded = int(W.S[E.S_LOADED])
+        cap = len(W.RQ)
         k = min(len(chunk["arrive"]) - start, cap - (loaded - self.retired))
         if k <= 0:
             return 0
         g = np.arange(loaded, loaded + k, dtype=np.int64)
         s = g & (cap - 1)
-        self.R.gidx[s] = g
-        for name in REQ_INPUTS:
-            getattr(self.R, name)[s] = chunk[name][start:start + k]
-        self.R.o_done[s] = -1
+        W.RQ[s, E.RQ_GIDX] = g
+        for name, col in _RQ_COLUMN.items():
+            W.RQ[s, col] = chunk[name][start:start + k]
+        W.RQ[s, E.RQ_O_DONE] = -1
         nmax = int(chunk["nsec"][start:start + k].max())
         if nmax > self.max_nsec:
             self.max_nsec = nmax
-            self.L = self._layout(nmax)
+            self.W = W = W._replace(PLAN=self._plan_scratch(W.S, nmax))
         if self.opts.closed:
-            E.link_streams(self.R, self.ST, loaded, k)
-        self.S[E.S_LOADED] = loaded + k
+            E.link_streams(W.RQ, W.SM, loaded, k)
+        W.S[E.S_LOADED] = loaded + k
         return k
 
     def run(self, chunks: Iterator[Chunk], sink: Callable[[dict[str, np.ndarray]], None],
-            on_records: Callable[[E.Recs, int], None] | None = None) -> None:
+            on_records: Callable[[np.ndarray], None] | None = None) -> None:
         """Replay every request of ``chunks``; completed requests go to ``sink`` in order,
-        drive operations (with Options.record) to ``on_records``."""
+        drive operations (with Options.record) to ``on_records`` (rows of RC_* columns)."""
         it = iter(chunks)
         chunk: Chunk | None = None
         pos = 0
@@ -358,7 +413,7 @@ class Driver:
                     chunk, pos = c, 0
                     return True
             chunk = None
-            self.S[E.S_FINAL] = 1
+            self.W.S[E.S_FINAL] = 1
             return False
 
         def load() -> None:
@@ -382,12 +437,18 @@ class Driver:
                 pos += took
                 took_any = True
 
+        def flush_records() -> None:
+            S = self.W.S
+            if on_records is not None and S[E.S_REC]:
+                on_records(self.W.RC[:int(S[E.S_REC])].copy())
+            S[E.S_REC] = 0
+
         if self.total == 0:
             return
         load()
         while True:
-            st = E.replay(self.cfg, self.S, self.R, self.O, self.D, self.B, self.RC, self.ST,
-                          self.L, self.M, self.hp)
+            st = E.replay(self.cfg, self.W)
+            S = self.W.S
             if st == E.DONE:
                 break
             if st == E.NEED_INPUT:
@@ -396,37 +457,44 @@ class Driver:
             elif st == E.FULL_OPS:
                 self._grow_ops()
             elif st == E.FULL_HEAP:
-                self.hp = HP.grown(self.hp, int(self.S[E.S_HSIZE]), 2 * len(self.hp.t))
+                self.W = self.W._replace(HQ=HP.grown(self.W.HQ, int(S[E.S_HSIZE]),
+                                                     2 * len(self.W.HQ)))
             elif st == E.FULL_RECORDS:
-                assert on_records is not None
-                on_records(self.RC, int(self.S[E.S_REC]))
-                self.S[E.S_REC] = 0
+                flush_records()
         self._retire(sink)
-        if self.opts.record and on_records is not None and self.S[E.S_REC]:
-            on_records(self.RC, int(self.S[E.S_REC]))
-            self.S[E.S_REC] = 0
+        flush_records()
 
     def _grow_ops(self) -> None:
-        old = self.O
-        n = len(old.item)
-        new = _new_ops(2 * n)
-        for k in E.Ops._fields:
-            if k != "free":
-                getattr(new, k)[:n] = getattr(old, k)
-        free_top = int(self.S[E.S_FREE_OPS])
-        new.free[:free_top] = old.free[:free_top]
-        new.free[free_top:free_top + n] = np.arange(n, 2 * n)
-        self.S[E.S_FREE_OPS] = free_top + n
-        self.O = new
+        old = self.W.OP
+        S = self.W.S
+        n = len(old)
+        new = np.full((2 * n, E.O_N_COLS), -1, np.int64)
+        new[:n] = old
+        free = np.zeros(2 * n, np.int64)
+        top = int(S[E.S_FREE_OPS])
+        free[:top] = self.W.OFREE[:top]
+        free[top:top + n] = np.arange(n, 2 * n)
+        S[E.S_FREE_OPS] = top + n
+        self.W = self.W._replace(OP=new, OFREE=free)
 
     def bins(self) -> dict[str, np.ndarray]:
-        """Per drive x interval statistics up to the interval of the last completion."""
+        """Per drive x interval statistics up to the last interval with activity."""
+        BN = self.W.BN
         nd = self.arr.drives
-        iv = int(self.S[E.S_INTERVAL])
-        used = self.t_end // iv + 1
-        return {"interval_ns": np.int64(iv),
-                **{k: getattr(self.B, f).reshape(nd, -1)[:, :used] for k, f in
-                   (("busy", "busy"), ("ops", "ops"), ("bytes", "nbytes"), ("qint", "qint"))}}
+        iv = int(self.W.S[E.S_INTERVAL])
+        per = BN.reshape(4, nd, -1)
+        active = np.flatnonzero((per[E.B_BUSY] != 0).any(axis=0)
+                                | (per[E.B_QINT] != 0).any(axis=0))
+        used = max(self.t_end // iv + 1, int(active[-1]) + 1 if len(active) else 0)
+        return {"interval_ns": np.int64(iv), "busy": per[E.B_BUSY, :, :used],
+                "ops": per[E.B_OPS, :, :used], "bytes": per[E.B_BYTES, :, :used],
+                "qint": per[E.B_QINT, :, :used]}
+
+    def cache_state(self) -> dict[str, int]:
+        """What the controller cache holds at the end (dirty data not yet destaged)."""
+        return {"lines": self.cfg.cache_lines,
+                "dirty_lines": int(self.W.S[E.S_CACHE + CA.CN_DIRTY]),
+                "line_bytes": self.cfg.line_sectors * SECTOR}
 
 
 def _array_chunks(cols: dict[str, np.ndarray], size: int) -> Iterator[Chunk]:
@@ -437,13 +505,12 @@ def _array_chunks(cols: dict[str, np.ndarray], size: int) -> Iterator[Chunk]:
 
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
                is_write: np.ndarray, closed: bool = False, outstanding: Any = 1,
-               think_ns: Any = 0, ctrl_ns: int = 0, drive_ops: bool = False,
-               path_ps_per_byte: int = 0, stream: np.ndarray | None = None,
+               think_ns: Any = 0, drive_ops: bool = False, stream: np.ndarray | None = None,
                phase: np.ndarray | None = None, chunk: int = BATCH_ROWS,
-               ring: int = 1 << 16, nbins: int = NBINS,
-               interval_ns: int = INTERVAL_NS) -> dict[str, Any]:
-    """Replay in-memory request arrays (tests, benchmarks); returns per-request outputs in
-    request order, per-drive totals and bins, and (``drive_ops``) every operation."""
+               **engine: Any) -> dict[str, Any]:
+    """Replay in-memory request arrays (tests, benchmarks); ``engine`` takes any Options
+    field (ctrl_ns, path_ps, cache_lines, ...). Returns per-request outputs in request order,
+    per-drive totals and bins, the cache's end state and (``drive_ops``) every operation."""
     n = len(arrive_ns)
     stream = np.zeros(n, np.int64) if stream is None else np.asarray(stream, np.int64)
     phase = np.zeros(n, np.int64) if phase is None else np.asarray(phase, np.int64)
@@ -460,29 +527,29 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     else:
         cols["stream"] = stream
         cols["phase"] = phase
-    opts = Options(closed=closed, ctrl_ns=ctrl_ns, path_ps=path_ps_per_byte, record=drive_ops,
-                   ring=ring, nbins=nbins, interval_ns=interval_ns)
+    opts = Options(closed=closed, record=drive_ops, **engine)
     drv = Driver(arr, opts, n, streams)
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("arrive", "start", "done", "hit")}
-    recs: dict[str, list[np.ndarray]] = {k: [] for k in E.Recs._fields}
+    recs: list[np.ndarray] = []
 
     def sink(c: dict[str, np.ndarray]) -> None:
         for k in out:
             out[k].append(c[k])
 
-    def on_records(rc: E.Recs, used: int) -> None:
-        for k in E.Recs._fields:
-            recs[k].append(getattr(rc, k)[:used].copy())
-
-    drv.run(_array_chunks(cols, chunk), sink, on_records)
+    drv.run(_array_chunks(cols, chunk), sink, recs.append)
     res: dict[str, Any] = {k: (np.concatenate(v) if v else np.zeros(0, np.int64))
                            for k, v in out.items()}
-    res["busy_ns"] = drv.D.busy.copy()
-    res["ops"] = drv.D.nops.copy()
+    res["busy_ns"] = drv.W.DR[:, E.D_BUSY].copy()
+    res["ops"] = drv.W.DR[:, E.D_NOPS].copy()
     res["bins"] = drv.bins()
+    res["cache"] = drv.cache_state()
     if drive_ops:
-        for k in E.Recs._fields:
-            res[f"op_{k}"] = np.concatenate(recs[k]) if recs[k] else np.zeros(0, np.int64)
+        rc = np.concatenate(recs) if recs else np.zeros((0, E.RC_N_COLS), np.int64)
+        for name, col in (("drive", E.RC_DRIVE), ("item", E.RC_ITEM), ("kind", E.RC_KIND),
+                          ("qtime", E.RC_QTIME), ("start", E.RC_START), ("done", E.RC_DONE),
+                          ("lba", E.RC_LBA), ("n", E.RC_N), ("write", E.RC_WRITE),
+                          ("hit", E.RC_HIT)):
+            res[f"op_{name}"] = rc[:, col]
     return res
 
 
@@ -497,18 +564,6 @@ def closed_streams(stream: np.ndarray, phase: np.ndarray, outst: np.ndarray) -> 
     np.maximum.at(win, si, outst)
     return Streams(ids=ids, phase_values=phases, ph_cnt=ph_cnt.astype(np.int64),
                    max_window=win)
-
-
-def data_path_ps_per_byte(cfg: ArrayConfig) -> int:
-    """Picoseconds per byte of the controller's data path: the slower of the host links (count
-    x speed x efficiency) and the internal bandwidth cap; 0 when neither is set."""
-    c = cfg.controller
-    rates = []
-    if c.link_gbit_per_s > 0:
-        rates.append(c.host_links * c.link_gbit_per_s * 1e9 / 8 * c.link_efficiency)
-    if c.bandwidth_bytes_per_s > 0:
-        rates.append(c.bandwidth_bytes_per_s)
-    return int(round(1e12 / min(rates))) if rates else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -685,16 +740,16 @@ class _RunWriter:
         self.rows_ += len(lat)
         self.lat.append(lat)
 
-    def records(self, rc: E.Recs, used: int) -> None:
+    def records(self, rc: np.ndarray) -> None:
         assert self.ops is not None
         self.ops.write_table(pa.table({
-            "drive": rc.drive[:used].astype(np.int32), "request": rc.item[:used].copy(),
-            "kind": np.zeros(used, np.uint8), "queued_ns": rc.qtime[:used].copy(),
-            "start_ns": rc.start[:used].copy(), "complete_ns": rc.done[:used].copy(),
-            "sector": rc.lba[:used].copy(), "sectors": rc.n[:used].copy(),
-            "write": rc.write[:used].astype(bool), "cache_hit": rc.hit[:used].astype(bool),
+            "drive": rc[:, E.RC_DRIVE].astype(np.int32), "request": rc[:, E.RC_ITEM],
+            "kind": rc[:, E.RC_KIND].astype(np.uint8), "queued_ns": rc[:, E.RC_QTIME],
+            "start_ns": rc[:, E.RC_START], "complete_ns": rc[:, E.RC_DONE],
+            "sector": rc[:, E.RC_LBA], "sectors": rc[:, E.RC_N],
+            "write": rc[:, E.RC_WRITE].astype(bool), "cache_hit": rc[:, E.RC_HIT].astype(bool),
         }, schema=RUN_SCHEMAS["drive_ops"]))
-        self.drive_ops += used
+        self.drive_ops += len(rc)
 
     def close(self) -> None:
         self.ios.close()
@@ -717,8 +772,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     pf, _meta = open_trace(trace)
     total, skipped, streams = _scan(pf, trace, closed_loop)
     closed = streams is not None
-    opts = Options(closed=closed, ctrl_ns=cfg.controller.command_overhead_ns,
-                   path_ps=data_path_ps_per_byte(cfg), record=drive_ops)
+    opts = Options(closed=closed, record=drive_ops, **options_for(cfg))
     out = Path(output)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
@@ -749,8 +803,9 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "options": {"speed": speed, "closed_loop": closed_loop, "think_us": think_us,
                         "wrap": wrap, "closed": closed},
             "counts": {"requests": total, "skipped_not_read_write": skipped,
-                       "drives": arr.drives, "drive_ops": int(drv.D.nops.sum())},
-            "interval_ns": int(drv.S[E.S_INTERVAL]),
+                       "drives": arr.drives, "drive_ops": int(drv.W.DR[:, E.D_NOPS].sum())},
+            "cache_at_end": drv.cache_state(),
+            "interval_ns": int(drv.W.S[E.S_INTERVAL]),
             "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
                         "model": arr.model_names[int(arr.d_mparam[i])]}
                        for i in range(arr.drives)],

@@ -58,8 +58,14 @@ def scenario(draw):
         gaps = st.integers(0, 30_000)
     arrive = np.cumsum(draw(st.lists(gaps, min_size=n, max_size=n)))
     nsec = np.array(draw(st.lists(st.integers(1, 300), min_size=n, max_size=n)))
-    span = min(arr.capacity, 4096)
-    lba = np.array([draw(st.integers(0, span - int(k))) for k in nsec])
+    span = min(arr.capacity, draw(st.sampled_from([512, 4096])))
+    lba = []
+    for k in nsec:  # random, or where the previous request ended (sequential runs)
+        if lba and draw(st.booleans()) and lba[-1] + nsec[len(lba) - 1] + k <= span:
+            lba.append(lba[-1] + int(nsec[len(lba) - 1]))
+        else:
+            lba.append(draw(st.integers(0, span - int(k))))
+    lba = np.array(lba)
     w = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
     closed = draw(st.booleans())
     stream = np.array(draw(st.lists(st.sampled_from([0, 7, 9]), min_size=n, max_size=n)))
@@ -73,7 +79,26 @@ def scenario(draw):
                 ctrl=draw(st.sampled_from([0, 0, 512, 1024] if grid else [0, 0, 500, 1000, 3000])),
                 path=draw(st.sampled_from([0, 1000, 1000] if grid else [0, 0, 1, 250])),
                 chunk=draw(st.sampled_from([1, 3, 7, 1000])), ring=draw(st.sampled_from([4, 64])),
-                interval=draw(st.sampled_from([1000, 5000, 10**9])))
+                interval=draw(st.sampled_from([1000, 5000, 10**9])),
+                engine=draw(controller()))
+
+
+@st.composite
+def controller(draw):
+    """The internal bus and the controller cache (small, so that lines are evicted, writes
+    wait for destages and prefetches are refused)."""
+    opts = {"bus_ps": draw(st.sampled_from([0, 0, 250, 1000]))}
+    if draw(st.booleans()):
+        start = draw(st.sampled_from([0.25, 0.5, 0.8, 1.0]))
+        opts.update(
+            cache_lines=draw(st.sampled_from([2, 4, 16, 200])),
+            line_sectors=draw(st.sampled_from([8, 16, 64])),
+            write_back=draw(st.booleans()),
+            ra_sectors=draw(st.sampled_from([0, 0, 16, 64, 256])),
+            flush_start=start, flush_stop=draw(st.sampled_from([0.0, start / 2, start])),
+            flush_age_ns=draw(st.sampled_from([512, 5000, 10**9])),
+            destage_depth=draw(st.sampled_from([0, 1, 2])))
+    return opts
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,21 +107,26 @@ def test_engine_equals_reference(sc):
     """Every output of the kernel equals the plain-Python reference's, whatever the chunking
     of the trace and the size of the request ring (small ones force retiring and growing)."""
     arr, closed = sc["arr"], sc["closed"]
-    kw = dict(closed=closed, ctrl_ns=sc["ctrl"], path_ps_per_byte=sc["path"],
+    kw = dict(closed=closed, ctrl_ns=sc["ctrl"], path_ps=sc["path"],
               stream=sc["stream"] if closed else None, phase=sc["phase"] if closed else None,
-              outstanding=sc["window"] if closed else 1, think_ns=sc["think"] if closed else 0)
+              outstanding=sc["window"] if closed else 1, think_ns=sc["think"] if closed else 0,
+              **sc["engine"])
     got = run_engine(arr, sc["arrive"], sc["lba"], sc["nsec"], sc["w"], drive_ops=True,
                      chunk=sc["chunk"], ring=sc["ring"], nbins=4, interval_ns=sc["interval"],
                      **kw)
-    want = ref.simulate(arr, sc["arrive"], sc["lba"], sc["nsec"], sc["w"], int(arr.models.fixed[0]),
-                        int(arr.models.fixed[1]), interval_ns=got["bins"]["interval_ns"], **kw)
+    want = ref.simulate(arr, sc["arrive"], sc["lba"], sc["nsec"], sc["w"],
+                        int(arr.models.fixed[0]), int(arr.models.fixed[1]),
+                        interval_ns=got["bins"]["interval_ns"], **kw)
     assert got["arrive"].tolist() == want.arrive
     assert got["start"].tolist() == want.start
     assert got["done"].tolist() == want.done
     assert got["busy_ns"].tolist() == want.busy
     assert got["ops"].tolist() == want.ops
-    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "qtime", "start",
-                                                             "done", "lba", "n")), strict=True))
+    assert got["hit"].tolist() == want.hit
+    assert got["cache"]["dirty_lines"] == want.dirty_lines
+    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
+                                                             "start", "done", "lba", "n")),
+                        strict=True))
     assert recorded == want.records  # every drive operation, in the order they started
     bins = got["bins"]
     for d in range(len(arr.d_model)):
@@ -203,21 +233,26 @@ def test_replay_bad_options(tmp_path, bad):
 
 
 def test_data_path_rate():
-    """A data path of 1 ns per byte: a 4 KiB read alone takes its drive time plus 4096 ns."""
+    """Host links (2 x 8 Gbit/s: 500 ps per byte) carry host data; the internal bus (1000 MB/s:
+    1000 ps per byte) carries every drive operation's data, reserved when it starts."""
     from blocklab.pipeline.config import load_array
-    from blocklab.pipeline.replay import data_path_ps_per_byte
+    from blocklab.pipeline.replay import options_for
 
     cfg = parse_array({"group": [{"name": "g", "layout": "raid0", "width": 2,
                                   "stripe_unit": "64KiB", "drive": "atlas10k"}],
                        "controller": {"bandwidth_mb_s": 1000,
                                       "host_links": {"count": 2, "gbit_per_s": 8}}},
                       ROOT / "x.toml")
-    assert data_path_ps_per_byte(cfg) == 1000  # min(1000 MB/s, 2 x 8 Gbit/s = 2000 MB/s)
+    opts = options_for(cfg)
+    assert (opts["path_ps"], opts["bus_ps"]) == (500, 1000)
     arr = build_array(cfg, fixed_ns=(10_000, 0))
-    got = run_engine(arr, np.array([0, 0]), np.array([0, 128]), np.array([8, 8]),
-                     np.array([0, 0]), path_ps_per_byte=1000)
-    # both reads finish on their drives at 10 us, then share the path one after the other
-    assert got["done"].tolist() == [10_000 + 4096, 10_000 + 2 * 4096]
+    two = (np.array([0, 0]), np.array([0, 128]), np.array([0, 0]))
+    # 4 KiB each: the bus (4096 ns each) is quicker than the drives (10 us); then the links
+    got = run_engine(arr, two[0], two[1], np.array([8, 8]), two[2], **opts)
+    assert got["done"].tolist() == [10_000 + 2048, 10_000 + 2 * 2048]
+    # 64 KiB each: the bus (65536 ns each) is the bottleneck
+    got = run_engine(arr, two[0], two[1], np.array([128, 128]), two[2], **opts)
+    assert got["done"].tolist() == [65536 + 32768, 2 * 65536 + 32768]
     assert load_array(ROOT / "examples" / "arrays" / "raid5-entry.toml").controller \
         .bandwidth_bytes_per_s == 485e6
 
