@@ -120,11 +120,15 @@ def new_state(drives: int = 1) -> np.ndarray:
 @njit(inline="always", nrt=False)
 def _zone(p, zones, lbn):
     """Base index in ``zones`` of the zone holding ``lbn`` (the last zone past the end)."""
-    nz = int(p[P_NZONES])
-    for i in range(nz):
-        if lbn < zones[i * Z_N + Z_FIRST_LBN] + zones[i * Z_N + Z_NLBN]:
-            return i * Z_N
-    return (nz - 1) * Z_N
+    lo = 0
+    hi = int(p[P_NZONES]) - 1
+    while lo < hi:  # the last zone whose first LBN is <= lbn
+        mid = (lo + hi + 1) // 2
+        if zones[mid * Z_N + Z_FIRST_LBN] <= lbn:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * Z_N
 
 
 @njit(inline="always", nrt=False)
@@ -326,10 +330,11 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
     ``xfer`` but none before it is read.
 
     Returns (blocks read, time the walk ends or stops, cylinder, head, time the host has the
-    last block (0 if nbus == 0))."""
+    last block (0 if nbus == 0), rotational wait before the first block)."""
     rot = p[P_ROT_MS]
     j = 0
     bus = 0.0
+    wait0 = 0.0
     known = wm <= 0
     if known:
         bus = bus_at + resel
@@ -344,14 +349,17 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
         c = c1
         h = h1
         if cut < ts:
-            return j, ts, c, h, bus
-        tr = ts + _wait(rot, bpt, ts, ang)
+            return j, ts, c, h, bus, wait0
+        wt = _wait(rot, bpt, ts, ang)
+        if j == 0:
+            wait0 = wt
+        tr = ts + wt
         if cut < tr:
-            return j, tr, c, h, bus
+            return j, tr, c, h, bus, wait0
         s = rot / bpt
         if cut < tr + cnt * s:
             k = int((cut - tr) / s)
-            return j + k, tr + (k + 1) * s, c, h, bus
+            return j + k, tr + (k + 1) * s, c, h, bus, wait0
         # the host's share of this run: walk blocks [lo, hi)
         lo = max(j, bus_from)
         hi = min(j + cnt, bus_from + nbus)
@@ -370,7 +378,7 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
                 bus = max(max(bus, m_first) + (hi - lo) * xfer, m_last + xfer)
         t = tr + cnt * s
         j += cnt
-    return n, t, c, h, bus
+    return n, t, c, h, bus, wait0
 
 
 @njit(nrt=False)
@@ -530,8 +538,8 @@ def _drop_overlaps(p, st, b, keep, a, n):
 def _start_readahead(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk):
     """Record a media read of ``nblk`` blocks from ``lbn`` into segment ``seg`` starting at
     ``t`` from (c, h); the mechanism is busy until it ends. Returns its end time."""
-    _k, t_end, ce, he, _bus = _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, nblk, 0, 0,
-                                         0, 0.0, 0.0, 0.0, _INF)
+    _k, t_end, ce, he, _bus, _w = _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, nblk, 0,
+                                             0, 0, 0.0, 0.0, 0.0, _INF)
     st[b + S_PF_SEG] = seg
     st[b + S_PF_T] = t
     st[b + S_PF_C0] = c
@@ -571,7 +579,7 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     if pf >= 0:
         got = pf_n
         if t < free:
-            got, stop_t, stop_c, stop_h, _bus = _walk_read(
+            got, stop_t, stop_c, stop_h, _bus, _w = _walk_read(
                 p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
                 int(st[b + S_PF_H0]), pf_lbn, pf_n, 0, 0, 0, 0.0, 0.0, 0.0, t)
         lo, hi = _seg_bounds(st, b, pf)
@@ -616,7 +624,7 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
                                  cyl, head, int(hi), int(lim - hi))
         elif kind == 1 and k == pf:  # the rest is coming in from the read-ahead
             new_n = max(pf_n, int(lim) - pf_lbn)
-            _g, t_end, ce, he, bus = _walk_read(
+            _g, t_end, ce, he, bus, _w = _walk_read(
                 p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
                 int(st[b + S_PF_H0]), pf_lbn, new_n, a - pf_lbn, n, 0,
                 t + ov_hit + p[P_DATA_PREP], 0.0, xr, _INF)
@@ -639,25 +647,24 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
                 lo = a
                 bus_at = t + ov_miss + (p[P_DISC_RW] if prev_write else p[P_DISC_RR])
                 resel = p[P_RESELECT1] + p[P_DATA_PREP]
+                # the drive reconnects when the buffer holds the high water mark's share (of
+                # the request, or of the segment), or the whole request if that comes first
                 if p[P_WM_BY_REQ] > 0:
                     wm = max(1, int(min(seg_n, n) * p[P_HIGH_WM]))
                 else:
                     wm = max(1, int(seg_n * p[P_HIGH_WM] + 0.9999999999))
+                wm = min(wm, n)
             start = max(t + ov_miss, free)
             nblk = int(max(lim, a + n)) - rd
+            _g, t_end, ce, he, bus, wait0 = _walk_read(
+                p, zones, curve_d, curve_t, start, cyl, head, rd, nblk, 0, a + n - rd, wm,
+                bus_at, resel, xr, _INF)
             if kind == 0 and p[P_READ_ARRIVAL] > 0 and p[P_CACHE_ON] > 0:
                 # the drive reads from the moment the head settles on the track: the sectors
                 # that pass before the first one wanted are kept too
-                b0, q0 = _phys(p, zones, a)
-                c1, h1, ang = _where(p, zones, b0, q0)
-                bpt = zones[b0 + Z_BPT]
-                ts = start + _move(p, curve_d, curve_t, cyl, head, c1, h1, False)
-                ahead = int(_wait(p[P_ROT_MS], bpt, ts, ang) / p[P_ROT_MS] * bpt)
                 tr_lo, _tr_hi = track_bounds(p, zones, a)
-                lo = max(tr_lo, a - ahead)
-            _g, t_end, ce, he, bus = _walk_read(
-                p, zones, curve_d, curve_t, start, cyl, head, rd, nblk, 0, a + n - rd, wm,
-                bus_at, resel, xr, _INF)
+                bpt = zones[_zone(p, zones, a) + Z_BPT]
+                lo = max(tr_lo, a - int(wait0 / p[P_ROT_MS] * bpt))
             done = bus + p[P_COMPL_R]
             _seg_set(st, b, k, lo, rd)
             st[b + S_PF_SEG] = k
