@@ -136,11 +136,17 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_SERP] = d.mapping_scheme
     p[H.P_TRACK_SPARING] = 1.0 if d.sparing_scheme == 1 else 0.0
     nz = len(d.zones)
-    zones = np.zeros(nz * H.Z_N + sum(len(z.slips) for z in d.zones))
+    nslips = sum(len(z.slips) for z in d.zones)
+    zl = [_zone_layout(d, z) for z in d.zones]
+    total = sum(x[0] for x in zl)
+    # the bucket index: a few thousand buckets of a power-of-two number of blocks
+    shift = max(0, int(np.ceil(np.log2(max(total, 1) / 4096))))
+    nb = (total >> shift) + 1
+    zones = np.zeros(nz * H.Z_N + nslips + nb)
     first = 0
     slip_at = nz * H.Z_N
     for i, z in enumerate(d.zones):  # in LBN order, as listed
-        nlbn, rs, rl = _zone_layout(d, z)
+        nlbn, rs, rl = zl[i]
         b = i * H.Z_N
         zones[b + H.Z_FIRST_CYL] = z.first_cylinder
         zones[b + H.Z_LAST_CYL] = z.last_cylinder
@@ -161,6 +167,11 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         first += nlbn
     # DiskSim maps as many blocks as its zones hold, which may differ from "Block count"
     p[H.P_BLOCKS] = first
+    starts = zones[H.Z_FIRST_LBN:nz * H.Z_N:H.Z_N]
+    p[H.P_BUCKETS_AT] = slip_at
+    p[H.P_BUCKET_SHIFT] = shift
+    p[H.P_NBUCKETS] = nb
+    zones[slip_at:] = np.searchsorted(starts, np.arange(nb) << shift, side="right") - 1
     return p, zones, curve_d, curve_t
 
 

@@ -72,8 +72,9 @@ from blocklab.kernels._jit import njit
  P_WRITE_BACK, P_CACHE_ON, P_NSEGS, P_WSEG, P_NWSEGS, P_SEG_BLOCKS, P_RA_KIND, P_MAX_RA,
  P_RA_IDLE_HIT, P_HIGH_WM, P_WM_BY_REQ, P_READ_ARRIVAL,
  P_SEEK_KIND, P_HPL_X, P_HPL_A, P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK,
- P_NZONES, P_SERP, P_TRACK_SPARING, P_BLOCKS) = range(52)
-P_N = 52
+ P_NZONES, P_SERP, P_TRACK_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
+ P_NBUCKETS) = range(55)
+P_N = 55
 SEEK_CURVE, SEEK_HPL = 0, 1
 # read-ahead kinds (DiskSim's "Buffer continuous read")
 RA_NONE, RA_TRACK, RA_CYL, RA_SEG, RA_DEC = 0, 1, 2, 3, 4
@@ -83,7 +84,8 @@ SEG_MAX = 16  # cache segments a state vector has room for
 # track and cylinder skew (sectors), offset of the first block (sectors), empty sectors at the
 # zone's front, sectors per sparing range and LBNs per range (both huge when the zone is one
 # range), index in ``zones`` of the zone's first slip, number of slips. Slips are zone-relative
-# physical sectors (tracks with track sparing), ascending.
+# physical sectors (tracks with track sparing), ascending. After the zones and their slips,
+# ``zones`` holds a bucket index: entry i is the zone of LBN ``i << P_BUCKET_SHIFT``.
 (Z_FIRST_CYL, Z_LAST_CYL, Z_BPT, Z_FIRST_LBN, Z_NLBN, Z_TSKEW, Z_CSKEW, Z_OFFSET, Z_DEAD,
  Z_RANGE, Z_RANGE_LBNS, Z_SLIP0, Z_NSLIP) = range(13)
 Z_N = 13
@@ -119,16 +121,14 @@ def new_state(drives: int = 1) -> np.ndarray:
 
 @njit(inline="always", nrt=False)
 def _zone(p, zones, lbn):
-    """Base index in ``zones`` of the zone holding ``lbn`` (the last zone past the end)."""
-    lo = 0
-    hi = int(p[P_NZONES]) - 1
-    while lo < hi:  # the last zone whose first LBN is <= lbn
-        mid = (lo + hi + 1) // 2
-        if zones[mid * Z_N + Z_FIRST_LBN] <= lbn:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo * Z_N
+    """Base index in ``zones`` of the zone holding ``lbn`` (the last zone past the end): the
+    bucket index gives the zone of the bucket's first block, later zones follow."""
+    k = min(lbn >> int(p[P_BUCKET_SHIFT]), int(p[P_NBUCKETS]) - 1)
+    i = int(zones[int(p[P_BUCKETS_AT]) + k])
+    last = int(p[P_NZONES]) - 1
+    while i < last and lbn >= zones[(i + 1) * Z_N + Z_FIRST_LBN]:
+        i += 1
+    return i * Z_N
 
 
 @njit(inline="always", nrt=False)
@@ -145,10 +145,11 @@ def _first_at_least(zones, lo, hi, v):
 
 @njit(inline="always", nrt=False)
 def _slips_shift(zones, s0, ns, first, x):
-    """How many slips at or after ``first`` push logical offset ``x`` (relative to ``first``)
-    forward: slip i counts while ``slip_i - first - i <= x`` (DiskSim counts them one by one,
-    each moving the target; the left side never decreases, so a binary search finds them)."""
-    i0 = _first_at_least(zones, s0, s0 + ns, first)
+    """(how many slips at or after ``first`` push logical offset ``x`` (relative to ``first``)
+    forward, index of the first slip at or after ``first``): slip i counts while
+    ``slip_i - first - i <= x`` (DiskSim counts them one by one, each moving the target; the
+    left side never decreases, so a binary search finds them)."""
+    i0 = s0 if first == 0 else _first_at_least(zones, s0, s0 + ns, first)
     lo = 0
     hi = s0 + ns - i0
     while lo < hi:
@@ -157,12 +158,13 @@ def _slips_shift(zones, s0, ns, first, x):
             lo = mid + 1
         else:
             hi = mid
-    return lo
+    return lo, i0
 
 
 @njit(inline="always", nrt=False)
 def _phys(p, zones, lbn):
-    """(zone base, physical sector within the zone, counted from the zone's first sector)."""
+    """(zone base, physical sector within the zone (counted from the zone's first sector),
+    index in ``zones`` of the first slip after it)."""
     b = _zone(p, zones, lbn)
     bpt = int(zones[b + Z_BPT])
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
@@ -170,14 +172,14 @@ def _phys(p, zones, lbn):
     ns = int(zones[b + Z_NSLIP])
     if p[P_TRACK_SPARING] > 0:
         trk = off // bpt
-        trk += _slips_shift(zones, s0, ns, 0, trk)
-        return b, trk * bpt + off % bpt
+        k, i0 = _slips_shift(zones, s0, ns, 0, trk)
+        return b, (trk + k) * bpt + off % bpt, i0 + k
     rs = int(zones[b + Z_RANGE])
     rl = int(zones[b + Z_RANGE_LBNS])
     rng = off // rl
     x = off - rng * rl
-    x += _slips_shift(zones, s0, ns, rng * rs, x)
-    return b, rng * rs + x
+    k, i0 = _slips_shift(zones, s0, ns, rng * rs, x)
+    return b, rng * rs + x + k, i0 + k
 
 
 @njit(inline="always", nrt=False)
@@ -195,15 +197,15 @@ def _where(p, zones, b, q):
     serp = p[P_SERP]
     if (serp == 1 and cz % 2 == 1) or (serp == 2 and cyl % 2 == 1):
         head = surf - 1 - trk
-    ang = (zones[b + Z_OFFSET] + (trk + (surf - 1) * cz) * zones[b + Z_TSKEW]
-           + cz * zones[b + Z_CSKEW] + sec) % bpt
-    return cyl, head, ang
+    ang = (int(zones[b + Z_OFFSET]) + (trk + (surf - 1) * cz) * int(zones[b + Z_TSKEW])
+           + cz * int(zones[b + Z_CSKEW]) + sec) % bpt
+    return cyl, head, float(ang)
 
 
 @njit(inline="always", nrt=False)
-def _run_len(p, zones, b, lbn, q, left):
-    """How many blocks from ``lbn`` (at physical ``q``) lie on consecutive sectors of one
-    track, at most ``left``."""
+def _run_len(p, zones, b, lbn, q, nxt, left):
+    """How many blocks from ``lbn`` (at physical ``q``, ``nxt`` the index of the next slip)
+    lie on consecutive sectors of one track, at most ``left``."""
     bpt = int(zones[b + Z_BPT])
     m = min(left, bpt - q % bpt)
     m = min(m, int(zones[b + Z_FIRST_LBN] + zones[b + Z_NLBN]) - lbn)
@@ -214,11 +216,8 @@ def _run_len(p, zones, b, lbn, q, left):
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
     rng = q // rs
     m = min(m, (rng + 1) * rl - off)  # the range's spares follow its last block
-    s0 = int(zones[b + Z_SLIP0])
-    ns = int(zones[b + Z_NSLIP])
-    i = _first_at_least(zones, s0, s0 + ns, q + 1)
-    if i < s0 + ns and zones[i] < (rng + 1) * rs:
-        m = min(m, int(zones[i]) - q)
+    if nxt < int(zones[b + Z_SLIP0] + zones[b + Z_NSLIP]) and zones[nxt] < (rng + 1) * rs:
+        m = min(m, int(zones[nxt]) - q)
     return max(m, 1)
 
 
@@ -251,7 +250,7 @@ def _lbns_before(p, zones, b, qp):
 def locate(p, zones, lbn):
     """(cylinder, head, angle of the block's start as a fraction of a turn, sectors per track)
     of an LBN."""
-    b, q = _phys(p, zones, lbn)
+    b, q, _nxt = _phys(p, zones, lbn)
     cyl, head, ang = _where(p, zones, b, q)
     bpt = zones[b + Z_BPT]
     return cyl, head, ang / bpt, int(bpt)
@@ -260,7 +259,7 @@ def locate(p, zones, lbn):
 @njit(nrt=False)
 def track_bounds(p, zones, lbn):
     """(first LBN on ``lbn``'s track, one past the last)."""
-    b, q = _phys(p, zones, lbn)
+    b, q, _nxt = _phys(p, zones, lbn)
     bpt = int(zones[b + Z_BPT])
     qs = (q // bpt) * bpt
     return _lbns_before(p, zones, b, qs), _lbns_before(p, zones, b, qs + bpt)
@@ -313,7 +312,8 @@ def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
 @njit(inline="always", nrt=False)
 def _wait(rot, bpt, t, ang):
     """Rotational wait from time ``t`` until sector angle ``ang`` (sectors) is under the head."""
-    w = (ang / bpt - (t / rot) % 1.0) % 1.0 * rot
+    f = ang / bpt - t / rot
+    w = (f - np.floor(f)) * rot  # floor, not %, which numba compiles with Python's sign rules
     if w > rot - _EPS:
         w = 0.0
     return w
@@ -341,8 +341,8 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
     pre = 0
     while j < n:
         a = lbn + j
-        b, q = _phys(p, zones, a)
-        cnt = _run_len(p, zones, b, a, q, n - j)
+        b, q, nxt = _phys(p, zones, a)
+        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
         c1, h1, ang = _where(p, zones, b, q)
         bpt = zones[b + Z_BPT]
         ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
@@ -392,8 +392,8 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
     first = True
     while j < n:
         a = lbn + j
-        b, q = _phys(p, zones, a)
-        cnt = _run_len(p, zones, b, a, q, n - j)
+        b, q, nxt = _phys(p, zones, a)
+        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
         c1, h1, ang = _where(p, zones, b, q)
         bpt = zones[b + Z_BPT]
         mv = _move(p, curve_d, curve_t, c, h, c1, h1, True)
@@ -442,7 +442,7 @@ def _ra_limit(p, zones, a, n):
         return min(hi, total)
     lim = end + p[P_MAX_RA] if p[P_MAX_RA] > 0 else a + p[P_SEG_BLOCKS]
     if kind == RA_TRACK or kind == RA_CYL:  # the read-ahead never leaves the track / cylinder
-        b, q = _phys(p, zones, end - 1)
+        b, q, _nxt = _phys(p, zones, end - 1)
         bpt = int(zones[b + Z_BPT])
         unit = bpt if kind == RA_TRACK else bpt * int(p[P_SURFACES])
         lim = min(lim, _lbns_before(p, zones, b, (q // unit + 1) * unit))
