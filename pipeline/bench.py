@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,7 +130,9 @@ def _replay_speeds() -> dict[str, float]:
         run_engine(arr, arrive, lba, nsec, w, closed=closed > 0, outstanding=max(closed, 1))
         out[name] = n / (time.perf_counter() - t)
 
-    run("random_4k_open_requests_per_s", 1_000_000, 8, False, 600)
+    # 400 requests/s of 4 KiB, 30 % writes (read-modify-write: 4 operations) keep the eight
+    # drives about two-thirds busy: a steady state, not a queue growing without bound
+    run("random_4k_open_requests_per_s", 1_000_000, 8, False, 400)
     run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 40)
     run("random_4k_closed64_requests_per_s", 500_000, 8, False, 1, closed=64, arr=clook)
     # the reference simulator, on a trace small enough for Python
@@ -139,6 +142,7 @@ def _replay_speeds() -> dict[str, float]:
         "ref_engine", Path(__file__).resolve().parents[1] / "tests" / "reference" / "engine.py")
     if spec and spec.loader and spec.origin and Path(spec.origin).exists():
         ref = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = ref  # its dataclasses look their module up
         spec.loader.exec_module(ref)
         farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
         n = 20_000
@@ -147,7 +151,7 @@ def _replay_speeds() -> dict[str, float]:
         nsec = np.full(n, 8, dtype=np.int64)
         w = (rng.random(n) < 0.3).astype(np.int64)
         t = time.perf_counter()
-        ref.simulate(farr, arrive, lba, nsec, w, 5_000_000, 1000)
+        ref.simulate(farr, arrive, lba, nsec, w, 5_000_000, 1000)  # returns a Result
         py = n / (time.perf_counter() - t)
         run_engine(farr, arrive[:10], lba[:10], nsec[:10], w[:10])
         t = time.perf_counter()
@@ -155,6 +159,174 @@ def _replay_speeds() -> dict[str, float]:
         nb = n / (time.perf_counter() - t)
         out["reference_python_requests_per_s"] = py
         out["kernel_vs_reference"] = nb / py
+    return out
+
+
+def _synth_speeds() -> dict[str, float]:
+    """Synthetic workload generation (issue 4), requests per second on one core: each
+    generator's kernel alone (columns reused in memory; best of three after a warm-up), and an
+    SPC-1 trace written to Parquet end to end (Arrow conversion, zstd on the writer thread)."""
+    from blocklab.pipeline.synth import synth_spc1
+    from blocklab.traces.synth import iometer, ior, kernel_rate, orion, spc1
+
+    cap = (1 << 40) // 512  # a 1 TiB volume
+    plans = {  # about 10 M requests each
+        "spc1": (lambda: spc1.plan(2000, 100.0, 1, cap), False),  # 100 k IOPS, 100 s
+        "ior": (lambda: ior.plan(64, 4096, 1 << 20, 320, False, True, seed=1), True),
+        "iometer": (lambda: iometer.plan(4096, 67, 50, 0, 32, 4, 2_500_000, 0, 0, 1, cap), True),
+        "orion": (lambda: orion.plan("detailed", "seq", 8192, 1 << 20, 4, None, None, 4, 30,
+                                     2000, 1, cap), True),
+    }
+    out: dict[str, float] = {}
+    for name, (make, closed) in plans.items():
+        small = make()
+        kernel_rate(small.kernel(), closed, 1 << 10)  # compile or load the cached kernel
+        best = 0.0
+        for _ in range(3):
+            rows, secs = kernel_rate(make().kernel(), closed)
+            best = max(best, rows / secs)
+        out[f"{name}_kernel_requests_per_s"] = best
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-synth-") as tmp:
+        synth_spc1(Path(tmp) / "warm.parquet", 1, 10.0, capacity="1TiB")
+        r = synth_spc1(Path(tmp) / "spc1.parquet", 2000, 100.0, seed=1, capacity="1TiB")
+        out["spc1_parquet_requests_per_s"] = r.requests_per_s
+        out["spc1_parquet_bytes_per_request"] = (Path(tmp) / "spc1.parquet").stat().st_size \
+            / r.requests
+    return out
+
+
+def _capture_speed() -> dict[str, object] | str:
+    """``blocklab capture`` on a loop device over tmpfs under fio (io_uring, 4 KiB random
+    reads and writes, queue depth 32) at rising request rates: for each rate, the requests
+    captured against fio's count, the events lost, and the CPU the capture process used
+    (its rusage). Baselines from the same run: fio alone (the machine's ceiling) and a reader
+    of the text ``trace_pipe`` files (no parsing) at the highest rate, the obvious alternative
+    to decoding the binary pages."""
+    import threading
+
+    from blocklab.pipeline.capture import find_tracefs, remove_instance
+
+    if os.geteuid() != 0:
+        return "needs root (tracefs instances, loop devices)"
+    if not shutil.which("fio") or not shutil.which("losetup"):
+        return "needs fio and losetup (make tools)"
+    try:
+        tracefs = find_tracefs()
+    except Exception as e:  # reported, not raised: the rest of the bench still runs
+        return str(e)
+    img = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.img")
+    with open(img, "wb") as f:
+        f.truncate(256 << 20)
+    dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    nomerges = Path("/sys/block") / Path(dev).name / "queue" / "nomerges"
+    saved = nomerges.read_text().strip()
+    nomerges.write_text("2")  # one request per fio I/O, so counts compare exactly
+    secs = 3
+    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
+
+    def fio(rate: int) -> int:
+        limit = [f"--rate_iops={rate // 2},{rate // 2}"] if rate else []
+        r = subprocess.run(["fio", "--name=bench", f"--filename={dev}", "--direct=1",
+                            "--ioengine=io_uring", "--iodepth=32", "--rw=randrw", "--bs=4k",
+                            "--time_based", f"--runtime={secs}", "--norandommap",
+                            "--output-format=json", *limit],
+                           check=True, capture_output=True, text=True)
+        job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+        return job["read"]["total_ios"] + job["write"]["total_ios"]
+
+    out: dict[str, object] = {}
+    steps = []
+    try:
+        out["fio_alone_requests_per_s"] = fio(0) / secs
+        for rate in (25_000, 50_000, 100_000, 150_000, 0):
+            cap = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.parquet")
+            proc = subprocess.Popen([*blocklab, "capture", "-d", dev, "-o", str(cap), "--json"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert proc.stderr is not None
+            while "capturing" not in (line := proc.stderr.readline()):
+                if not line:
+                    raise RuntimeError(f"capture did not start: {proc.communicate()}")
+            n = fio(rate)
+            proc.send_signal(signal.SIGINT)
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            stdout = proc.stdout.read() if proc.stdout else ""
+            proc.communicate()
+            res = json.loads(stdout)
+            cap.unlink(missing_ok=True)
+            # the capture's own CPU (reported by it: from tracefs set-up to the file's commit)
+            # and the whole process's (rusage: Python start-up and imports included)
+            cpu = res["cpu_s"]
+            steps.append({"target_per_s": rate, "fio_requests_per_s": n / secs,
+                          "captured": res["requests"], "fio_requests": n,
+                          "lost_events": res["lost_events"], "capture_cpu_s": cpu,
+                          "capture_cpu_pct": 100 * cpu / res["elapsed_s"],
+                          "process_cpu_s": usage.ru_utime + usage.ru_stime,
+                          "cpu_us_per_request": 1e6 * cpu / max(n, 1),
+                          "zero_loss": res["lost_events"] == 0 and res["requests"] == n})
+        out["steps"] = steps
+        ok = [s for s in steps if s["zero_loss"]]
+        out["max_zero_loss_requests_per_s"] = max(
+            (s["fio_requests_per_s"] for s in ok), default=0.0)
+
+        # baseline: read the text of the per-CPU trace_pipe files of an instance like the
+        # capture's, at the top rate, and measure that reader thread's CPU
+        inst = tracefs / "instances" / f"blocklab-{os.getpid()}"
+        os.mkdir(inst)
+        try:
+            st = os.stat(dev)
+            devt = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
+            for name, val in (("tracing_on", "0"), ("buffer_size_kb", "4096"),
+                              ("trace_clock", "mono"), ("options/overwrite", "0")):
+                (inst / name).write_text(val)
+            for ev in ("block_rq_insert", "block_rq_issue", "block_rq_complete"):
+                (inst / "events" / "block" / ev / "filter").write_text(f"dev == {devt}")
+                (inst / "events" / "block" / ev / "enable").write_text("1")
+            fds = [os.open(p / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+                   for p in sorted((inst / "per_cpu").iterdir())]
+            done = threading.Event()
+            got = {"bytes": 0, "cpu": 0.0}
+
+            def reader():
+                t0 = time.thread_time()
+                while True:
+                    idle = True
+                    for fd in fds:
+                        while True:
+                            try:
+                                b = os.read(fd, 1 << 16)
+                            except BlockingIOError:
+                                break
+                            if not b:
+                                break
+                            got["bytes"] += len(b)
+                            idle = False
+                    if idle and done.is_set():
+                        break
+                    if idle:
+                        time.sleep(0.05)
+                got["cpu"] = time.thread_time() - t0
+
+            th = threading.Thread(target=reader)
+            th.start()
+            (inst / "tracing_on").write_text("1")
+            top = max(steps, key=lambda s: s["fio_requests_per_s"])
+            n = fio(int(top["target_per_s"]))
+            (inst / "tracing_on").write_text("0")
+            done.set()
+            th.join()
+            for fd in fds:
+                os.close(fd)
+            out["text_reader"] = {"fio_requests_per_s": n / secs, "cpu_s": got["cpu"],
+                                  "cpu_us_per_request": 1e6 * got["cpu"] / max(n, 1),
+                                  "bytes_per_request": got["bytes"] / max(n, 1)}
+        finally:
+            remove_instance(inst)
+    finally:
+        nomerges.write_text(saved)
+        subprocess.run(["losetup", "-d", dev], check=False)
+        img.unlink(missing_ok=True)
     return out
 
 
@@ -272,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report["disksim_validation_replay"] = _validation_speeds()
     report["replay"] = _replay_speeds()
+    report["synth"] = _synth_speeds()
+    report["capture"] = _capture_speed()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -313,6 +487,14 @@ def main(argv: list[str] | None = None) -> int:
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+    sy = report["synth"]
+    assert isinstance(sy, dict)
+    print(f"  synth generation, 1 core: SPC-1 {sy['spc1_kernel_requests_per_s'] / 1e6:.1f} M/s, "
+          f"IOR {sy['ior_kernel_requests_per_s'] / 1e6:.0f} M/s, Iometer "
+          f"{sy['iometer_kernel_requests_per_s'] / 1e6:.0f} M/s, Orion "
+          f"{sy['orion_kernel_requests_per_s'] / 1e6:.0f} M/s (kernels); SPC-1 to Parquet "
+          f"{sy['spc1_parquet_requests_per_s'] / 1e6:.1f} M/s, "
+          f"{sy['spc1_parquet_bytes_per_request']:.1f} bytes/request")
     vs = report["disksim_validation_replay"]
     if isinstance(vs, dict):
         for name, v in vs.items():
@@ -321,6 +503,25 @@ def main(argv: list[str] | None = None) -> int:
                   f"{v['demerit_ms']:.3f} ms")
     else:
         print(f"  validate               : {vs}")
+    cp = report["capture"]
+    if isinstance(cp, dict):
+        print(f"  capture (tracefs)      : fio alone {cp['fio_alone_requests_per_s'] / 1e3:.0f} k "
+              f"requests/s on a loop device over tmpfs; highest rate captured with zero loss "
+              f"{cp['max_zero_loss_requests_per_s'] / 1e3:.0f} k requests/s")
+        for st in cp["steps"]:  # type: ignore[union-attr]
+            target = f"{st['target_per_s'] / 1e3:.0f} k" if st["target_per_s"] else "max"
+            print(f"    fio at {target:>5}/s: {st['fio_requests_per_s'] / 1e3:6.1f} k/s, "
+                  f"captured {st['captured']:,}/{st['fio_requests']:,}, lost "
+                  f"{st['lost_events']}, capture CPU {st['capture_cpu_pct']:.0f} % of one core "
+                  f"({st['cpu_us_per_request']:.2f} us/request; process with start-up "
+                  f"{st['process_cpu_s']:.1f} s)")
+        tr = cp.get("text_reader")
+        if isinstance(tr, dict):
+            print(f"    baseline: reading trace_pipe text alone at "
+                  f"{tr['fio_requests_per_s'] / 1e3:.0f} k/s: {tr['cpu_us_per_request']:.2f} "
+                  f"us/request of CPU, {tr['bytes_per_request']:.0f} bytes/request")
+    else:
+        print(f"  capture (tracefs)      : {cp}")
     return 0
 
 

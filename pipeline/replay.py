@@ -1,18 +1,24 @@
 """``blocklab replay``: a trace against an array configuration -> a run folder.
 
-The run folder (written under a temporary name, renamed when complete, owner-only) holds
-``ios.parquet`` (per request: arrival, start of its first drive operation, completion,
-latency, op, sector, size, cache hit: every drive operation served from a drive cache),
-``drive_busy.parquet`` (per drive: busy time and operations) and
-``meta.json`` (configuration, trace and config sha256, blocklab version, counts, elapsed time,
-requests replayed per second); with ``--drive-ops``, ``drive_ops.parquet`` (every drive
-operation: drive, request, start, completion, drive sector, sectors, write).
+The trace is streamed: rows are read from Parquet in batches into a ring of request slots that
+the engine kernel (``kernels/engine.py``) works through; completed requests are retired in trace
+order and written out as they go, so memory stays bounded whatever the trace's length.
 
-First version (issue 3 in progress): read and write requests (discards and flushes are counted
-and skipped); one drive model per array. Modelled: the controller's per-command processing time,
-its data path (host links and internal bandwidth cap as one first-come first-served server) and
-the drives' queue scheduling; not yet its cache. The whole trace is replayed in memory
-(streaming in chunks comes with the next step).
+The run folder (written under a temporary name, renamed when complete, owner-only; columns in
+``traces/schema.py`` RUN_COLUMNS):
+
+- ``ios.parquet``: per request, arrival, start, completion, latency, op, sector, size, stream,
+  cache hit;
+- ``drive_busy.parquet``: per drive and interval, busy time, operations, bytes and the integral
+  of its queue;
+- ``drive_ops.parquet`` (``--drive-ops``): every drive operation;
+- ``meta.json``: configuration, trace and config sha256, blocklab version, options, counts, the
+  drives, elapsed time and requests replayed per second.
+
+Open loop replays the trace's arrival times (divided by ``speed``). Closed loop is taken when the
+trace says so (its ``outstanding`` column, written by the synthetic generators) or asked for with
+``closed_loop=N`` (N outstanding per stream of the trace, ``think_us`` between a completion and
+the next issue). Discards, flushes and other commands are counted and skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +39,31 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.kernels import engine as E
+from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.schema import OP_READ, OP_WRITE
+from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMA_VERSION, RUN_SCHEMAS
 from blocklab.traces.store import open_trace
 
 from . import __version__
-from .config import ArrayConfig, catalog_path, load_array
+from .config import ArrayConfig, DriveRef, catalog_path, load_array
 from .disksim_params import read_drive
 from .validate import drive_params
 
 SECTOR = 512
 SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
+#: Rows read from the trace per batch.
+BATCH_ROWS = 1 << 17
+#: Per-drive statistics: the first interval, and the bins kept per drive (the interval doubles
+#: when a run outgrows them).
+INTERVAL_NS = 1_000_000_000
+NBINS = 2048
 
 
 @dataclasses.dataclass
 class ArrayModel:
-    """The array as the engine sees it: LUN table, group table, drive model."""
+    """The array as the engine sees it: LUN and group tables, drives and their models."""
 
     vol_unit: int  # sectors; 0 = no host volume (one LUN)
     lun_group: np.ndarray
@@ -57,49 +71,89 @@ class ArrayModel:
     g_kind: np.ndarray
     g_width: np.ndarray
     g_unit: np.ndarray
-    g_drive_sectors: np.ndarray
-    drives: int
+    g_ds: np.ndarray
     capacity: int  # sectors the host can address
-    model: int
-    fixed: np.ndarray
-    hdd: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-    d_sched: np.ndarray  # per drive: engine.SCHED_*
-    d_depth: np.ndarray  # per drive: command queue depth the scheduler looks into
+    d_model: np.ndarray  # per drive: engine.MODEL_*
+    d_mparam: np.ndarray  # per drive: its model's parameter set
+    d_sched: np.ndarray
+    d_depth: np.ndarray
+    d_maxinf: np.ndarray
+    d_group: list[str]  # per drive: its group's name
+    d_role: list[str]  # per drive: "member" or "spare"
+    models: E.Models
+    model_names: list[str]
+
+    @property
+    def drives(self) -> int:
+        return len(self.d_model)
+
+
+def _hdd_sets(refs: list[DriveRef]) -> tuple[list[Any], list[int], list[str]]:
+    """The HDD parameter sets of the distinct drive references, their block counts and names."""
+    sets, blocks, names = [], [], []
+    for ref in refs:
+        d = read_drive(catalog_path(ref.catalog) if ref.catalog else Path(str(ref.disksim)))
+        sets.append(drive_params(d))
+        blocks.append(d.block_count)
+        names.append(ref.catalog or Path(str(ref.disksim)).name)
+    return sets, blocks, names
+
+
+def _models(hdd: list[tuple[np.ndarray, ...]], fixed_ns: tuple[int, int] | None,
+            drives: int) -> E.Models:
+    def cat(parts: list[np.ndarray], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        off = np.zeros(len(parts) + 1, dtype=np.int64)
+        off[1:] = np.cumsum([len(x) for x in parts])
+        return (np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)), off
+
+    hz, hz_off = cat([z for _p, z, _d, _t in hdd], np.float64)
+    hcd, hc_off = cat([cd for _p, _z, cd, _t in hdd], np.int64)
+    hct, _ = cat([ct for _p, _z, _d, ct in hdd], np.float64)
+    return E.Models(
+        fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
+        hp=np.concatenate([p for p, _z, _d, _t in hdd]) if hdd else np.zeros(H.P_N),
+        hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
+        hst=H.new_state(drives),  # replaced by a fresh state for each replay
+    )
 
 
 def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> ArrayModel:
-    """LUN and group tables from a configuration; the drive model from its catalog entry or
-    DiskSim file (``fixed_ns`` = (per operation, per sector) replaces it, for tests)."""
-    refs = {g.drive for g in cfg.groups}
-    if len(refs) > 1:
-        raise BlocklabError(f"{cfg.source}: group[*].drive: this version replays arrays of one "
-                            "drive model only")
-    (ref,) = refs
-    d = read_drive(catalog_path(ref.catalog) if ref.catalog else Path(str(ref.disksim)))
-    hdd = drive_params(d)
+    """LUN and group tables from a configuration, each group's drives with their model
+    (``fixed_ns`` = (per operation, per sector) replaces every model, for tests)."""
+    refs = list(dict.fromkeys(g.drive for g in cfg.groups))
+    sets, blocks, names = _hdd_sets(refs)
     g_kind, g_width, g_unit, g_ds = [], [], [], []
     lun_group, lun_base = [], []
+    d_model: list[int] = []
+    d_mparam: list[int] = []
     d_sched: list[int] = []
     d_depth: list[int] = []
+    d_group: list[str] = []
+    d_role: list[str] = []
     base = 0
     for gi, g in enumerate(cfg.groups):
+        m = refs.index(g.drive)
         per_group = g.count * g.width + g.hot_spares
+        d_model += [E.MODEL_FIXED if fixed_ns else E.MODEL_HDD] * per_group
+        d_mparam += [0 if fixed_ns else m] * per_group
         d_sched += [SCHEDULERS[g.scheduler]] * per_group
         d_depth += [g.queue_depth] * per_group
+        d_group += [g.name] * per_group
+        d_role += ["member"] * (g.count * g.width) + ["spare"] * g.hot_spares
         unit = g.stripe_unit_bytes // SECTOR
         g_kind.append(g.kind)
         g_width.append(g.width)
         g_unit.append(unit)
-        g_ds.append((d.block_count // unit) * unit if g.kind != R.KIND_JBOD else d.block_count)
+        g_ds.append((blocks[m] // unit) * unit if g.kind != R.KIND_JBOD else blocks[m])
         for _i in range(g.count):
             lun_group.append(gi)
             lun_base.append(base)
             base += g.width
-        base += g.hot_spares  # spares sit after the group's LUNs (used once failures exist)
+        base += g.hot_spares  # spares sit after the group's LUNs
     lun_cap = [int(R.capacity(g_kind[g], g_width[g], g_unit[g], g_ds[g])) for g in lun_group]
-    names = cfg.luns()
+    lun_names = cfg.luns()
     if cfg.volume is not None:
-        idx = [names.index(n) for n in cfg.volume.luns]
+        idx = [lun_names.index(n) for n in cfg.volume.luns]
         vol_unit = cfg.volume.stripe_unit_bytes // SECTOR
         per_lun = min(lun_cap[i] for i in idx) // vol_unit * vol_unit
         capacity = per_lun * len(idx)
@@ -109,99 +163,340 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         vol_unit = 0
         capacity = lun_cap[0]
         lun_group, lun_base = lun_group[:1], lun_base[:1]
+
+    def i64(x: list[int]) -> np.ndarray:
+        return np.array(x, dtype=np.int64)
+
     return ArrayModel(
-        vol_unit=vol_unit,
-        lun_group=np.array(lun_group, dtype=np.int64),
-        lun_base=np.array(lun_base, dtype=np.int64),
-        g_kind=np.array(g_kind, dtype=np.int64),
-        g_width=np.array(g_width, dtype=np.int64),
-        g_unit=np.array(g_unit, dtype=np.int64),
-        g_drive_sectors=np.array(g_ds, dtype=np.int64),
-        drives=base,
-        capacity=capacity,
-        model=E.MODEL_FIXED if fixed_ns else E.MODEL_HDD,
-        fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
-        hdd=hdd,
-        d_sched=np.array(d_sched, dtype=np.int64),
-        d_depth=np.array(d_depth, dtype=np.int64),
+        vol_unit=vol_unit, lun_group=i64(lun_group), lun_base=i64(lun_base),
+        g_kind=i64(g_kind), g_width=i64(g_width), g_unit=i64(g_unit), g_ds=i64(g_ds),
+        capacity=capacity, d_model=i64(d_model), d_mparam=i64(d_mparam), d_sched=i64(d_sched),
+        d_depth=i64(d_depth), d_maxinf=np.ones(base, dtype=np.int64), d_group=d_group,
+        d_role=d_role, models=_models([] if fixed_ns else sets, fixed_ns, base),
+        model_names=["fixed"] if fixed_ns else names,
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# the streaming driver
+
+
+@dataclasses.dataclass
+class Options:
+    closed: bool = False
+    ctrl_ns: int = 0
+    path_ps: int = 0
+    record: bool = False
+    interval_ns: int = INTERVAL_NS
+    nbins: int = NBINS
+    ring: int = 1 << 16  # first ring capacity (grows when needed)
+
+
+@dataclasses.dataclass
+class Streams:
+    """Closed loop: the trace's streams and phases, from a pass over the trace."""
+
+    ids: np.ndarray  # stream id of each dense stream index
+    phase_values: np.ndarray  # phase value of each dense phase index
+    ph_cnt: np.ndarray  # requests per (phase, stream), phase-major
+    max_window: np.ndarray  # per stream: its largest window
+
+
+#: Columns of one chunk the driver loads: row (trace row number), arrive (ns), lba, nsec,
+#: write (0/1), stream (dense index in closed loop), think, phase (dense), outst, and sid (the
+#: trace's stream id, for output).
+Chunk = dict[str, np.ndarray]
+REQ_INPUTS = ("row", "arrive", "lba", "nsec", "write", "stream", "think", "phase", "outst", "sid")
+
+
+def _new_reqs(cap: int) -> E.Reqs:
+    r = E.Reqs(*(np.zeros(cap, dtype=np.int64) for _ in E.Reqs._fields))
+    r.gidx[:] = -1
+    r.o_done[:] = -1
+    return r
+
+
+def _new_ops(n: int) -> E.Ops:
+    o = E.Ops(*(np.full(n, -1, dtype=np.int64) for _ in E.Ops._fields))
+    o.free[:] = np.arange(n - 1, -1, -1)
+    return o
+
+
+class Driver:
+    """Runs the engine over chunks of requests, retiring completed ones in order."""
+
+    def __init__(self, arr: ArrayModel, opts: Options, total: int,
+                 streams: Streams | None = None):
+        self.arr = arr
+        self.opts = opts
+        self.total = total
+        nd = arr.drives
+        cap = 1 << max(4, int(max(min(opts.ring, total), 16) - 1).bit_length())
+        self.R = _new_reqs(cap)
+        self.retired = 0
+        self.row_out: list[np.ndarray] = []
+        ns = len(streams.ids) if streams is not None else 1
+        nph = len(streams.phase_values) if streams is not None else 1
+        self.cfg = E.Cfg(closed=int(opts.closed), vol_unit=arr.vol_unit, ctrl_ns=opts.ctrl_ns,
+                         path_ps=opts.path_ps, record=int(opts.record), nphases=nph,
+                         nstreams=ns)
+        self.streams = streams
+        ph_cnt = streams.ph_cnt if streams is not None else np.zeros(1, np.int64)
+        self.ST = E.Streams(
+            head=np.full(ns, -1, np.int64), tail=np.full(ns, -1, np.int64),
+            inflight=np.zeros(ns, np.int64), unissued=np.zeros(ns, np.int64),
+            starved=np.zeros(ns, np.int64), starved_t=np.zeros(ns, np.int64),
+            starved_list=np.zeros(ns, np.int64), ph_cnt=ph_cnt.astype(np.int64),
+            ph_total=ph_cnt.reshape(nph, ns).sum(axis=1).astype(np.int64))
+        self.D = E.Drives(
+            q_head=np.full(nd, -1, np.int64), q_tail=np.full(nd, -1, np.int64),
+            inflight=np.zeros(nd, np.int64), maxinf=arr.d_maxinf.copy(), sched=arr.d_sched,
+            depth=arr.d_depth, pos=np.zeros(nd, np.int64), model=arr.d_model,
+            mparam=arr.d_mparam, busy=np.zeros(nd, np.int64), nops=np.zeros(nd, np.int64),
+            lastop=np.full(nd, -1, np.int64), cand=np.zeros(nd, np.int64),
+            cand_flag=np.zeros(nd, np.int64), cnt=np.zeros(nd, np.int64),
+            tlast=np.zeros(nd, np.int64))
+        self.B = E.Bins(*(np.zeros(nd * opts.nbins, np.int64) for _ in E.Bins._fields))
+        self.O = _new_ops(1 << 12)
+        self.S = np.zeros(E.S_N, dtype=np.int64)
+        self.S[E.S_TOTAL] = total
+        self.S[E.S_FREE_OPS] = len(self.O.free)
+        self.S[E.S_INTERVAL] = opts.interval_ns
+        window = int(streams.max_window.sum()) if streams is not None else 0
+        self.S[E.S_MARGIN_HEAP] = window + int(arr.d_maxinf.sum()) + 8
+        self.S[E.S_MARGIN_REC] = int(arr.d_maxinf.sum())
+        self.hp = HP.new_heap(2 * int(self.S[E.S_MARGIN_HEAP]) + 1024)
+        self.RC = E.Recs(*(np.zeros(max(1 << 16, 4 * nd) if opts.record else 0, np.int64)
+                           for _ in E.Recs._fields))
+        # every replay starts with idle drives: fresh drive-model state
+        self.M = arr.models._replace(hst=H.new_state(nd))
+        self.max_nsec = 0
+        self.L = self._layout(1)
+        self.t_end = 0
+
+    def _layout(self, nsec: int) -> E.Layout:
+        """Layout tables with planning scratch for pieces of up to ``nsec`` sectors, and the
+        per-request operation bound (the margin the kernel keeps free)."""
+        a = self.arr
+        piece = min(nsec, a.vol_unit) if a.vol_unit else nsec
+        per_piece = max(R.max_ops(int(k), int(w), int(u), piece)
+                        for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True))
+        pieces = nsec // a.vol_unit + 2 if a.vol_unit else 1
+        self.S[E.S_MARGIN_OPS] = per_piece * pieces
+        return E.Layout(a.lun_group, a.lun_base, a.g_kind, a.g_width, a.g_unit, a.g_ds,
+                        np.zeros(per_piece * R.OP_NCOLS, dtype=np.int64))
+
+    # -- ring management
+
+    def _grow_ring(self) -> None:
+        old = self.R
+        cap = 2 * len(old.gidx)
+        new = _new_reqs(cap)
+        live = np.arange(self.retired, int(self.S[E.S_LOADED]), dtype=np.int64)
+        for a, b in zip(new, old, strict=True):
+            a[live & (cap - 1)] = b[live & (len(old.gidx) - 1)]
+        self.R = new
+
+    def _retire(self, sink: Callable[[dict[str, np.ndarray]], None]) -> None:
+        """Hand completed requests, in order, to ``sink`` and free their slots."""
+        loaded = int(self.S[E.S_LOADED])
+        if loaded == self.retired:
+            return
+        cap = len(self.R.gidx)
+        g = np.arange(self.retired, loaded, dtype=np.int64)
+        slots = g & (cap - 1)
+        undone = np.flatnonzero(self.R.o_done[slots] < 0)
+        k = int(undone[0]) if len(undone) else len(g)
+        if k == 0:
+            return
+        s = slots[:k]
+        R = self.R
+        done = R.o_done[s].copy()
+        self.t_end = max(self.t_end, int(done.max()))
+        sink({"row": R.row[s].copy(), "arrive": R.o_arrive[s].copy(),
+              "start": R.o_start[s].copy(), "done": done, "hit": R.o_hit[s].copy(),
+              "write": R.write[s].copy(), "lba": R.lba[s].copy(), "nsec": R.nsec[s].copy(),
+              "stream": R.sid[s].copy()})
+        R.o_done[s] = -1
+        R.gidx[s] = -1
+        self.retired += k
+
+    def _load(self, chunk: Chunk, start: int) -> int:
+        """Copy rows ``start..`` of ``chunk`` into free slots; returns how many were taken."""
+        loaded = int(self.S[E.S_LOADED])
+        cap = len(self.R.gidx)
+        k = min(len(chunk["arrive"]) - start, cap - (loaded - self.retired))
+        if k <= 0:
+            return 0
+        g = np.arange(loaded, loaded + k, dtype=np.int64)
+        s = g & (cap - 1)
+        self.R.gidx[s] = g
+        for name in REQ_INPUTS:
+            getattr(self.R, name)[s] = chunk[name][start:start + k]
+        self.R.o_done[s] = -1
+        nmax = int(chunk["nsec"][start:start + k].max())
+        if nmax > self.max_nsec:
+            self.max_nsec = nmax
+            self.L = self._layout(nmax)
+        if self.opts.closed:
+            E.link_streams(self.R, self.ST, loaded, k)
+        self.S[E.S_LOADED] = loaded + k
+        return k
+
+    def run(self, chunks: Iterator[Chunk], sink: Callable[[dict[str, np.ndarray]], None],
+            on_records: Callable[[E.Recs, int], None] | None = None) -> None:
+        """Replay every request of ``chunks``; completed requests go to ``sink`` in order,
+        drive operations (with Options.record) to ``on_records``."""
+        it = iter(chunks)
+        chunk: Chunk | None = None
+        pos = 0
+
+        def next_chunk() -> bool:
+            nonlocal chunk, pos
+            for c in it:
+                if len(c["arrive"]):
+                    chunk, pos = c, 0
+                    return True
+            chunk = None
+            self.S[E.S_FINAL] = 1
+            return False
+
+        def load() -> None:
+            """Fill the ring (at least one row: retire, or grow the ring, to make room)."""
+            nonlocal pos
+            took_any = False
+            while True:
+                if chunk is None or pos == len(chunk["arrive"]):
+                    if not next_chunk():
+                        return
+                assert chunk is not None
+                took = self._load(chunk, pos)
+                if took == 0:
+                    if took_any:
+                        return
+                    self._retire(sink)
+                    took = self._load(chunk, pos)
+                    if took == 0:
+                        self._grow_ring()
+                        took = self._load(chunk, pos)
+                pos += took
+                took_any = True
+
+        if self.total == 0:
+            return
+        load()
+        while True:
+            st = E.replay(self.cfg, self.S, self.R, self.O, self.D, self.B, self.RC, self.ST,
+                          self.L, self.M, self.hp)
+            if st == E.DONE:
+                break
+            if st == E.NEED_INPUT:
+                self._retire(sink)
+                load()
+            elif st == E.FULL_OPS:
+                self._grow_ops()
+            elif st == E.FULL_HEAP:
+                self.hp = HP.grown(self.hp, int(self.S[E.S_HSIZE]), 2 * len(self.hp.t))
+            elif st == E.FULL_RECORDS:
+                assert on_records is not None
+                on_records(self.RC, int(self.S[E.S_REC]))
+                self.S[E.S_REC] = 0
+        self._retire(sink)
+        if self.opts.record and on_records is not None and self.S[E.S_REC]:
+            on_records(self.RC, int(self.S[E.S_REC]))
+            self.S[E.S_REC] = 0
+
+    def _grow_ops(self) -> None:
+        old = self.O
+        n = len(old.item)
+        new = _new_ops(2 * n)
+        for k in E.Ops._fields:
+            if k != "free":
+                getattr(new, k)[:n] = getattr(old, k)
+        free_top = int(self.S[E.S_FREE_OPS])
+        new.free[:free_top] = old.free[:free_top]
+        new.free[free_top:free_top + n] = np.arange(n, 2 * n)
+        self.S[E.S_FREE_OPS] = free_top + n
+        self.O = new
+
+    def bins(self) -> dict[str, np.ndarray]:
+        """Per drive x interval statistics up to the interval of the last completion."""
+        nd = self.arr.drives
+        iv = int(self.S[E.S_INTERVAL])
+        used = self.t_end // iv + 1
+        return {"interval_ns": np.int64(iv),
+                **{k: getattr(self.B, f).reshape(nd, -1)[:, :used] for k, f in
+                   (("busy", "busy"), ("ops", "ops"), ("bytes", "nbytes"), ("qint", "qint"))}}
+
+
+def _array_chunks(cols: dict[str, np.ndarray], size: int) -> Iterator[Chunk]:
+    n = len(cols["arrive"])
+    for a in range(0, n, size):
+        yield {k: v[a:a + size] for k, v in cols.items()}
+
+
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
-               is_write: np.ndarray, closed: bool = False, outstanding: int = 1,
-               think_ns: int = 0, ctrl_ns: int = 0, drive_ops: bool = False,
-               path_ps_per_byte: int = 0) -> dict[str, np.ndarray]:
-    """Allocate, run the kernel (growing the operation slots as needed), return results."""
+               is_write: np.ndarray, closed: bool = False, outstanding: Any = 1,
+               think_ns: Any = 0, ctrl_ns: int = 0, drive_ops: bool = False,
+               path_ps_per_byte: int = 0, stream: np.ndarray | None = None,
+               phase: np.ndarray | None = None, chunk: int = BATCH_ROWS,
+               ring: int = 1 << 16, nbins: int = NBINS,
+               interval_ns: int = INTERVAL_NS) -> dict[str, Any]:
+    """Replay in-memory request arrays (tests, benchmarks); returns per-request outputs in
+    request order, per-drive totals and bins, and (``drive_ops``) every operation."""
     n = len(arrive_ns)
-    max_width = int(arr.g_width.max())
-    max_unit = int(arr.g_unit.min())
-    per_piece = R.max_ops(R.KIND_RAID6, max_width, max_unit,
-                          int(arr.vol_unit or (nsec.max() if n else 1)))
-    plan = np.zeros(per_piece * R.OP_NCOLS, dtype=np.int64)
-    slots = max(1 << 12, 4 * per_piece)
-    out_arrive = np.full(n, -1, dtype=np.int64)
-    out_start = np.full(n, -1, dtype=np.int64)
-    out_hit = np.zeros(n, dtype=np.int64)
-    out_done = np.full(n, -1, dtype=np.int64)
-    req = {k: np.zeros(n, dtype=np.int64) for k in ("pending", "phase1", "wait")}
-    nd = arr.drives
-    q_head = np.full(nd, -1, dtype=np.int64)
-    q_tail = np.full(nd, -1, dtype=np.int64)
-    busy_until = np.zeros(nd, dtype=np.int64)
-    busy_ns = np.zeros(nd, dtype=np.int64)
-    d_ops = np.zeros(nd, dtype=np.int64)
-    running = np.full(nd, -1, dtype=np.int64)
-    cand = np.zeros(nd, dtype=np.int64)
-    d_pos = np.zeros(nd, dtype=np.int64)
-    cand_flag = np.zeros(nd, dtype=np.int64)
-    # events in the heap: one completion per drive, closed-loop arrivals, and requests waiting
-    # for the controller (all of them, at worst, when it is the bottleneck)
-    heap = [np.zeros(nd + outstanding + (n if ctrl_ns > 0 or path_ps_per_byte > 0 else 0) + 2,
-                     dtype=np.int64) for _ in range(4)]
-    hst = H.new_state(nd)
-    scalars = np.zeros(9, dtype=np.int64)
-    ops = _slots(slots)
-    scalars[0] = slots
-    p, zones, cd, ct = arr.hdd
-    rec_names = ("drive", "req", "start", "done", "lba", "n", "write")
-    rec = {k: np.zeros(max(4 * n, nd) if drive_ops else 0, dtype=np.int64) for k in rec_names}
-    while True:
-        status = E.replay(
-            arrive_ns, lba, nsec, is_write, out_arrive, out_start, out_done, out_hit,
-            arr.vol_unit, arr.lun_group, arr.lun_base, arr.g_kind, arr.g_width, arr.g_unit,
-            arr.g_drive_sectors, arr.model, arr.fixed, p, zones, cd, ct, hst,
-            closed, outstanding, think_ns, ctrl_ns, path_ps_per_byte,
-            ops["req"], ops["drive"], ops["lba"], ops["n"], ops["write"], ops["phase"],
-            ops["next"], ops["free"], scalars, req["pending"], req["phase1"], req["wait"],
-            q_head, q_tail, busy_until, busy_ns, d_ops, running, *heap, plan, cand, cand_flag,
-            arr.d_sched, arr.d_depth, d_pos,
-            drive_ops, *(rec[k] for k in rec_names),
-        )
-        if status == E.OK:
-            break
-        if status == E.FULL_RECORDS:
-            used = int(scalars[7])
-            for k in rec_names:
-                grown_rec = np.zeros(2 * len(rec[k]) + nd, dtype=np.int64)
-                grown_rec[:used] = rec[k][:used]
-                rec[k] = grown_rec
-            continue
-        # grow the operation slots: keep the old ones (in flight), add free ones
-        old = len(ops["req"])
-        grown = _slots(2 * old)
-        for k in ("req", "drive", "lba", "n", "write", "phase", "next"):
-            grown[k][:old] = ops[k][:old]
-        free_top = int(scalars[0])
-        grown["free"][:free_top] = ops["free"][:free_top]
-        grown["free"][free_top : free_top + old] = np.arange(old, 2 * old)
-        scalars[0] = free_top + old
-        ops = grown
-    out = {"arrive": out_arrive, "start": out_start, "done": out_done, "hit": out_hit,
-           "busy_ns": busy_ns, "ops": d_ops}
+    stream = np.zeros(n, np.int64) if stream is None else np.asarray(stream, np.int64)
+    phase = np.zeros(n, np.int64) if phase is None else np.asarray(phase, np.int64)
+    cols = {"row": np.arange(n, dtype=np.int64), "arrive": np.asarray(arrive_ns, np.int64),
+            "lba": np.asarray(lba, np.int64), "nsec": np.asarray(nsec, np.int64),
+            "write": np.asarray(is_write, np.int64), "sid": stream,
+            "think": np.broadcast_to(np.asarray(think_ns, np.int64), (n,)).copy(),
+            "outst": np.broadcast_to(np.asarray(outstanding, np.int64), (n,)).copy()}
+    streams = None
+    if closed:
+        streams = closed_streams(stream, phase, cols["outst"])
+        cols["stream"] = np.searchsorted(streams.ids, stream).astype(np.int64)
+        cols["phase"] = np.searchsorted(streams.phase_values, phase).astype(np.int64)
+    else:
+        cols["stream"] = stream
+        cols["phase"] = phase
+    opts = Options(closed=closed, ctrl_ns=ctrl_ns, path_ps=path_ps_per_byte, record=drive_ops,
+                   ring=ring, nbins=nbins, interval_ns=interval_ns)
+    drv = Driver(arr, opts, n, streams)
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ("arrive", "start", "done", "hit")}
+    recs: dict[str, list[np.ndarray]] = {k: [] for k in E.Recs._fields}
+
+    def sink(c: dict[str, np.ndarray]) -> None:
+        for k in out:
+            out[k].append(c[k])
+
+    def on_records(rc: E.Recs, used: int) -> None:
+        for k in E.Recs._fields:
+            recs[k].append(getattr(rc, k)[:used].copy())
+
+    drv.run(_array_chunks(cols, chunk), sink, on_records)
+    res: dict[str, Any] = {k: (np.concatenate(v) if v else np.zeros(0, np.int64))
+                           for k, v in out.items()}
+    res["busy_ns"] = drv.D.busy.copy()
+    res["ops"] = drv.D.nops.copy()
+    res["bins"] = drv.bins()
     if drive_ops:
-        used = int(scalars[7])
-        out.update({f"op_{k}": rec[k][:used] for k in rec_names})
-    return out
+        for k in E.Recs._fields:
+            res[f"op_{k}"] = np.concatenate(recs[k]) if recs[k] else np.zeros(0, np.int64)
+    return res
+
+
+def closed_streams(stream: np.ndarray, phase: np.ndarray, outst: np.ndarray) -> Streams:
+    """The streams and phases of a closed-loop trace (phases must not decrease)."""
+    ids = np.unique(stream)
+    phases = np.unique(phase)
+    si = np.searchsorted(ids, stream)
+    pi = np.searchsorted(phases, phase)
+    ph_cnt = np.bincount(pi * len(ids) + si, minlength=len(ids) * len(phases))
+    win = np.zeros(len(ids), dtype=np.int64)
+    np.maximum.at(win, si, outst)
+    return Streams(ids=ids, phase_values=phases, ph_cnt=ph_cnt.astype(np.int64),
+                   max_window=win)
 
 
 def data_path_ps_per_byte(cfg: ArrayConfig) -> int:
@@ -216,11 +511,8 @@ def data_path_ps_per_byte(cfg: ArrayConfig) -> int:
     return int(round(1e12 / min(rates))) if rates else 0
 
 
-def _slots(n: int) -> dict[str, np.ndarray]:
-    s = {k: np.full(n, -1, dtype=np.int64) for k in
-         ("req", "drive", "lba", "n", "write", "phase", "next")}
-    s["free"] = np.arange(n - 1, -1, -1, dtype=np.int64)
-    return s
+# ---------------------------------------------------------------------------------------------
+# blocklab replay
 
 
 @dataclasses.dataclass
@@ -228,6 +520,7 @@ class ReplayResult:
     output: str
     requests: int
     skipped: int
+    closed_loop: bool
     mean_latency_ms: float
     p99_latency_ms: float
     elapsed_s: float
@@ -245,72 +538,225 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+_TRACE_COLUMNS = ["time_ns", "sector", "size_bytes", "op", "stream", "think_ns", "phase",
+                  "outstanding"]
+
+
+def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, Streams | None]:
+    """One pass over the small columns: read/write count, skipped count, and for a closed-loop
+    replay the streams and phases (checking phases do not decrease), in bounded memory."""
+    total = skipped = 0
+    counts: dict[tuple[int, int], int] = {}
+    windows: dict[int, int] = {}
+    traced_closed = None
+    last_phase = -1
+    row = 0
+    for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=["op", "stream", "phase",
+                                                              "outstanding"]):
+        op = b.column("op").to_numpy()
+        keep = (op == OP_READ) | (op == OP_WRITE)
+        total += int(keep.sum())
+        skipped += int((~keep).sum())
+        out_col = b.column("outstanding")
+        if traced_closed is None and len(out_col):
+            traced_closed = out_col.null_count < len(out_col)
+        if closed_loop or traced_closed:
+            st = b.column("stream").fill_null(0).to_numpy().astype(np.int64)[keep]
+            if closed_loop:
+                ph = np.zeros(len(st), np.int64)
+                ou = np.full(len(st), closed_loop, np.int64)
+            else:
+                if out_col.null_count:
+                    bad = row + int(np.flatnonzero(out_col.is_null().to_numpy(
+                        zero_copy_only=False))[0])
+                    raise BlocklabError(f"{path}: row {bad}: a closed-loop trace needs "
+                                        "'outstanding' on every row")
+                ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
+                ou = out_col.to_numpy().astype(np.int64)[keep]
+                if (ou < 1).any():
+                    bad = row + int(np.flatnonzero(keep)[np.flatnonzero(ou < 1)[0]])
+                    raise BlocklabError(f"{path}: row {bad}: outstanding must be at least 1")
+                prev = np.concatenate([[last_phase], ph[:-1]]) if len(ph) else ph
+                down = np.flatnonzero(ph < prev)
+                if len(down):
+                    bad = row + int(np.flatnonzero(keep)[down[0]])
+                    raise BlocklabError(f"{path}: row {bad}: phase {int(ph[down[0]])} after "
+                                        f"phase {int(prev[down[0]])}: a closed-loop trace's "
+                                        "rows must be in phase order")
+                if len(ph):
+                    last_phase = int(ph[-1])
+            pairs, n = np.unique(np.stack([ph, st]), axis=1, return_counts=True)
+            for (p_, s_), c in zip(pairs.T.tolist(), n.tolist(), strict=True):
+                counts[(p_, s_)] = counts.get((p_, s_), 0) + c
+            ids, inv = np.unique(st, return_inverse=True)
+            wmax = np.zeros(len(ids), np.int64)
+            np.maximum.at(wmax, inv, ou)
+            for s_, w_ in zip(ids.tolist(), wmax.tolist(), strict=True):
+                windows[s_] = max(windows.get(s_, 0), w_)
+        row += len(op)
+    if not (closed_loop or traced_closed):
+        return total, skipped, None
+    sids = np.array(sorted(windows), dtype=np.int64)
+    phases = np.array(sorted({p_ for p_, _s in counts}), dtype=np.int64)
+    ph_cnt = np.zeros(len(phases) * len(sids), dtype=np.int64)
+    for (p_, s_), c in counts.items():
+        ph_cnt[np.searchsorted(phases, p_) * len(sids) + np.searchsorted(sids, s_)] = c
+    return total, skipped, Streams(ids=sids, phase_values=phases, ph_cnt=ph_cnt,
+                                   max_window=np.array([windows[s_] for s_ in sids.tolist()],
+                                                       dtype=np.int64))
+
+
+def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap: bool,
+            closed_loop: int, think_ns: int, streams: Streams | None) -> Iterator[Chunk]:
+    """The read and write requests of the trace as engine chunks."""
+    row = 0
+    last = -1
+    for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=_TRACE_COLUMNS):
+        op = b.column("op").to_numpy()
+        keep = np.flatnonzero((op == OP_READ) | (op == OP_WRITE))
+        rows = row + keep
+        row += len(op)
+        if not len(keep):
+            continue
+        t = b.column("time_ns").to_numpy()[keep]
+        lba = b.column("sector").to_numpy()[keep].astype(np.int64)
+        nsec = ((b.column("size_bytes").to_numpy()[keep] + SECTOR - 1) // SECTOR).astype(np.int64)
+        beyond = np.flatnonzero(lba + nsec > arr.capacity)
+        if len(beyond):
+            if not wrap:
+                k = int(beyond[0])
+                raise BlocklabError(
+                    f"{path}: row {int(rows[k])} (sector {int(lba[k])}, {int(nsec[k])} sectors) "
+                    f"is beyond the array's {arr.capacity} sectors; use --wrap to fold addresses")
+            lba = lba % arr.capacity
+            nsec = np.minimum(nsec, arr.capacity - lba)
+        sid = b.column("stream").fill_null(0).to_numpy().astype(np.int64)[keep]
+        c: Chunk = {"row": rows.astype(np.int64), "lba": lba, "nsec": nsec,
+                    "write": (op[keep] == OP_WRITE).astype(np.int64), "sid": sid}
+        if streams is None:
+            arrive = (t / speed).astype(np.int64) if speed != 1 else t.astype(np.int64)
+            prev = np.concatenate([[last], arrive[:-1]])
+            back = np.flatnonzero(arrive < prev)
+            if len(back):
+                k = int(back[0])
+                raise BlocklabError(f"{path}: row {int(rows[k])}: arrival time goes backwards "
+                                    "(an open-loop trace must be in arrival order)")
+            last = int(arrive[-1])
+            c.update(arrive=arrive, stream=sid, think=np.zeros(len(keep), np.int64),
+                     phase=np.zeros(len(keep), np.int64), outst=np.ones(len(keep), np.int64))
+        else:
+            c["arrive"] = t.astype(np.int64)
+            c["stream"] = np.searchsorted(streams.ids, sid).astype(np.int64)
+            if closed_loop:
+                c.update(think=np.full(len(keep), think_ns, np.int64),
+                         phase=np.zeros(len(keep), np.int64),
+                         outst=np.full(len(keep), closed_loop, np.int64),
+                         arrive=np.zeros(len(keep), np.int64))
+            else:
+                c["think"] = b.column("think_ns").fill_null(0).to_numpy().astype(
+                    np.int64)[keep]
+                ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
+                c["phase"] = np.searchsorted(streams.phase_values, ph).astype(np.int64)
+                c["outst"] = b.column("outstanding").to_numpy().astype(np.int64)[keep]
+        yield c
+
+
+class _RunWriter:
+    """Writes the run folder's Parquet files as results come (in a temporary folder)."""
+
+    def __init__(self, folder: Path, record: bool):
+        self.folder = folder
+        self.ios = pq.ParquetWriter(folder / "ios.parquet", RUN_SCHEMAS["ios"],
+                                    compression="zstd")
+        self.ops = (pq.ParquetWriter(folder / "drive_ops.parquet", RUN_SCHEMAS["drive_ops"],
+                                     compression="zstd") if record else None)
+        self.rows_ = 0
+        self.lat: list[np.ndarray] = []
+        self.drive_ops = 0
+
+    def requests(self, c: dict[str, np.ndarray]) -> None:
+        lat = c["done"] - c["arrive"]
+        self.ios.write_table(pa.table({
+            "request": c["row"], "arrival_ns": c["arrive"], "start_ns": c["start"],
+            "complete_ns": c["done"], "latency_ns": lat, "op": c["write"].astype(np.uint8),
+            "sector": c["lba"], "size_bytes": c["nsec"] * SECTOR,
+            "stream": c["stream"].astype(np.uint32), "cache_hit": c["hit"].astype(bool),
+        }, schema=RUN_SCHEMAS["ios"]))
+        self.rows_ += len(lat)
+        self.lat.append(lat)
+
+    def records(self, rc: E.Recs, used: int) -> None:
+        assert self.ops is not None
+        self.ops.write_table(pa.table({
+            "drive": rc.drive[:used].astype(np.int32), "request": rc.item[:used].copy(),
+            "kind": np.zeros(used, np.uint8), "queued_ns": rc.qtime[:used].copy(),
+            "start_ns": rc.start[:used].copy(), "complete_ns": rc.done[:used].copy(),
+            "sector": rc.lba[:used].copy(), "sectors": rc.n[:used].copy(),
+            "write": rc.write[:used].astype(bool), "cache_hit": rc.hit[:used].astype(bool),
+        }, schema=RUN_SCHEMAS["drive_ops"]))
+        self.drive_ops += used
+
+    def close(self) -> None:
+        self.ios.close()
+        if self.ops is not None:
+            self.ops.close()
+
+
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
-           drive_ops: bool = False) -> ReplayResult:
+           drive_ops: bool = False, progress: Callable[[int, int], None] | None = None
+           ) -> ReplayResult:
+    """Replay ``trace`` on the array ``array`` describes; write the run folder ``output``."""
     if speed <= 0:
         raise BlocklabError(f"--speed must be positive, found {speed}")
+    if closed_loop < 0:
+        raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
     cfg = load_array(array)
     arr = build_array(cfg)
-    _pf, _meta = open_trace(trace)
-    t = pq.read_table(trace, columns=["time_ns", "sector", "size_bytes", "op"])
-    op = t["op"].to_numpy()
-    keep = (op == OP_READ) | (op == OP_WRITE)
-    skipped = int((~keep).sum())
-    arrive = (t["time_ns"].to_numpy()[keep] / speed).astype(np.int64)
-    lba = t["sector"].to_numpy()[keep].astype(np.int64)
-    nsec = ((t["size_bytes"].to_numpy()[keep] + SECTOR - 1) // SECTOR).astype(np.int64)
-    is_write = (op[keep] == OP_WRITE).astype(np.int64)
-    beyond = np.nonzero(lba + nsec > arr.capacity)[0]
-    if len(beyond):
-        if not wrap:
-            k = int(beyond[0])
-            raise BlocklabError(
-                f"{trace}: request {k} (sector {int(lba[k])}, {int(nsec[k])} sectors) is beyond "
-                f"the array's {arr.capacity} sectors; use --wrap to fold addresses")
-        lba = lba % arr.capacity
-        nsec = np.minimum(nsec, arr.capacity - lba)
-    started = time.perf_counter()
-    res = run_engine(arr, arrive, lba, nsec, is_write, closed=closed_loop > 0,
-                     outstanding=max(closed_loop, 1), think_ns=int(think_us * 1000),
-                     ctrl_ns=cfg.controller.command_overhead_ns, drive_ops=drive_ops,
-                     path_ps_per_byte=data_path_ps_per_byte(cfg))
-    elapsed = time.perf_counter() - started
-    arrive, start, done = res["arrive"], res["start"], res["done"]
-    latency = done - arrive
+    trace = Path(trace)
+    pf, _meta = open_trace(trace)
+    total, skipped, streams = _scan(pf, trace, closed_loop)
+    closed = streams is not None
+    opts = Options(closed=closed, ctrl_ns=cfg.controller.command_overhead_ns,
+                   path_ps=data_path_ps_per_byte(cfg), record=drive_ops)
     out = Path(output)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(mode=0o700, parents=True)
     try:
-        pq.write_table(pa.table({
-            "arrival_ns": arrive, "start_ns": start, "complete_ns": done, "latency_ns": latency,
-            "op": op[keep].astype(np.uint8), "sector": lba, "size_bytes": nsec * SECTOR,
-            "cache_hit": res["hit"].astype(bool),
-        }), tmp / "ios.parquet", compression="zstd")
-        pq.write_table(pa.table({
-            "drive": np.arange(arr.drives, dtype=np.int32), "busy_ns": res["busy_ns"],
-            "ops": res["ops"]}), tmp / "drive_busy.parquet", compression="zstd")
+        w = _RunWriter(tmp, drive_ops)
+        drv = Driver(arr, opts, total, streams)
+
+        def sink(c: dict[str, np.ndarray]) -> None:
+            w.requests(c)
+            if progress is not None:
+                progress(w.rows_, total)
+
+        started = time.perf_counter()
+        drv.run(_chunks(pf, trace, arr, speed, wrap, closed_loop, int(think_us * 1000), streams),
+                sink, w.records if drive_ops else None)
+        elapsed = time.perf_counter() - started
+        w.close()
+        _write_busy(tmp, arr, drv)
+        lat = np.concatenate(w.lat) if w.lat else np.zeros(0, np.int64)
         meta = {
             "blocklab_version": __version__,
-            "trace": {"path": str(trace), "sha256": _sha256(Path(trace))},
+            "run_schema_version": RUN_SCHEMA_VERSION,
+            "trace": {"path": str(trace), "sha256": _sha256(trace)},
             "array": {"path": str(array), "sha256": _sha256(Path(array)),
                       "config": dataclasses.asdict(cfg)},
             "options": {"speed": speed, "closed_loop": closed_loop, "think_us": think_us,
-                        "wrap": wrap},
-            "counts": {"requests": int(len(lba)), "skipped_not_read_write": skipped,
-                       "drives": arr.drives, "drive_ops": int(res["ops"].sum())},
+                        "wrap": wrap, "closed": closed},
+            "counts": {"requests": total, "skipped_not_read_write": skipped,
+                       "drives": arr.drives, "drive_ops": int(drv.D.nops.sum())},
+            "interval_ns": int(drv.S[E.S_INTERVAL]),
+            "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
+                        "model": arr.model_names[int(arr.d_mparam[i])]}
+                       for i in range(arr.drives)],
             "elapsed_s": elapsed,
-            "requests_per_s": len(lba) / elapsed if elapsed > 0 else None,
+            "requests_per_s": total / elapsed if elapsed > 0 else None,
         }
-        if drive_ops:
-            pq.write_table(pa.table({
-                "drive": res["op_drive"].astype(np.int32), "request": res["op_req"],
-                "start_ns": res["op_start"], "complete_ns": res["op_done"],
-                "sector": res["op_lba"], "sectors": res["op_n"],
-                "write": res["op_write"].astype(bool),
-            }), tmp / "drive_ops.parquet", compression="zstd")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         if out.exists():
             shutil.rmtree(out)
@@ -319,10 +765,25 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         with contextlib.suppress(Exception):
             shutil.rmtree(tmp)
         raise
-    lat_ms = latency / 1e6
+    lat_ms = lat / 1e6
     return ReplayResult(
-        output=str(out), requests=int(len(lba)), skipped=skipped,
+        output=str(out), requests=total, skipped=skipped, closed_loop=closed,
         mean_latency_ms=float(lat_ms.mean()) if len(lat_ms) else 0.0,
         p99_latency_ms=float(np.quantile(lat_ms, 0.99)) if len(lat_ms) else 0.0,
-        elapsed_s=elapsed, requests_per_s=len(lba) / elapsed if elapsed > 0 else 0.0,
+        elapsed_s=elapsed, requests_per_s=total / elapsed if elapsed > 0 else 0.0,
     )
+
+
+def _write_busy(folder: Path, arr: ArrayModel, drv: Driver) -> None:
+    b = drv.bins()
+    nd, nb = b["busy"].shape
+    iv = int(b["interval_ns"])
+    t = np.tile(np.arange(nb, dtype=np.int64) * iv, nd)
+    pq.write_table(pa.table({
+        "drive": np.repeat(np.arange(nd, dtype=np.int32), nb),
+        "group": pa.array(np.repeat(np.array(arr.d_group, dtype=object), nb).tolist()
+                          ).dictionary_encode(),
+        "time_ns": t, "interval_ns": np.full(nd * nb, iv, np.int64),
+        "busy_ns": b["busy"].ravel(), "ops": b["ops"].ravel(), "bytes": b["bytes"].ravel(),
+        "queue_op_ns": b["qint"].ravel(),
+    }, schema=RUN_SCHEMAS["drive_busy"]), folder / "drive_busy.parquet", compression="zstd")

@@ -160,6 +160,14 @@ class TraceWriter:
         self._thread = threading.Thread(target=self._drain, name="parquet-writer", daemon=True)
         self._thread.start()
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes already encoded into the (temporary) file: the row groups written so far."""
+        try:
+            return self._tmp.stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def _drain(self) -> None:
         while True:
             table = self._queue.get()
