@@ -685,13 +685,25 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             free = stop_t
             cyl = stop_c
             head = stop_h
+        mintime = p[P_MIN_SEEK]
+        seg_lo = float(a)
         if p[P_WRITE_BACK] > 0:
             ov = p[P_OV_WHW] if prev_write else p[P_OV_WHR]
             x0 = t + ov + p[P_DATA_PREP]
-            if destaging and p[P_NWSEGS] <= 1:  # no room in the buffer until the destage ends
-                x0 = max(x0, free)
-            done = x0 + n * xw + p[P_COMPL_W]
             media_at = t + ov
+            ds = int(st[b + S_DS_SEG])
+            if destaging and ds >= 0 and p[P_WSEG] <= 0:
+                lo, hi = _seg_bounds(st, b, ds)
+                if a == hi and a + n - lo <= seg_n:
+                    # it appends to the data being written: same segment, the media write
+                    # goes on from where the destage is
+                    k = ds
+                    seg_lo = lo
+                    media_at = free
+                    mintime = 0.0
+                elif p[P_NWSEGS] <= 1:  # no room in the buffer until the destage ends
+                    x0 = max(x0, free)
+            done = x0 + n * xw + p[P_COMPL_W]
             disc = 0.0
             resel = 0.0
         elif p[P_XD_ON] > 0 and prev_write and not seq:
@@ -713,14 +725,14 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             # or 10 blocks of one under 45, or 15 blocks (disk_buffer_block_available)
             need = min(n, 10) if n < 45 else 15
         t_end, ce, he = _walk_write(p, zones, curve_d, curve_t, max(media_at, free), cyl, head,
-                                    a, n, p[P_MIN_SEEK], x0, xw, need)
+                                    a, n, mintime, x0, xw, need)
         if p[P_WRITE_BACK] <= 0:
             done = max(t_end, x0 + n * xw + disc) + resel + p[P_COMPL_W]
             st[b + S_DS_SEG] = -1
         else:
             st[b + S_DS_SEG] = k
         _drop_overlaps(p, st, b, k, a, n)
-        _seg_set(st, b, k, a, a + n)
+        _seg_set(st, b, k, seg_lo, a + n)
         st[b + S_FREE] = t_end
         st[b + S_CYL] = ce
         st[b + S_HEAD] = he

@@ -418,13 +418,20 @@ class RefDisk:
             if pf >= 0:
                 self.pf = None
                 self.free, self.cyl, self.head = stop
+            mintime = ov["minimum seek delay"]
+            seg_lo = a
             if self.write_back:
                 ovw = ov["write hit after write" if prev_write else "write hit after read"]
                 x0 = t + ovw + ov["data preparation"]
-                if destaging and self.nwsegs <= 1:
+                media_at = t + ovw
+                ds = self.destage_seg
+                appends = (destaging and ds >= 0 and not self.wseg and a == self.segs[ds][1]
+                           and a + n - self.segs[ds][0] <= self.seg_size)
+                if appends:  # into the segment being destaged, the media write goes on
+                    k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
+                elif destaging and self.nwsegs <= 1:
                     x0 = max(x0, self.free)
                 done = x0 + n * self.xw + ov["write completion"]
-                media_at = t + ovw
             elif self.xd and prev_write and not seq:
                 media_at = t + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
                 x0 = (t + ov["extra disconnect command"] + ov["extra disconnect 1"]
@@ -438,7 +445,7 @@ class RefDisk:
                 disc, resel = ov["write disconnect"], ov["first reselect"]
             need = (min(n, 10) if n < 45 else 15) if self.xd else 0
             t_end, ce, he = self.write_walk(max(media_at, self.free), self.cyl, self.head, a, n,
-                                            ov["minimum seek delay"], x0, need)
+                                            mintime, x0, need)
             if not self.write_back:
                 done = max(t_end, x0 + n * self.xw + disc) + resel + ov["write completion"]
                 self.destage_seg = -1
@@ -448,7 +455,7 @@ class RefDisk:
                 lo, hi, _u = self.segs[j]
                 if j != k and hi > lo and a < hi and lo < a + n:
                     self.segs[j][0] = self.segs[j][1] = -1
-            self.use(k, a, a + n)
+            self.use(k, seg_lo, a + n)
             self.free, self.cyl, self.head = t_end, ce, he
             self.prev_write = True
         self.prev_end = a + n
