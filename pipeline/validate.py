@@ -120,6 +120,7 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_WM_BY_REQ] = c["watermark_by_request_size"]
     # a drive that reads "any free blocks", or reads with zero latency ("immediate buffer
     # read"), reads from the moment its head settles and keeps what it read before the request
+    # (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
     p[H.P_READ_ARRIVAL] = 1.0 if c["read_any_free_blocks"] or c["immediate_buffer_read"] else 0.0
     if d.seek_type.startswith("hpl"):
         p[H.P_SEEK_KIND] = H.SEEK_HPL

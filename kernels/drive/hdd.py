@@ -25,7 +25,9 @@ facts only):
   gap) and waits for the next run's first sector, so skews, slips and spares cost exactly what
   they cost on the platter. A write cannot put a block on the platter before the host has sent
   it: when the interface is slower than the media, the head misses the block and comes back a
-  rotation later (``disksim_diskctlr.c``, sector by sector).
+  rotation later (``disksim_diskctlr.c``, sector by sector); with the extra write disconnect
+  (DiskSim's HP C2247A model, ``disk_buffer_block_available``) no block is written before the
+  buffer holds the whole request, or 10 blocks of one under 45 blocks, or 15.
 - **Controller overheads** (``disksim_diskctlr.c``): command overheads by kind (read hit or miss,
   write, each after a read or after a write), data preparation, first and later reselection,
   disconnection after a read command and after a write's data, completion overheads; the
@@ -45,13 +47,18 @@ facts only):
   under the head, or, if that request is served from the segment, goes on (and, with "read-ahead
   on idle hit", restarts after a hit). Write-back ("fast write"): a write completes once its
   data is in the buffer and the media write (which starts after the command overhead, as data
-  arrives) delays the next media access; write-through: it completes after the media write and
-  a reselection.
+  arrives) delays the next media access, and a write that appends to the data being destaged
+  joins it; write-through: it completes after the media write and a reselection.
+- **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
+  soon as its head settles on the track and keeps the sectors that pass before the first one
+  wanted (Quantum Atlas 10K II product manual, section 6.4: "the initial data read is stored in
+  a buffer (cache) until the actual starting address data block is reached").
 
-Not modelled (their cost on the validation traces is in the README's fidelity table): the
-"immediate" (zero-latency) media access, defects remapped to spare sectors (none in the
-catalogued drives), command queueing inside the drive (the engine queues), sneaky and almost
-read hits, reconnections when the interface overtakes the media during a read.
+Not modelled (see the README's fidelity section): the out-of-order transfer of a zero-latency
+access (on these drives the interface, not the media, decides when a read completes), defects
+remapped to spare sectors (none in the catalogued drives), command queueing inside the drive
+(the engine queues), sneaky and almost read hits, reconnections when the interface overtakes
+the media during a read.
 
 Parameters travel as one float64 vector ``p`` (``P_*``), the layout as one float64 table
 ``zones`` (``Z_N`` columns per zone, followed by every zone's slip list), the seek curve as two
