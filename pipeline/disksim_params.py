@@ -200,12 +200,13 @@ class Zone:
     first_cylinder: int
     last_cylinder: int
     blocks_per_track: int
-    offset_of_first_block: float
+    offset_of_first_block: float  # sectors
     track_skew: float  # sectors
     cylinder_skew: float  # sectors
-    spares: int
-    slips: list[int]
-    defects: list[int]
+    spares: int  # per sparing range (sectors; tracks with track sparing)
+    slips: list[int]  # zone-relative physical sectors (tracks with track sparing)
+    defects: list[int]  # pairs: defective sector, spare it is remapped to
+    empty_front: int = 0  # sectors at the zone's front that hold no data
 
 
 @dataclasses.dataclass
@@ -253,6 +254,18 @@ _OVERHEADS = {
     "write miss after write": "Write miss over. after write",
     "read completion": "Read completion overhead",
     "write completion": "Write completion overhead",
+    "data preparation": "Data preparation overhead",
+    "first reselect": "First reselect overhead",
+    "other reselect": "Other reselect overhead",
+    "read disconnect after read": "Read disconnect afterread",
+    "read disconnect after write": "Read disconnect afterwrite",
+    "write disconnect": "Write disconnect overhead",
+    "extra disconnect command": "Extradisc command overhead",
+    "extra disconnect 1": "Extradisc disconnect overhead",
+    "extra disconnect interval": "Extradisc inter-disconnect delay",
+    "extra disconnect 2": "Extradisc 2nd disconnect overhead",
+    "extra disconnect seek delta": "Extradisc seek delta",
+    "minimum seek delay": "Minimum seek delay",
 }
 _CACHE = {
     "segments": "Number of buffer segments",
@@ -273,6 +286,10 @@ _CACHE = {
     "high_water_mark": "High (read) water mark",
     "low_water_mark": "Low (write) water mark",
     "first_reselect_ms": "First reselect overhead",
+    "separate_write_segment": "Use separate write segment",
+    "watermark_by_request_size": "Set watermark by reqsize",
+    "read_ahead_on_idle_hit": "Read-ahead on idle hit",
+    "extra_write_disconnect": "Extra write disconnect",
 }
 
 
@@ -338,7 +355,17 @@ def read_drive(path: str | Path) -> DiskSimDrive:
             spares=int(z.get("Number of spares", 0)),
             slips=[int(x) for x in z.get("slips", []) or []],
             defects=[int(x) for x in z.get("defects", []) or []],
+            empty_front=int(z.get("Empty space at zone front", 0)),
         ))
+        units = str(z.get("Skew units", layout.get("Skew units", "sectors")))
+        if units == "revolutions":  # DiskSim accepts skews and offsets in turns too
+            zz = zones[-1]
+            bpt = zz.blocks_per_track
+            zz.track_skew *= bpt
+            zz.cylinder_skew *= bpt
+            zz.offset_of_first_block *= bpt
+        elif units != "sectors":
+            raise ParamError(f"{where}: Skew units must be sectors or revolutions, not {units}")
     return DiskSimDrive(
         name=str(disk.name),
         source=str(p),

@@ -20,7 +20,7 @@ from blocklab.traces.formats.disksim import read_validate
 from blocklab.traces.io import Input
 from blocklab.traces.schema import OP_WRITE
 
-from .disksim_params import DiskSimDrive, read_drive
+from .disksim_params import DiskSimDrive, ParamError, read_drive
 
 
 def demerit(sim_ms: np.ndarray, real_ms: np.ndarray) -> float:
@@ -31,61 +31,148 @@ def demerit(sim_ms: np.ndarray, real_ms: np.ndarray) -> float:
     return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
+# DiskSim's sparing schemes ("Sparing scheme used", diskmodel/layout_g1.h) that the kernel maps
+# exactly: none, spare tracks per zone, spare sectors per cylinder / per track / per range of
+# cylinders / per zone (with slips either pushing blocks on or, "slip to end", eating spares)
+_SPARING = {0: "none", 1: "tracks per zone", 2: "sectors per cylinder",
+            3: "sectors per track", 8: "sectors per range", 9: "sectors per zone",
+            10: "sectors per zone, slips to the end"}
+_HUGE = float(1 << 50)
+
+
+def _zone_layout(d: DiskSimDrive, z) -> tuple[int, float, float]:
+    """(LBNs in the zone, sectors per sparing range, LBNs per range), as DiskSim's
+    ``dm_layout_g1_compute_blksinband`` and ``g1_ltop_*`` count them."""
+    cyls = z.last_cylinder - z.first_cylinder + 1
+    bpt = z.blocks_per_track
+    phys = cyls * bpt * d.surfaces - z.empty_front
+    s = d.sparing_scheme
+    if s == 0:
+        return phys, _HUGE, _HUGE
+    if s == 1:
+        return phys - z.spares * bpt, _HUGE, _HUGE
+    if s == 2:
+        bpc = bpt * d.surfaces
+        return phys - z.spares * cyls, bpc, bpc - z.spares
+    if s == 3:
+        return phys - z.spares * cyls * d.surfaces, bpt, bpt - z.spares
+    if s == 8:
+        rs = bpt * d.surfaces * d.range_size_for_sparing
+        return phys - z.spares * (cyls // d.range_size_for_sparing), rs, rs - z.spares
+    if s == 9:
+        return phys - z.spares, _HUGE, _HUGE
+    return phys - z.spares - len(z.slips), _HUGE, _HUGE  # 10
+
+
 def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel's parameter vector, zone table and seek table for a DiskSim drive."""
+    """The kernel's parameter vector, layout table (zones, then their slips) and seek table for a
+    DiskSim drive (see ``kernels/drive/hdd.py`` for what each parameter does)."""
+    where = d.source
+    if d.sparing_scheme not in _SPARING:
+        raise ParamError(f"{where}: sparing scheme {d.sparing_scheme} is not supported "
+                         f"(supported: {', '.join(f'{k} {v}' for k, v in _SPARING.items())})")
+    if d.mapping_scheme not in (0, 1, 2):
+        raise ParamError(f"{where}: LBN-to-PBN mapping scheme {d.mapping_scheme} is not "
+                         "supported (0 normal, 1 and 2 cylinder switch on surface)")
+    ov = d.overheads_ms
+    c = d.cache
     p = np.zeros(H.P_N)
     p[H.P_ROT_MS] = 60000.0 / d.rpm
     p[H.P_SURFACES] = d.surfaces
     p[H.P_HEAD_SWITCH] = d.head_switch_ms
     p[H.P_WRITE_SETTLE] = d.write_settle_ms
-    p[H.P_BULK] = d.bulk_sector_transfer_ms
-    p[H.P_BUS_READ] = d.bus_read_block_ms
-    p[H.P_BUS_WRITE] = d.bus_write_block_ms
-    ov = d.overheads_ms
+    # DiskSim's disk_get_blktranstime: a block crosses the interface at the slower of the
+    # drive's bulk sector time and the bus's block time
+    p[H.P_XFER_R] = max(d.bulk_sector_transfer_ms, d.bus_read_block_ms)
+    p[H.P_XFER_W] = max(d.bulk_sector_transfer_ms, d.bus_write_block_ms)
     for idx, key in ((H.P_OV_RHR, "read hit after read"), (H.P_OV_RHW, "read hit after write"),
                      (H.P_OV_RMR, "read miss after read"), (H.P_OV_RMW, "read miss after write"),
                      (H.P_OV_WHR, "write hit after read"), (H.P_OV_WHW, "write hit after write"),
                      (H.P_OV_WMR, "write miss after read"),
                      (H.P_OV_WMW, "write miss after write"),
-                     (H.P_COMPL_R, "read completion"), (H.P_COMPL_W, "write completion")):
+                     (H.P_COMPL_R, "read completion"), (H.P_COMPL_W, "write completion"),
+                     (H.P_DATA_PREP, "data preparation"), (H.P_RESELECT1, "first reselect"),
+                     (H.P_RESELECT2, "other reselect"),
+                     (H.P_DISC_RR, "read disconnect after read"),
+                     (H.P_DISC_RW, "read disconnect after write"),
+                     (H.P_DISC_W, "write disconnect"), (H.P_XD_CMD, "extra disconnect command"),
+                     (H.P_XD_DISC1, "extra disconnect 1"),
+                     (H.P_XD_INTER, "extra disconnect interval"),
+                     (H.P_XD_DISC2, "extra disconnect 2"),
+                     (H.P_XD_SEEKDELTA, "extra disconnect seek delta"),
+                     (H.P_MIN_SEEK, "minimum seek delay")):
         p[idx] = ov[key]
-    p[H.P_WRITE_BACK] = 1.0 if d.cache["fast_write_level"] > 0 else 0.0
-    p[H.P_MAX_RA] = d.cache["max_read_ahead_blocks"] if d.cache["enable_caching"] else 0
-    p[H.P_SEG_BLOCKS] = d.cache["segment_blocks"]
+    p[H.P_XD_ON] = 1.0 if c["extra_write_disconnect"] else 0.0
+    p[H.P_WRITE_BACK] = 1.0 if c["fast_write_level"] > 0 else 0.0
+    p[H.P_CACHE_ON] = 1.0 if c["enable_caching"] else 0.0
+    nseg = int(c["segments"])
+    if not 1 <= nseg <= H.SEG_MAX:
+        raise ParamError(f"{where}: Number of buffer segments must be 1 to {H.SEG_MAX}, "
+                         f"not {nseg}")
+    p[H.P_NSEGS] = nseg
+    p[H.P_WSEG] = 1.0 if c["separate_write_segment"] and nseg > 1 else 0.0
+    p[H.P_NWSEGS] = max(1, int(c["max_write_segments"]))
+    p[H.P_SEG_BLOCKS] = c["segment_blocks"]
+    p[H.P_RA_KIND] = int(c["buffer_continuous_read"]) if c["enable_caching"] else H.RA_NONE
+    p[H.P_MAX_RA] = c["max_read_ahead_blocks"]
+    p[H.P_RA_IDLE_HIT] = c["read_ahead_on_idle_hit"]
+    p[H.P_HIGH_WM] = c["high_water_mark"]
+    p[H.P_WM_BY_REQ] = c["watermark_by_request_size"]
+    # a drive that reads "any free blocks", or reads with zero latency ("immediate buffer
+    # read"), reads from the moment its head settles and keeps what it read before the request
+    # (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
+    p[H.P_READ_ARRIVAL] = 1.0 if c["read_any_free_blocks"] or c["immediate_buffer_read"] else 0.0
     if d.seek_type.startswith("hpl"):
         p[H.P_SEEK_KIND] = H.SEEK_HPL
-        x, a, b, c, e, _single = d.hpl_seek
-        p[H.P_HPL_X], p[H.P_HPL_A], p[H.P_HPL_B], p[H.P_HPL_C], p[H.P_HPL_E] = x, a, b, c, e
+        x, a, b, cc, e, _single = d.hpl_seek
+        p[H.P_HPL_X], p[H.P_HPL_A], p[H.P_HPL_B], p[H.P_HPL_C], p[H.P_HPL_E] = x, a, b, cc, e
         curve_t = np.array(d.first_ten_seeks_ms if d.seek_type == "hplplus10" else [], float)
         curve_d = np.arange(1, len(curve_t) + 1, dtype=np.int64)
     else:
         p[H.P_SEEK_KIND] = H.SEEK_CURVE
-        curve_d = np.array([c for c, _t in d.seek_curve], dtype=np.int64)
+        curve_d = np.array([cyl for cyl, _t in d.seek_curve], dtype=np.int64)
         curve_t = np.array([t for _c, t in d.seek_curve], dtype=float)
     p[H.P_SINGLE_SEEK] = d.single_cylinder_seek_ms
-    p[H.P_IMMED_READ] = d.cache["immediate_buffer_read"]
-    p[H.P_IMMED_WRITE] = d.cache["immediate_buffer_write"]
-    p[H.P_HIGH_WM] = d.cache["high_water_mark"]
-    p[H.P_RESELECT] = d.cache["first_reselect_ms"]
-    p[H.P_LOW_WM] = d.cache["low_water_mark"]
-    # zones: LBNs per zone are its sectors less its spares, scaled so that they add up to the
-    # drive's block count (spares and slips are spread, not placed: see kernels/drive/hdd.py)
-    raw = np.array([(z.last_cylinder - z.first_cylinder + 1) * d.surfaces * z.blocks_per_track
-                    - z.spares for z in d.zones], dtype=float)
-    nlbn = np.floor(raw * d.block_count / raw.sum())
-    nlbn[-1] += d.block_count - nlbn.sum()
-    zones = np.zeros(len(d.zones) * H.Z_N)
-    first = 0.0
-    for i, z in enumerate(d.zones):
+    p[H.P_NZONES] = len(d.zones)
+    p[H.P_SERP] = d.mapping_scheme
+    p[H.P_TRACK_SPARING] = 1.0 if d.sparing_scheme == 1 else 0.0
+    nz = len(d.zones)
+    nslips = sum(len(z.slips) for z in d.zones)
+    zl = [_zone_layout(d, z) for z in d.zones]
+    total = sum(x[0] for x in zl)
+    # the bucket index: a few thousand buckets of a power-of-two number of blocks
+    shift = max(0, int(np.ceil(np.log2(max(total, 1) / 4096))))
+    nb = (total >> shift) + 1
+    zones = np.zeros(nz * H.Z_N + nslips + nb)
+    first = 0
+    slip_at = nz * H.Z_N
+    for i, z in enumerate(d.zones):  # in LBN order, as listed
+        nlbn, rs, rl = zl[i]
         b = i * H.Z_N
         zones[b + H.Z_FIRST_CYL] = z.first_cylinder
         zones[b + H.Z_LAST_CYL] = z.last_cylinder
         zones[b + H.Z_BPT] = z.blocks_per_track
         zones[b + H.Z_FIRST_LBN] = first
-        zones[b + H.Z_NLBN] = nlbn[i]
-        zones[b + H.Z_TSKEW] = z.track_skew
-        zones[b + H.Z_CSKEW] = z.cylinder_skew
-        first += nlbn[i]
+        zones[b + H.Z_NLBN] = nlbn
+        zones[b + H.Z_TSKEW] = int(z.track_skew)  # DiskSim truncates skews to whole sectors
+        zones[b + H.Z_CSKEW] = int(z.cylinder_skew)
+        zones[b + H.Z_OFFSET] = int(z.offset_of_first_block)
+        zones[b + H.Z_DEAD] = z.empty_front
+        zones[b + H.Z_RANGE] = rs
+        zones[b + H.Z_RANGE_LBNS] = rl
+        zones[b + H.Z_SLIP0] = slip_at
+        zones[b + H.Z_NSLIP] = len(z.slips)
+        slips = sorted(z.slips)
+        zones[slip_at:slip_at + len(slips)] = slips
+        slip_at += len(slips)
+        first += nlbn
+    # DiskSim maps as many blocks as its zones hold, which may differ from "Block count"
+    p[H.P_BLOCKS] = first
+    starts = zones[H.Z_FIRST_LBN:nz * H.Z_N:H.Z_N]
+    p[H.P_BUCKETS_AT] = slip_at
+    p[H.P_BUCKET_SHIFT] = shift
+    p[H.P_NBUCKETS] = nb
+    zones[slip_at:] = np.searchsorted(starts, np.arange(nb) << shift, side="right") - 1
     return p, zones, curve_d, curve_t
 
 

@@ -1,30 +1,68 @@
-"""A zoned hard-disk model replayed one request at a time, the way DiskSim replays its
-validation traces (issue 3, deliverables 3 and 5: first version).
+"""A hard-disk model that serves one request at a time on a drive that may be busy with its
+own background work (read-ahead, destaging), the way DiskSim 4.0's disk module does (issue 3,
+deliverables 3 and 6). Times are in milliseconds of simulated time, positions in 512-byte
+blocks (LBNs) and physical sectors.
 
-Model, per request, in milliseconds of simulated time:
+What is modelled, with where DiskSim does the same (file names are DiskSim 4.0's, read for the
+facts only):
 
-- geometry: zones of cylinders with their blocks per track; logical blocks fill a cylinder's
-  tracks (surfaces) before the next cylinder; each track starts ``track_skew`` sectors later
-  than the one before on the same cylinder and ``cylinder_skew`` later across a cylinder
-  switch, so a sequential transfer loses exactly the skew at each switch;
-- mechanics: seek time from the drive's measured seek curve (linear interpolation between
-  measured distances) or from the Ruemmler-Wilkes equation (``a + b*sqrt(d)`` below the
-  boundary, ``c + e*d`` above, with the first ten distances measured); a head switch on the
-  same cylinder; a write settling delay; the rotational position follows from absolute time
-  (the platter never stops), so the wait for the first sector is a consequence of when the
-  head arrives, not a random draw;
-- controller: command overheads by kind (read/write, hit/miss, after a read/after a write);
-  the interface transfer per sector (DiskSim's "bulk sector transfer time") plus the bus's
-  per-block time, overlapped with the media transfer for reads;
-- cache: the segment a read miss fills keeps being filled by read-ahead at media speed after
-  the read (up to the maximum read-ahead) until the next request arrives; a read inside what
-  is cached by then is a hit; written data is cached (reads of it hit); with write-back
-  ("fast write" > 0) a write completes when its data is in the buffer and the media write
-  follows, delaying the next media access; with write-through it completes on the media.
+- **Layout** (``diskmodel/layout_g1.c``): zones of cylinders with their sectors per track; a zone
+  may start with unused sectors ("empty space at zone front"); logical blocks fill the tracks of
+  a cylinder before the next cylinder, in surface order or, with the "cylinder switch on
+  surface" mappings, in reverse order on alternate cylinders; spare space and slipped defects
+  are placed exactly: spare sectors at the end of each sparing range (per zone, per range of
+  cylinders, per cylinder, per track) or spare tracks at the end of the zone, and every slipped
+  sector (or track) listed in the ``.model`` file shifts the blocks after it by one. The first
+  block of a track starts ``offset + (track switches) x track skew + (cylinder switches) x
+  cylinder skew`` sectors after the index, counted from the start of the zone.
+- **Mechanics** (``diskmodel/mech_g1.c``): seek time from the measured curve (linear
+  interpolation, extrapolated beyond its end) or the Ruemmler-Wilkes equation with the first ten
+  distances measured; a head switch costs ``max(seek, head switch)``; a write adds the settling
+  delay when the head moved; the platter never stops, so the angle under the head follows from
+  absolute time and every rotational wait is a consequence of when the head arrives.
+- **Media transfer**, run by run: a run is a stretch of consecutive sectors on one track; between
+  runs the head switches track (or cylinder, or jumps a slipped sector, spare space or zone
+  gap) and waits for the next run's first sector, so skews, slips and spares cost exactly what
+  they cost on the platter. A write cannot put a block on the platter before the host has sent
+  it: when the interface is slower than the media, the head misses the block and comes back a
+  rotation later (``disksim_diskctlr.c``, sector by sector); with the extra write disconnect
+  (DiskSim's HP C2247A model, ``disk_buffer_block_available``) no block is written before the
+  buffer holds the whole request, or 10 blocks of one under 45 blocks, or 15.
+- **Controller overheads** (``disksim_diskctlr.c``): command overheads by kind (read hit or miss,
+  write, each after a read or after a write), data preparation, first and later reselection,
+  disconnection after a read command and after a write's data, completion overheads; the
+  "extra write disconnect" of a write that follows a non-sequential write (HP C2247A); the
+  minimum seek delay of a write; per-block interface time ``max(bulk sector time, bus block
+  time)``. A read miss reconnects to send data when the buffer holds the high water mark's
+  share of the request (by request size, at least one block), then sends at interface speed
+  but never a block before it is read.
+- **Cache** (``disksim_diskcache.c``): segments chosen as DiskSim chooses them (a read prefers a
+  segment holding its first block, then an empty one, then the least recently used clean one,
+  then the one being prefetched; a write prefers a clean segment it overlaps, then an empty one,
+  then the least recently used clean one); a dedicated write segment when the drive has one (its
+  data is not read back); a segment keeps its last ``segment size`` blocks; a write empties
+  other segments it overlaps. After a read the drive reads ahead into the segment: to the end of
+  the track after the request (DEC scheme), or a fixed number of blocks past the request; the
+  read-ahead is stopped by the next request that needs the mechanism, at the end of the sector
+  under the head, or, if that request is served from the segment, goes on (and, with "read-ahead
+  on idle hit", restarts after a hit). Write-back ("fast write"): a write completes once its
+  data is in the buffer and the media write (which starts after the command overhead, as data
+  arrives) delays the next media access, and a write that appends to the data being destaged
+  joins it; write-through: it completes after the media write and a reselection.
+- **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
+  soon as its head settles on the track and keeps the sectors that pass before the first one
+  wanted (Quantum Atlas 10K II product manual, section 6.4: "the initial data read is stored in
+  a buffer (cache) until the actual starting address data block is reached").
 
-Known simplifications (see the README's fidelity table for what they cost): spare sectors
-and slipped blocks are spread over the zone rather than placed exactly; one read-ahead
-segment; no command queue (one request outstanding, as in the validation traces).
+Not modelled (see the README's fidelity section): the out-of-order transfer of a zero-latency
+access (on these drives the interface, not the media, decides when a read completes), defects
+remapped to spare sectors (none in the catalogued drives), command queueing inside the drive
+(the engine queues), sneaky and almost read hits, reconnections when the interface overtakes
+the media during a read.
+
+Parameters travel as one float64 vector ``p`` (``P_*``), the layout as one float64 table
+``zones`` (``Z_N`` columns per zone, followed by every zone's slip list), the seek curve as two
+arrays, and each drive's state as ``S_N`` floats of ``st``.
 """
 
 from __future__ import annotations
@@ -34,54 +72,207 @@ import numpy as np
 from blocklab.kernels._jit import njit
 
 # Parameter vector (float64) indices.
-(P_ROT_MS, P_SURFACES, P_HEAD_SWITCH, P_WRITE_SETTLE, P_BULK, P_BUS_READ, P_BUS_WRITE,
+(P_ROT_MS, P_SURFACES, P_HEAD_SWITCH, P_WRITE_SETTLE, P_XFER_R, P_XFER_W,
  P_OV_RHR, P_OV_RHW, P_OV_RMR, P_OV_RMW, P_OV_WHR, P_OV_WHW, P_OV_WMR, P_OV_WMW,
- P_COMPL_R, P_COMPL_W, P_WRITE_BACK, P_MAX_RA, P_SEG_BLOCKS, P_SEEK_KIND, P_HPL_X, P_HPL_A,
- P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK, P_IMMED_READ, P_IMMED_WRITE, P_HIGH_WM,
- P_RESELECT, P_LOW_WM) = range(32)
-P_N = 32
+ P_COMPL_R, P_COMPL_W, P_DATA_PREP, P_RESELECT1, P_RESELECT2, P_DISC_RR, P_DISC_RW, P_DISC_W,
+ P_XD_ON, P_XD_CMD, P_XD_DISC1, P_XD_INTER, P_XD_DISC2, P_XD_SEEKDELTA, P_MIN_SEEK,
+ P_WRITE_BACK, P_CACHE_ON, P_NSEGS, P_WSEG, P_NWSEGS, P_SEG_BLOCKS, P_RA_KIND, P_MAX_RA,
+ P_RA_IDLE_HIT, P_HIGH_WM, P_WM_BY_REQ, P_READ_ARRIVAL,
+ P_SEEK_KIND, P_HPL_X, P_HPL_A, P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK,
+ P_NZONES, P_SERP, P_TRACK_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
+ P_NBUCKETS) = range(55)
+P_N = 55
 SEEK_CURVE, SEEK_HPL = 0, 1
+# read-ahead kinds (DiskSim's "Buffer continuous read")
+RA_NONE, RA_TRACK, RA_CYL, RA_SEG, RA_DEC = 0, 1, 2, 3, 4
+SEG_MAX = 16  # cache segments a state vector has room for
 
-# Zone table columns (float64): first cylinder, last cylinder, blocks per track, first LBN,
-# LBNs in the zone, track skew (sectors), cylinder skew (sectors).
-Z_FIRST_CYL, Z_LAST_CYL, Z_BPT, Z_FIRST_LBN, Z_NLBN, Z_TSKEW, Z_CSKEW = range(7)
-Z_N = 7
+# Zone table columns (float64): first and last cylinder, sectors per track, first LBN, LBNs,
+# track and cylinder skew (sectors), offset of the first block (sectors), empty sectors at the
+# zone's front, sectors per sparing range and LBNs per range (both huge when the zone is one
+# range), index in ``zones`` of the zone's first slip, number of slips. Slips are zone-relative
+# physical sectors (tracks with track sparing), ascending. After the zones and their slips,
+# ``zones`` holds a bucket index: entry i is the zone of LBN ``i << P_BUCKET_SHIFT``.
+(Z_FIRST_CYL, Z_LAST_CYL, Z_BPT, Z_FIRST_LBN, Z_NLBN, Z_TSKEW, Z_CSKEW, Z_OFFSET, Z_DEAD,
+ Z_RANGE, Z_RANGE_LBNS, Z_SLIP0, Z_NSLIP) = range(13)
+Z_N = 13
+
+# Per-drive state vector (float64) indices: head position when the mechanism is next free,
+# that time, the previous request (write?, its end), an LRU clock, the read-ahead in progress
+# (segment, when and where its media walk began, its first block and length), the segment
+# being destaged, then SEG_MAX segments of (first block, end block, last use).
+(S_CYL, S_HEAD, S_FREE, S_PREV_WRITE, S_PREV_END, S_CLOCK, S_PF_SEG, S_PF_T, S_PF_C0, S_PF_H0,
+ S_PF_LBN, S_PF_N, S_DS_SEG, S_SEGS) = range(14)
+S_N = S_SEGS + 3 * SEG_MAX
+
+_INF = 1e300
+_EPS = 1e-9  # ms: float slack when the head arrives exactly at a sector boundary
+
+
+def new_state(drives: int = 1) -> np.ndarray:
+    """Drive states: heads at cylinder 0 head 0, caches empty, mechanisms idle."""
+    st = np.zeros(drives * S_N)
+    for d in range(drives):
+        b = d * S_N
+        st[b + S_PREV_END] = -1
+        st[b + S_PF_SEG] = -1
+        st[b + S_DS_SEG] = -1
+        for k in range(SEG_MAX):
+            st[b + S_SEGS + 3 * k] = -1
+            st[b + S_SEGS + 3 * k + 1] = -1
+    return st
+
+
+# ---------------------------------------------------------------- layout
 
 
 @njit(inline="always", nrt=False)
-def _zone_of(zones, lbn):
-    nz = zones.shape[0] // Z_N
-    z = nz - 1
-    for i in range(nz):
-        if lbn < zones[i * Z_N + Z_FIRST_LBN] + zones[i * Z_N + Z_NLBN]:
-            z = i
-            break
-    return z
+def _zone(p, zones, lbn):
+    """Base index in ``zones`` of the zone holding ``lbn`` (the last zone past the end): the
+    bucket index gives the zone of the bucket's first block, later zones follow."""
+    k = min(lbn >> int(p[P_BUCKET_SHIFT]), int(p[P_NBUCKETS]) - 1)
+    i = int(zones[int(p[P_BUCKETS_AT]) + k])
+    last = int(p[P_NZONES]) - 1
+    while i < last and lbn >= zones[(i + 1) * Z_N + Z_FIRST_LBN]:
+        i += 1
+    return i * Z_N
 
 
 @njit(inline="always", nrt=False)
-def _locate_z(zones, surfaces, lbn):
-    """(zone, cylinder, head, angle of the block's start in [0, 1), blocks per track)."""
-    z = _zone_of(zones, lbn)
-    b = z * Z_N
+def _first_at_least(zones, lo, hi, v):
+    """First index in zones[lo:hi] (ascending) whose value is >= v (hi if none)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zones[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(inline="always", nrt=False)
+def _slips_shift(zones, s0, ns, first, x):
+    """(how many slips at or after ``first`` push logical offset ``x`` (relative to ``first``)
+    forward, index of the first slip at or after ``first``): slip i counts while
+    ``slip_i - first - i <= x`` (DiskSim counts them one by one, each moving the target; the
+    left side never decreases, so a binary search finds them)."""
+    i0 = s0 if first == 0 else _first_at_least(zones, s0, s0 + ns, first)
+    lo = 0
+    hi = s0 + ns - i0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zones[i0 + mid] - first - mid <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo, i0
+
+
+@njit(inline="always", nrt=False)
+def _phys(p, zones, lbn):
+    """(zone base, physical sector within the zone (counted from the zone's first sector),
+    index in ``zones`` of the first slip after it)."""
+    b = _zone(p, zones, lbn)
     bpt = int(zones[b + Z_BPT])
-    off = lbn - int(zones[b + Z_FIRST_LBN])
-    track = off // bpt
-    sector = off % bpt
-    cyl_in_zone = track // surfaces
-    head = track % surfaces
-    cyl = int(zones[b + Z_FIRST_CYL]) + cyl_in_zone
-    skew = cyl_in_zone * (zones[b + Z_CSKEW] + (surfaces - 1) * zones[b + Z_TSKEW]) \
-        + head * zones[b + Z_TSKEW]
-    angle = ((sector + skew) % bpt) / bpt
-    return z, cyl, head, angle, bpt
+    off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
+    s0 = int(zones[b + Z_SLIP0])
+    ns = int(zones[b + Z_NSLIP])
+    if p[P_TRACK_SPARING] > 0:
+        trk = off // bpt
+        k, i0 = _slips_shift(zones, s0, ns, 0, trk)
+        return b, (trk + k) * bpt + off % bpt, i0 + k
+    rs = int(zones[b + Z_RANGE])
+    rl = int(zones[b + Z_RANGE_LBNS])
+    rng = off // rl
+    x = off - rng * rl
+    k, i0 = _slips_shift(zones, s0, ns, rng * rs, x)
+    return b, rng * rs + x + k, i0 + k
+
+
+@njit(inline="always", nrt=False)
+def _where(p, zones, b, q):
+    """(cylinder, head, angle of the sector's start in sectors from the index) of physical
+    sector ``q`` of the zone at ``b``."""
+    surf = int(p[P_SURFACES])
+    bpt = int(zones[b + Z_BPT])
+    bpc = bpt * surf
+    cz = q // bpc
+    trk = (q - cz * bpc) // bpt
+    sec = q % bpt
+    cyl = int(zones[b + Z_FIRST_CYL]) + cz
+    head = trk
+    serp = p[P_SERP]
+    if (serp == 1 and cz % 2 == 1) or (serp == 2 and cyl % 2 == 1):
+        head = surf - 1 - trk
+    ang = (int(zones[b + Z_OFFSET]) + (trk + (surf - 1) * cz) * int(zones[b + Z_TSKEW])
+           + cz * int(zones[b + Z_CSKEW]) + sec) % bpt
+    return cyl, head, float(ang)
+
+
+@njit(inline="always", nrt=False)
+def _run_len(p, zones, b, lbn, q, nxt, left):
+    """How many blocks from ``lbn`` (at physical ``q``, ``nxt`` the index of the next slip)
+    lie on consecutive sectors of one track, at most ``left``."""
+    bpt = int(zones[b + Z_BPT])
+    m = min(left, bpt - q % bpt)
+    m = min(m, int(zones[b + Z_FIRST_LBN] + zones[b + Z_NLBN]) - lbn)
+    if p[P_TRACK_SPARING] > 0:
+        return max(m, 1)
+    rs = int(zones[b + Z_RANGE])
+    rl = int(zones[b + Z_RANGE_LBNS])
+    off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
+    rng = q // rs
+    m = min(m, (rng + 1) * rl - off)  # the range's spares follow its last block
+    if nxt < int(zones[b + Z_SLIP0] + zones[b + Z_NSLIP]) and zones[nxt] < (rng + 1) * rs:
+        m = min(m, int(zones[nxt]) - q)
+    return max(m, 1)
+
+
+@njit(inline="always", nrt=False)
+def _lbns_before(p, zones, b, qp):
+    """The first LBN whose physical sector is at or after zone-physical sector ``qp``."""
+    first = int(zones[b + Z_FIRST_LBN])
+    nl = int(zones[b + Z_NLBN])
+    dead = int(zones[b + Z_DEAD])
+    bpt = int(zones[b + Z_BPT])
+    s0 = int(zones[b + Z_SLIP0])
+    ns = int(zones[b + Z_NSLIP])
+    if p[P_TRACK_SPARING] > 0:
+        trk = qp // bpt
+        slipped = _first_at_least(zones, s0, s0 + ns, trk) - s0
+        inside = 0 if (slipped < ns and zones[s0 + slipped] == trk) else qp - trk * bpt
+        off = (trk - slipped) * bpt + inside
+    else:
+        rs = int(zones[b + Z_RANGE])
+        rl = int(zones[b + Z_RANGE_LBNS])
+        rng = qp // rs
+        x = qp - rng * rs
+        sl = _first_at_least(zones, s0, s0 + ns, qp) - _first_at_least(zones, s0, s0 + ns,
+                                                                           rng * rs)
+        off = rng * rl + min(rl, x - sl)
+    return first + min(max(off - dead, 0), nl)
 
 
 @njit(nrt=False)
-def locate(zones, surfaces, lbn):
-    """(cylinder, head, angle in [0, 1) of the block's start, blocks per track) of an LBN."""
-    _z, cyl, head, angle, bpt = _locate_z(zones, surfaces, lbn)
-    return cyl, head, angle, bpt
+def locate(p, zones, lbn):
+    """(cylinder, head, angle of the block's start as a fraction of a turn, sectors per track)
+    of an LBN."""
+    b, q, _nxt = _phys(p, zones, lbn)
+    cyl, head, ang = _where(p, zones, b, q)
+    bpt = zones[b + Z_BPT]
+    return cyl, head, ang / bpt, int(bpt)
+
+
+@njit(nrt=False)
+def track_bounds(p, zones, lbn):
+    """(first LBN on ``lbn``'s track, one past the last)."""
+    b, q, _nxt = _phys(p, zones, lbn)
+    bpt = int(zones[b + Z_BPT])
+    qs = (q // bpt) * bpt
+    return _lbns_before(p, zones, b, qs), _lbns_before(p, zones, b, qs + bpt)
+
+
+# ---------------------------------------------------------------- mechanics
 
 
 @njit(nrt=False)
@@ -98,164 +289,462 @@ def seek_ms(p, curve_d, curve_t, dist):
     n = curve_d.shape[0]
     if dist <= curve_d[0]:
         return curve_t[0]
-    if dist >= curve_d[n - 1]:
-        return curve_t[n - 1]
     lo = 0
     hi = n - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if curve_d[mid] <= dist:
-            lo = mid
-        else:
-            hi = mid
-    f = (dist - curve_d[lo]) / (curve_d[hi] - curve_d[lo])
-    return curve_t[lo] + f * (curve_t[hi] - curve_t[lo])
+    if dist >= curve_d[n - 1]:  # extrapolate the last segment, as DiskSim does
+        lo = n - 2
+    else:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if curve_d[mid] <= dist:
+                lo = mid
+            else:
+                hi = mid
+    f = (dist - curve_d[lo]) / (curve_d[lo + 1] - curve_d[lo])
+    return curve_t[lo] + f * (curve_t[lo + 1] - curve_t[lo])
+
+
+@njit(inline="always", nrt=False)
+def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
+    """Time to bring the head from (c0, h0) to (c1, h1): the seek or the head switch, whichever
+    is longer, plus the write settling delay if anything moved."""
+    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0))
+    if h1 != h0 and p[P_HEAD_SWITCH] > s:
+        s = p[P_HEAD_SWITCH]
+    if write and s > 0:
+        s += p[P_WRITE_SETTLE]
+    return s
+
+
+@njit(inline="always", nrt=False)
+def _wait(rot, bpt, t, ang):
+    """Rotational wait from time ``t`` until sector angle ``ang`` (sectors) is under the head."""
+    f = ang / bpt - t / rot
+    w = (f - np.floor(f)) * rot  # floor, not %, which numba compiles with Python's sign rules
+    if w > rot - _EPS:
+        w = 0.0
+    return w
 
 
 @njit(nrt=False)
-def _media(p, zones, curve_d, curve_t, t0, cyl0, head0, lbn, n, write):
-    """Position and transfer ``n`` blocks from ``lbn`` starting at ``t0`` with the head on
-    (cyl0, head0). Returns (time the first block starts, time the last ends, cylinder and
-    head of the last block, blocks per track at ``lbn``)."""
-    surfaces = int(p[P_SURFACES])
+def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, bus_at, resel,
+               xfer, cut):
+    """Read ``n`` blocks from ``lbn``, positioning from (c, h) at time ``t``; stop early at the
+    first block boundary at or after ``cut`` (DiskSim stops a read-ahead there).
+
+    The host receives walk blocks ``bus_from .. bus_from+nbus-1``: it starts ``resel`` after
+    both ``bus_at`` and the moment the ``wm``-th of them is read, and sends one block per
+    ``xfer`` but none before it is read.
+
+    Returns (blocks read, time the walk ends or stops, cylinder, head, time the host has the
+    last block (0 if nbus == 0), rotational wait before the first block)."""
     rot = p[P_ROT_MS]
-    z, cyl, head, angle, bpt = _locate_z(zones, surfaces, lbn)
-    dist = abs(cyl - cyl0)
-    t = t0 + seek_ms(p, curve_d, curve_t, dist)
-    if dist == 0 and head != head0:
-        t += p[P_HEAD_SWITCH]
-    if write:
-        t += p[P_WRITE_SETTLE]
-    now = (t / rot) % 1.0
-    wait = (angle - now) % 1.0
-    first = t + wait * rot
-    # sequential transfer: the blocks plus one skew at each track (or cylinder) boundary
-    b = z * Z_N
-    off = lbn - int(zones[b + Z_FIRST_LBN])
-    in_track = off % bpt
-    switches = (in_track + n - 1) // bpt
-    tracks_before = off // bpt
-    cyl_switches = (tracks_before + switches) // surfaces - tracks_before // surfaces
-    skew_sectors = (switches - cyl_switches) * zones[b + Z_TSKEW] + cyl_switches * zones[
-        b + Z_CSKEW]
-    end = first + (n + skew_sectors) / bpt * rot
-    last_off = off + n - 1
-    if last_off < int(zones[b + Z_NLBN]):  # the last block is in the same zone
-        last_track = last_off // bpt
-        lcyl = int(zones[b + Z_FIRST_CYL]) + last_track // surfaces
-        lhead = last_track % surfaces
-    else:
-        lcyl, lhead, _a, _b = locate(zones, surfaces, lbn + n - 1)
-    return first, end, lcyl, lhead, bpt
+    j = 0
+    bus = 0.0
+    wait0 = 0.0
+    known = wm <= 0
+    if known:
+        bus = bus_at + resel
+    pre = 0
+    while j < n:
+        a = lbn + j
+        b, q, nxt = _phys(p, zones, a)
+        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
+        c1, h1, ang = _where(p, zones, b, q)
+        bpt = zones[b + Z_BPT]
+        ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
+        c = c1
+        h = h1
+        if cut < ts:
+            return j, ts, c, h, bus, wait0
+        wt = _wait(rot, bpt, ts, ang)
+        if j == 0:
+            wait0 = wt
+        tr = ts + wt
+        if cut < tr:
+            return j, tr, c, h, bus, wait0
+        s = rot / bpt
+        if cut < tr + cnt * s:
+            k = int((cut - tr) / s)
+            return j + k, tr + (k + 1) * s, c, h, bus, wait0
+        # the host's share of this run: walk blocks [lo, hi)
+        lo = max(j, bus_from)
+        hi = min(j + cnt, bus_from + nbus)
+        if hi > lo:
+            m_first = tr + (lo - j + 1) * s
+            m_last = tr + (hi - j) * s
+            if not known:
+                got = lo - bus_from  # host blocks read before this run
+                if got + (hi - lo) >= wm:
+                    t_wm = tr + (lo - j + wm - got) * s
+                    bus = max(bus_at, t_wm) + resel + pre * xfer
+                    known = True
+                else:
+                    pre += hi - lo
+            if known:
+                bus = max(max(bus, m_first) + (hi - lo) * xfer, m_last + xfer)
+        t = tr + cnt * s
+        j += cnt
+    return n, t, c, h, bus, wait0
 
 
-# Per-drive state vector (float64) indices.
-(S_CYL, S_HEAD, S_MEDIA_FREE, S_PREV_WRITE, S_SEG_LO, S_SEG_HI, S_RA_T0, S_RA_LIM, S_RA_BPT,
- S_W_LO, S_W_HI) = range(11)
-S_N = 11
+@njit(nrt=False)
+def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, need):
+    """Write ``n`` blocks from ``lbn``, positioning from (c, h) at time ``t`` (taking at least
+    ``mintime``); block j reaches the buffer at ``x0 + (j+1)*xfer``, and no block is written
+    before it is there and the buffer has received ``need`` blocks.
+    Returns (time the last block is written, cylinder, head)."""
+    rot = p[P_ROT_MS]
+    j = 0
+    first = True
+    while j < n:
+        a = lbn + j
+        b, q, nxt = _phys(p, zones, a)
+        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
+        c1, h1, ang = _where(p, zones, b, q)
+        bpt = zones[b + Z_BPT]
+        mv = _move(p, curve_d, curve_t, c, h, c1, h1, True)
+        if first and mv < mintime:
+            mv = mintime
+        first = False
+        ts = t + mv
+        c = c1
+        h = h1
+        tr = ts + _wait(rot, bpt, ts, ang)
+        s = rot / bpt
+        k = 0
+        while k < cnt:
+            avail = x0 + max(j + k + 1, need) * xfer
+            if tr < avail - _EPS:  # the block is not in yet: it comes round again
+                tr += np.ceil((avail - tr) / rot - _EPS) * rot
+                continue
+            if xfer <= s:
+                m = cnt - k
+            else:  # the media catches up with the interface within this run
+                m = int((tr - x0 - (j + k + 1) * xfer) / (xfer - s) + _EPS) + 1
+                m = min(max(m, need - j - k, 1), cnt - k)
+            tr += m * s
+            k += m
+        t = tr
+        j += cnt
+    return t, c, h
 
 
-def new_state(drives: int = 1) -> np.ndarray:
-    """Drive states: heads at cylinder 0, nothing cached, media idle."""
-    st = np.zeros(drives * S_N)
-    for d in range(drives):
-        b = d * S_N
-        st[b + S_SEG_LO] = -1
-        st[b + S_SEG_HI] = -1
-        st[b + S_RA_LIM] = -1
-        st[b + S_RA_BPT] = 1
-        st[b + S_W_LO] = -1
-        st[b + S_W_HI] = -1
-    return st
+# ---------------------------------------------------------------- cache
+
+
+@njit(inline="always", nrt=False)
+def _ra_limit(p, zones, a, n):
+    """One past the last block a read of ``n`` blocks at ``a`` reads ahead to."""
+    end = a + n
+    kind = p[P_RA_KIND]
+    total = p[P_BLOCKS]
+    if p[P_CACHE_ON] <= 0 or kind == RA_NONE or end >= total:
+        return min(end, total)
+    if kind == RA_DEC:  # to the end of the track holding the next block, or the one after
+        lo, hi = track_bounds(p, zones, end)
+        if a < lo:
+            b = _zone(p, zones, a)
+            hi += int(zones[b + Z_BPT])
+        return min(hi, total)
+    lim = end + p[P_MAX_RA] if p[P_MAX_RA] > 0 else a + p[P_SEG_BLOCKS]
+    if kind == RA_TRACK or kind == RA_CYL:  # the read-ahead never leaves the track / cylinder
+        b, q, _nxt = _phys(p, zones, end - 1)
+        bpt = int(zones[b + Z_BPT])
+        unit = bpt if kind == RA_TRACK else bpt * int(p[P_SURFACES])
+        lim = min(lim, _lbns_before(p, zones, b, (q // unit + 1) * unit))
+    return min(max(lim, end), total)
+
+
+@njit(inline="always", nrt=False)
+def _seg_bounds(st, b, k):
+    return st[b + S_SEGS + 3 * k], st[b + S_SEGS + 3 * k + 1]
+
+
+@njit(inline="always", nrt=False)
+def _seg_set(st, b, k, lo, hi):
+    st[b + S_SEGS + 3 * k] = lo
+    st[b + S_SEGS + 3 * k + 1] = hi
+    clock = st[b + S_CLOCK] + 1
+    st[b + S_CLOCK] = clock
+    st[b + S_SEGS + 3 * k + 2] = clock
+
+
+@njit(inline="always", nrt=False)
+def _pick_read_seg(p, st, b, a, n, pf):
+    """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss)."""
+    nseg = int(p[P_NSEGS]) - (1 if p[P_WSEG] > 0 else 0)
+    best = -1
+    best_v = 0
+    best_use = _INF
+    kind = 0
+    for k in range(nseg):
+        lo, hi = _seg_bounds(st, b, k)
+        use = st[b + S_SEGS + 3 * k + 2]
+        if hi <= lo:
+            v = 3
+            hk = 0
+        elif a < lo or a >= hi:
+            v = 1 if k == pf else 2
+            hk = 0
+        else:
+            v = 9 if k == pf else (10 if k == int(st[b + S_DS_SEG]) else 8)
+            hk = 2
+            if hi < a + n:
+                v -= 4
+                hk = 1
+        if v > best_v or (v == best_v and use < best_use):
+            best = k
+            best_v = v
+            best_use = use
+            kind = hk
+    if p[P_CACHE_ON] <= 0:
+        kind = 0
+    return best, kind
+
+
+@njit(inline="always", nrt=False)
+def _pick_write_seg(p, st, b, a, n, pf):
+    """DiskSim's choice of segment for a write (the dedicated one if the drive has one)."""
+    nseg = int(p[P_NSEGS])
+    if p[P_WSEG] > 0:
+        return nseg - 1
+    best = 0
+    best_v = -1
+    best_use = _INF
+    for k in range(nseg):
+        lo, hi = _seg_bounds(st, b, k)
+        use = st[b + S_SEGS + 3 * k + 2]
+        if hi <= lo:
+            v = 3
+        elif k == pf:
+            v = 1
+        elif a < hi and lo < a + n:
+            v = 4
+        else:
+            v = 2
+        if v > best_v or (v == best_v and use < best_use):
+            best = k
+            best_v = v
+            best_use = use
+    return best
+
+
+@njit(inline="always", nrt=False)
+def _drop_overlaps(p, st, b, keep, a, n):
+    """A write empties every other segment holding any of its blocks."""
+    for k in range(int(p[P_NSEGS])):
+        if k != keep:
+            lo, hi = _seg_bounds(st, b, k)
+            if hi > lo and a < hi and lo < a + n:
+                st[b + S_SEGS + 3 * k] = -1
+                st[b + S_SEGS + 3 * k + 1] = -1
+
+
+@njit(inline="always", nrt=False)
+def _start_readahead(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk):
+    """Record a media read of ``nblk`` blocks from ``lbn`` into segment ``seg`` starting at
+    ``t`` from (c, h); the mechanism is busy until it ends. Returns its end time."""
+    _k, t_end, ce, he, _bus, _w = _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, nblk, 0,
+                                             0, 0, 0.0, 0.0, 0.0, _INF)
+    st[b + S_PF_SEG] = seg
+    st[b + S_PF_T] = t
+    st[b + S_PF_C0] = c
+    st[b + S_PF_H0] = h
+    st[b + S_PF_LBN] = lbn
+    st[b + S_PF_N] = nblk
+    st[b + S_FREE] = t_end
+    st[b + S_CYL] = ce
+    st[b + S_HEAD] = he
+    return t_end
+
+
+# ---------------------------------------------------------------- one request
 
 
 @njit(nrt=False)
 def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
-    """Serve one request of ``n`` blocks at LBN ``a`` (a write if ``w``) arriving at an idle
-    drive ``d`` at time ``t`` (ms). Updates the drive's state in ``st``; returns
-    (completion time in ms, 1 if served from the cache else 0)."""
+    """Serve one request of ``n`` blocks at LBN ``a`` (a write if ``w``) that drive ``d``
+    receives at time ``t`` (ms), when it has no other request. Updates the drive's state in
+    ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0)."""
     b = d * S_N
-    rot = p[P_ROT_MS]
+    seg_n = p[P_SEG_BLOCKS]
+    prev_write = st[b + S_PREV_WRITE] > 0
+    seq = a == st[b + S_PREV_END]
+    # -- the drive's own work at time t: a read-ahead (which a request can stop at the end of
+    # the sector under the head) or a destage (which it cannot)
+    free = st[b + S_FREE]
     cyl = int(st[b + S_CYL])
     head = int(st[b + S_HEAD])
-    media_free = st[b + S_MEDIA_FREE]
-    prev_write = st[b + S_PREV_WRITE] > 0
-    seg_lo = int(st[b + S_SEG_LO])
-    seg_hi = int(st[b + S_SEG_HI])
-    ra_lim = int(st[b + S_RA_LIM])
-    w_lo = int(st[b + S_W_LO])
-    w_hi = int(st[b + S_W_HI])
+    pf = int(st[b + S_PF_SEG])
+    pf_lbn = int(st[b + S_PF_LBN])
+    pf_n = int(st[b + S_PF_N])
+    destaging = False
+    stop_t = free
+    stop_c = cyl
+    stop_h = head
+    if pf >= 0:
+        got = pf_n
+        if t < free:
+            got, stop_t, stop_c, stop_h, _bus, _w = _walk_read(
+                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
+                int(st[b + S_PF_H0]), pf_lbn, pf_n, 0, 0, 0, 0.0, 0.0, 0.0, t)
+        lo, hi = _seg_bounds(st, b, pf)
+        hi = pf_lbn + got
+        st[b + S_SEGS + 3 * pf + 1] = hi
+        st[b + S_SEGS + 3 * pf] = max(lo, hi - seg_n)
+        if t >= free:
+            pf = -1
+            st[b + S_PF_SEG] = -1
+    elif t < free:
+        destaging = True
+    else:
+        st[b + S_DS_SEG] = -1
     hit = 0
-    xfer = n * (p[P_BULK] + (p[P_BUS_WRITE] if w else p[P_BUS_READ]))
     if not w:
-        hi = seg_hi
-        if ra_lim > seg_hi and seg_lo >= 0:  # read-ahead went on until this request
-            grown = int((t - st[b + S_RA_T0]) / rot * st[b + S_RA_BPT])
-            hi = min(ra_lim, seg_hi + max(grown, 0))
-        if (seg_lo >= 0 and a >= seg_lo and a + n <= hi) or (
-                w_lo >= 0 and a >= w_lo and a + n <= w_hi):
+        ov_miss = p[P_OV_RMW] if prev_write else p[P_OV_RMR]
+        ov_hit = p[P_OV_RHW] if prev_write else p[P_OV_RHR]
+        xr = p[P_XFER_R]
+        k, kind = _pick_read_seg(p, st, b, a, n, pf)
+        lim = _ra_limit(p, zones, a, n)
+        if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
+            st[b + S_PF_SEG] = -1
+            free = stop_t
+            cyl = stop_c
+            head = stop_h
+            st[b + S_FREE] = free
+            st[b + S_CYL] = cyl
+            st[b + S_HEAD] = head
+            pf = -1
+        if kind == 2:  # every block is in the buffer
             hit = 1
-            ov = p[P_OV_RHW] if prev_write else p[P_OV_RHR]
-            done = t + ov + xfer + p[P_COMPL_R]
-            st[b + S_SEG_HI] = hi
-        else:
-            ov = p[P_OV_RMW] if prev_write else p[P_OV_RMR]
-            start = max(t + ov, media_free)
-            first, end, cyl, head, bpt = _media(p, zones, curve_d, curve_t, start, cyl, head,
-                                                a, n, False)
-            # the host transfer starts as blocks come off the media (immediate buffer
-            # read), once the buffer holds the high water mark's share of the request, or
-            # else when the whole request is buffered; it overlaps the rest of the read
-            if p[P_IMMED_READ] > 0:
-                xstart = first
-            elif p[P_HIGH_WM] > 0:
-                xstart = first + p[P_HIGH_WM] * (end - first) + p[P_RESELECT]
+            done = t + ov_hit + p[P_DATA_PREP] + n * xr + p[P_COMPL_R]
+            lo, hi = _seg_bounds(st, b, k)
+            _seg_set(st, b, k, lo, hi)
+            if k == pf:  # the read-ahead goes on, now for this request too
+                if lim > pf_lbn + pf_n:
+                    _start_readahead(p, zones, curve_d, curve_t, st, b, pf, st[b + S_PF_T],
+                                     int(st[b + S_PF_C0]), int(st[b + S_PF_H0]), pf_lbn,
+                                     int(lim) - pf_lbn)
+            elif p[P_RA_IDLE_HIT] > 0 and hi < lim:
+                _start_readahead(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free),
+                                 cyl, head, int(hi), int(lim - hi))
+        elif kind == 1 and k == pf:  # the rest is coming in from the read-ahead
+            new_n = max(pf_n, int(lim) - pf_lbn)
+            _g, t_end, ce, he, bus, _w = _walk_read(
+                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
+                int(st[b + S_PF_H0]), pf_lbn, new_n, a - pf_lbn, n, 0,
+                t + ov_hit + p[P_DATA_PREP], 0.0, xr, _INF)
+            done = bus + p[P_COMPL_R]
+            lo, hi = _seg_bounds(st, b, k)
+            _seg_set(st, b, k, lo, hi)
+            st[b + S_PF_N] = new_n
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = ce
+            st[b + S_HEAD] = he
+        else:  # a miss, or a partial hit on a segment nobody is filling
+            lo, hi = _seg_bounds(st, b, k)
+            if kind == 1:  # send what is there, read the rest from the segment's end
+                rd = int(hi)
+                bus_at = t + ov_hit + p[P_DATA_PREP]
+                resel = (rd - a) * xr
+                wm = 0
             else:
-                xstart = end
-            done = max(end, xstart + xfer) + p[P_COMPL_R]
-            st[b + S_MEDIA_FREE] = end
-            st[b + S_SEG_LO] = a
-            st[b + S_SEG_HI] = a + n
-            st[b + S_RA_T0] = end
-            st[b + S_RA_LIM] = a + n + int(p[P_MAX_RA])
-            st[b + S_RA_BPT] = bpt
+                rd = a
+                lo = a
+                bus_at = t + ov_miss + (p[P_DISC_RW] if prev_write else p[P_DISC_RR])
+                resel = p[P_RESELECT1] + p[P_DATA_PREP]
+                # the drive reconnects when the buffer holds the high water mark's share (of
+                # the request, or of the segment), or the whole request if that comes first
+                if p[P_WM_BY_REQ] > 0:
+                    wm = max(1, int(min(seg_n, n) * p[P_HIGH_WM]))
+                else:
+                    wm = max(1, int(seg_n * p[P_HIGH_WM] + 0.9999999999))
+                wm = min(wm, n)
+            start = max(t + ov_miss, free)
+            nblk = int(max(lim, a + n)) - rd
+            _g, t_end, ce, he, bus, wait0 = _walk_read(
+                p, zones, curve_d, curve_t, start, cyl, head, rd, nblk, 0, a + n - rd, wm,
+                bus_at, resel, xr, _INF)
+            if kind == 0 and p[P_READ_ARRIVAL] > 0 and p[P_CACHE_ON] > 0:
+                # the drive reads from the moment the head settles on the track: the sectors
+                # that pass before the first one wanted are kept too
+                tr_lo, _tr_hi = track_bounds(p, zones, a)
+                bpt = zones[_zone(p, zones, a) + Z_BPT]
+                lo = max(tr_lo, a - int(wait0 / p[P_ROT_MS] * bpt))
+            done = bus + p[P_COMPL_R]
+            _seg_set(st, b, k, lo, rd)
+            st[b + S_PF_SEG] = k
+            st[b + S_PF_T] = start
+            st[b + S_PF_C0] = cyl
+            st[b + S_PF_H0] = head
+            st[b + S_PF_LBN] = rd
+            st[b + S_PF_N] = nblk
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = ce
+            st[b + S_HEAD] = he
         st[b + S_PREV_WRITE] = 0
     else:
-        seq = w_hi >= 0 and a == w_hi
-        # a write "hits" when the buffer takes it at once: with write-back, when the last
-        # destage is done (else it waits for room); with write-through, when it appends to
-        # the data just written
+        xw = p[P_XFER_W]
+        k = _pick_write_seg(p, st, b, a, n, pf)
+        if pf >= 0:  # a write stops the read-ahead
+            st[b + S_PF_SEG] = -1
+            free = stop_t
+            cyl = stop_c
+            head = stop_h
+        mintime = p[P_MIN_SEEK]
+        seg_lo = float(a)
         if p[P_WRITE_BACK] > 0:
-            whit = media_free <= t
+            ov = p[P_OV_WHW] if prev_write else p[P_OV_WHR]
+            x0 = t + ov + p[P_DATA_PREP]
+            media_at = t + ov
+            ds = int(st[b + S_DS_SEG])
+            if destaging and ds >= 0 and p[P_WSEG] <= 0:
+                lo, hi = _seg_bounds(st, b, ds)
+                if a == hi and a + n - lo <= seg_n:
+                    # it appends to the data being written: same segment, the media write
+                    # goes on from where the destage is
+                    k = ds
+                    seg_lo = lo
+                    media_at = free
+                    mintime = 0.0
+                elif p[P_NWSEGS] <= 1:  # no room in the buffer until the destage ends
+                    x0 = max(x0, free)
+            done = x0 + n * xw + p[P_COMPL_W]
+            disc = 0.0
+            resel = 0.0
+        elif p[P_XD_ON] > 0 and prev_write and not seq:
+            # the extra write disconnect (DiskSim's model of the HP C2247A)
+            media_at = t + p[P_XD_CMD] + p[P_XD_SEEKDELTA]
+            x0 = t + p[P_XD_CMD] + p[P_XD_DISC1] + p[P_XD_INTER] + p[P_RESELECT1] + p[
+                P_DATA_PREP]
+            disc = p[P_XD_DISC2]
+            resel = p[P_RESELECT2]
         else:
-            whit = seq
-        ov = (p[P_OV_WHW] if prev_write else p[P_OV_WHR]) if whit else (
-            p[P_OV_WMW] if prev_write else p[P_OV_WMR])
-        if p[P_WRITE_BACK] > 0:
-            done = t + ov + xfer + p[P_COMPL_W]
-            start = max(done, media_free)
-            _f, end, cyl, head, _bpt = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
-                                                True)
+            ov = p[P_OV_WMW] if prev_write else p[P_OV_WMR]
+            media_at = t + ov
+            x0 = t + ov + p[P_DATA_PREP]
+            disc = p[P_DISC_W]
+            resel = p[P_RESELECT1]
+        need = 0
+        if p[P_XD_ON] > 0:
+            # DiskSim's HP C2247A model writes nothing until the buffer holds the whole request,
+            # or 10 blocks of one under 45, or 15 blocks (disk_buffer_block_available)
+            need = min(n, 10) if n < 45 else 15
+        t_end, ce, he = _walk_write(p, zones, curve_d, curve_t, max(media_at, free), cyl, head,
+                                    a, n, mintime, x0, xw, need)
+        if p[P_WRITE_BACK] <= 0:
+            done = max(t_end, x0 + n * xw + disc) + resel + p[P_COMPL_W]
+            st[b + S_DS_SEG] = -1
         else:
-            # write-through: the drive takes write data into its buffer at once and starts on
-            # the media when the first block is in (the low water mark only says when it
-            # reconnects for more); without a mark it waits for all of it
-            if p[P_IMMED_WRITE] > 0 or p[P_LOW_WM] > 0:
-                ready = t + ov + xfer / max(n, 1)
-            else:
-                ready = t + ov + xfer
-            start = max(ready, media_free)
-            _f, end, cyl, head, _bpt = _media(p, zones, curve_d, curve_t, start, cyl, head, a, n,
-                                                True)
-            done = max(end, t + ov + xfer) + p[P_COMPL_W]
-        st[b + S_MEDIA_FREE] = end
-        st[b + S_W_LO] = w_lo if seq else a
-        st[b + S_W_HI] = a + n
-        st[b + S_SEG_LO] = -1  # a write stops read-ahead
-        st[b + S_RA_LIM] = -1
+            st[b + S_DS_SEG] = k
+        _drop_overlaps(p, st, b, k, a, n)
+        _seg_set(st, b, k, seg_lo, a + n)
+        st[b + S_FREE] = t_end
+        st[b + S_CYL] = ce
+        st[b + S_HEAD] = he
         st[b + S_PREV_WRITE] = 1
-    st[b + S_CYL] = cyl
-    st[b + S_HEAD] = head
+    st[b + S_PREV_END] = a + n
     return done, hit
 
 
