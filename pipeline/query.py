@@ -310,6 +310,8 @@ def _union(parts: list[str], empty: str) -> str:
 def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views of ``sources``."""
     con = duckdb.connect()
+    # DuckDB draws a progress bar on stdout for long queries: it would land in --format csv
+    con.execute("SET enable_progress_bar = false")
     if threads:
         con.execute(f"SET threads TO {int(threads)}")
     runs = [s for s in sources if s.kind == "run"]

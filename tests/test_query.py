@@ -254,9 +254,9 @@ def test_size_sweep(tmp_path):
             assert close(r["iops"], sel.sum() / dur)
             assert close(r["p99_ms"], np.quantile(ios["latency_ns"][sel], .99) / 1e6)
     # a run whose requests differ in size has none
-    mixed = q([golden.HERE / "golden"] if False else [tmp_path / "sweep" / "size-4k"],
-              "size-sweep")
-    assert mixed[0]["size_bytes"] == 4096
+    mixed = make_run(tmp_path / "mixed", {"arrival_ns": [0, 10], "latency_ns": [5, 5],
+                                          "op": [0, 0], "size_bytes": [4096, 8192]})
+    assert [r["size_bytes"] for r in q([mixed], "size-sweep")] == [None]
 
 
 # ---------------------------------------------------------------------------------------------
