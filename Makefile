@@ -19,11 +19,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install blocklab (editable) with its dev tools
 
-tools: ## install blkparse/fio from Debian when missing (needs root; tests skip with a reason otherwise)
-	@command -v blkparse >/dev/null && command -v fio >/dev/null || \
+tools: ## install blkparse/btt/fio and chromium from Debian when missing (needs root; tests skip with a reason otherwise)
+	@command -v blkparse >/dev/null && command -v btt >/dev/null && command -v fio >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	    (apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq blktrace fio >/dev/null 2>&1) || \
 	    echo "note: blktrace/fio not installed (not root or no apt-get)"; }
+	@command -v chromium >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    (apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq chromium >/dev/null 2>&1) || \
+	    echo "note: chromium not installed (not root or no apt-get)"; }
 
 demo: setup ## ingest the bundled real capture, print its statistics, replay it on two arrays
 	@mkdir -p demo-out
@@ -43,8 +47,8 @@ lint: setup ## ruff and mypy
 bench: setup tools ## throughput report (records/s, MB/s, ratio against blkparse)
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m blocklab.pipeline.bench
 
-golden: setup ## regenerate checked-in golden answers (only on purpose)
-	@echo "no golden files yet: the query library (issue 6) adds them"
+golden: setup ## regenerate the checked-in golden answers tests/golden/*.csv (only on purpose)
+	$(BIN)/python -m tests.golden
 
 clean: ## remove the virtualenv and outputs
 	rm -rf $(VENV) demo-out bench-out

@@ -195,6 +195,70 @@ def _synth_speeds() -> dict[str, float]:
     return out
 
 
+def _query_speeds(rows: int = 50_000_000) -> dict[str, float]:
+    """DuckDB over ``rows`` ios-shaped result rows (a run folder written in a temporary folder,
+    one hour of requests, zstd Parquet as replay writes it): the ``bandwidth`` query (per
+    second, by op), exact p50/p99/p99.9 by op with one quantile_cont of a list of quantiles,
+    the same with one quantile_cont per quantile (the baseline), and ``latency-summary``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from blocklab.pipeline.query import connect, execute, find_sources, named
+    from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
+
+    tmp = Path(tempfile.mkdtemp(prefix="blocklab-bench-query-"))
+    out: dict[str, float] = {"rows": float(rows)}
+    try:
+        run = tmp / "run"
+        run.mkdir()
+        rng = np.random.default_rng(6)
+        chunk = 5_000_000
+        t0 = 0
+        started = time.perf_counter()
+        with pq.ParquetWriter(run / "ios.parquet", RUN_SCHEMAS["ios"], compression="zstd") as w:
+            for a in range(0, rows, chunk):
+                n = min(chunk, rows - a)
+                arrive = t0 + np.cumsum(rng.exponential(3.6e12 / rows, n)).astype(np.int64)
+                t0 = int(arrive[-1])
+                lat = rng.lognormal(np.log(2e6), 1.0, n).astype(np.int64) + 50_000
+                w.write_table(pa.table({
+                    "request": np.arange(a, a + n, dtype=np.int64), "arrival_ns": arrive,
+                    "start_ns": arrive + 10_000, "complete_ns": arrive + lat, "latency_ns": lat,
+                    "op": (rng.random(n) < 0.3).astype(np.uint8),
+                    "sector": rng.integers(0, 1 << 31, n) * 8,
+                    "size_bytes": rng.choice(np.array([4096, 8192, 65536]), n),
+                    "stream": np.zeros(n, np.uint32), "cache_hit": np.zeros(n, bool),
+                }, schema=RUN_SCHEMAS["ios"]), row_group_size=1 << 20)
+        (run / "meta.json").write_text(json.dumps({"run_schema_version": RUN_SCHEMA_VERSION,
+                                                   "interval_ns": 1_000_000_000}))
+        out["write_s"] = time.perf_counter() - started
+        out["parquet_mb"] = (run / "ios.parquet").stat().st_size / 1e6
+        src = find_sources([run])
+        con = connect(src)
+
+        def best(f) -> float:
+            times = []
+            for _ in range(2):  # the first pass also reads the file into the page cache
+                t = time.perf_counter()
+                f()
+                times.append(time.perf_counter() - t)
+            return min(times)
+
+        out["bandwidth_s"] = best(lambda: named(con, "bandwidth", src, {"interval_s": "1"}))
+        one = ("SELECT op, quantile_cont(latency_ns, [0.5, 0.99, 0.999]) AS q "
+               "FROM ios GROUP BY op")
+        each = ("SELECT op, quantile_cont(latency_ns, 0.5), quantile_cont(latency_ns, 0.99), "
+                "quantile_cont(latency_ns, 0.999) FROM ios GROUP BY op")
+        out["percentiles_s"] = best(lambda: execute(con, one, {}, "bench", src))
+        out["percentiles_each_s"] = best(lambda: execute(con, each, {}, "bench", src))
+        out["latency_summary_s"] = best(lambda: named(con, "latency-summary", src))
+        out["threads"] = float(con.execute("SELECT current_setting('threads')").fetchone()[0])
+        con.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def _capture_speed() -> dict[str, object] | str:
     """``blocklab capture`` on a loop device over tmpfs under fio (io_uring, 4 KiB random
     reads and writes, queue depth 32) at rising request rates: for each rate, the requests
@@ -446,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     report["replay"] = _replay_speeds()
     report["synth"] = _synth_speeds()
     report["capture"] = _capture_speed()
+    report["query"] = _query_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -522,6 +587,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"us/request of CPU, {tr['bytes_per_request']:.0f} bytes/request")
     else:
         print(f"  capture (tracefs)      : {cp}")
+    qs = report["query"]
+    assert isinstance(qs, dict)
+    print(f"  query, {qs['rows'] / 1e6:.0f} M ios rows ({qs['parquet_mb']:.0f} MB Parquet, "
+          f"DuckDB {qs['threads']:.0f} threads): bandwidth per second by op "
+          f"{qs['bandwidth_s']:.2f} s, exact p50/p99/p99.9 by op {qs['percentiles_s']:.2f} s "
+          f"(one quantile_cont per quantile, the baseline: {qs['percentiles_each_s']:.2f} s, "
+          f"{qs['percentiles_each_s'] / qs['percentiles_s']:.1f} x), latency-summary "
+          f"{qs['latency_summary_s']:.2f} s; writing the rows {qs['write_s']:.1f} s")
     return 0
 
 

@@ -1,0 +1,503 @@
+"""``blocklab query``: DuckDB views over run folders and traces, and the named queries.
+
+Inputs are run folders (``blocklab replay -o``), folders that contain run folders at any depth
+(found by their ``meta.json``; a sweep's output), and trace files (``blocklab ingest``). Every
+input becomes rows of views that carry a ``run`` column naming it: a run folder given on the
+command line is named as given, one found inside a given folder by its path relative to that
+folder, a trace by its path as given.
+
+Views (columns of the run-folder files in ``traces/schema.py`` RUN_COLUMNS, of the trace in
+COLUMNS, each with ``run`` first):
+
+- ``ios``, ``drive_ops``, ``drive_busy``, ``events``: the run folders' Parquet files; a run
+  without the optional ``drive_ops.parquet`` or ``events.parquet`` adds no rows (and with none
+  the view is an empty table of its schema);
+- ``runs``: one row per run folder from meta.json (path, blocklab_version,
+  run_schema_version, trace_path, array_path, interval_ns, requests, elapsed_s, options and
+  the whole meta.json as JSON text);
+- ``drives``: the drives of each run (drive, group, role, model) from meta.json;
+- ``trace``: the traces' rows, plus ``request`` (the row number in the file, as ios.request);
+- ``traces``: one row per trace (path, source format, linux_devices, start_utc);
+- ``requests``: host requests of both kinds, ``run, time_ns, device, sector, size_bytes, op,
+  latency_ns``: the traces' rows and the runs' ios (arrival time as ``time_ns``, device 0).
+
+The named queries are ``queries/*.sql``, one per file, each opening with a header comment:
+
+    -- NAME: what it returns (continued on more comment lines)
+    -- View: ios.                                   (or Views: a, b)
+    -- Param: interval_s = 1.0  what it means       (one line per parameter)
+
+Parameters reach DuckDB as named placeholders (``$interval_s``) with the header's default
+unless ``--param K=V`` gives another value (converted to the default's type).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from blocklab import queries
+from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION
+from blocklab.traces.store import open_trace
+
+#: Run-folder files a run must have, and those it may lack (an empty table then).
+REQUIRED_FILES = ("ios",)
+OPTIONAL_FILES = ("drive_ops", "drive_busy", "events")
+#: Views each kind of input provides (``requests`` comes from both).
+RUN_VIEWS = ("ios", "drive_ops", "drive_busy", "events", "runs", "drives")
+TRACE_VIEWS = ("trace", "traces")
+BOTH_VIEWS = ("requests",)
+
+
+# ---------------------------------------------------------------------------------------------
+# the query catalog
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A named parameter of a query: ``$name`` in its SQL."""
+
+    name: str
+    default: int | float | str
+    doc: str
+
+    def convert(self, text: str, query: str) -> int | float | str:
+        """``text`` as the default's type (a one-line error naming the query otherwise)."""
+        try:
+            if isinstance(self.default, bool):
+                raise ValueError
+            if isinstance(self.default, int):
+                return int(text)
+            if isinstance(self.default, float):
+                v = float(text)
+                if not math.isfinite(v):
+                    raise ValueError
+                return v
+        except ValueError:
+            kind = "an integer" if isinstance(self.default, int) else "a number"
+            raise BlocklabError(f"query {query}: --param {self.name}={text}: expected "
+                                f"{kind}") from None
+        return text
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryInfo:
+    """A named query: its description, the views it reads, its parameters and its SQL."""
+
+    name: str
+    description: str
+    views: tuple[str, ...]
+    params: tuple[Param, ...]
+    sql: str
+
+
+_HEAD = re.compile(r"^--\s*([\w.-]+):\s*(.*)$")
+_VIEW = re.compile(r"^--\s*Views?:\s*(.*)$", re.IGNORECASE)
+_PARAM = re.compile(r"^--\s*Param:\s*(\w+)\s*=\s*(\S+)\s*(.*)$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"\$([A-Za-z_]\w*)")
+
+
+def _literal(text: str) -> int | float | str:
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == "'" else text
+
+
+def parse_header(name: str, sql: str) -> QueryInfo:
+    """Read a query file's header comment (see the module docstring for its form)."""
+    lines = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line.rstrip())
+    if not lines or not (m := _HEAD.match(lines[0])) or m.group(1) != name:
+        raise BlocklabError(f"queries/{name}.sql: the first line must be '-- {name}: "
+                            "description'")
+    desc = [m.group(2)]
+    views: list[str] = []
+    params: list[Param] = []
+    section = "desc"
+    for line in lines[1:]:
+        if vm := _VIEW.match(line):
+            views += [v.strip() for v in re.split(r"[,\s]+", vm.group(1).split("(")[0])
+                      if v.strip(" .")]
+            views = [v.strip(" .") for v in views]
+            section = "view"
+        elif pm := _PARAM.match(line):
+            params.append(Param(pm.group(1), _literal(pm.group(2)), pm.group(3).strip()))
+            section = "param"
+        else:
+            text = line[2:].strip()
+            if section == "desc":
+                head, _sep, inline = text.partition("View: ")
+                desc.append(head.strip() if _sep else text)
+                if _sep:  # "... View: trace." at the end of a description line
+                    views.append(inline.split("(")[0].strip(" ."))
+            elif section == "param" and text:
+                p = params[-1]
+                params[-1] = dataclasses.replace(p, doc=f"{p.doc} {text}".strip())
+    return QueryInfo(name, " ".join(d for d in desc if d), tuple(views), tuple(params), sql)
+
+
+def catalog() -> dict[str, QueryInfo]:
+    """Every named query, by name."""
+    return {n: parse_header(n, queries.load(n)) for n in queries.names()}
+
+
+def placeholders(sql: str) -> set[str]:
+    """The ``$name`` placeholders of an SQL text (outside comments and string literals)."""
+    body = re.sub(r"--[^\n]*", "", sql)
+    body = re.sub(r"'(?:[^']|'')*'", "''", body)
+    return set(_PLACEHOLDER.findall(body))
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One input: a run folder or a trace file, and the name its rows carry in ``run``."""
+
+    kind: str  # "run" or "trace"
+    name: str
+    path: Path
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+def _label(p: str) -> str:
+    s = p.rstrip("/") or p
+    return s or "."
+
+
+def _find_runs(root: Path) -> list[Path]:
+    """Run folders at or under ``root`` (a folder with meta.json is a run; not descended),
+    skipping hidden folders (temporary outputs are ``.NAME.tmp-PID``)."""
+    found: list[Path] = []
+    for here, dirs, files in os.walk(root):
+        if "meta.json" in files:
+            found.append(Path(here))
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    return sorted(found)
+
+
+def _read_meta(name: str, folder: Path) -> dict[str, Any]:
+    path = folder / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BlocklabError(f"run {name}: meta.json: no such file") from None
+    except json.JSONDecodeError as e:
+        raise BlocklabError(f"run {name}: meta.json: line {e.lineno}: not JSON ({e.msg})"
+                            ) from None
+    if not isinstance(meta, dict):
+        raise BlocklabError(f"run {name}: meta.json: expected an object")
+    version = meta.get("run_schema_version")
+    if version != RUN_SCHEMA_VERSION:
+        raise BlocklabError(
+            f"run {name}: meta.json: run schema version {version} (written by blocklab "
+            f"{meta.get('blocklab_version', '?')}); this blocklab reads version "
+            f"{RUN_SCHEMA_VERSION}: replay the trace again")
+    for stem in REQUIRED_FILES:
+        if not (folder / f"{stem}.parquet").is_file():
+            raise BlocklabError(f"run {name}: {stem}.parquet: no such file")
+    for stem in (*REQUIRED_FILES, *OPTIONAL_FILES):
+        f = folder / f"{stem}.parquet"
+        if not f.is_file():
+            continue
+        try:
+            names = pq.read_schema(f).names
+        except (pa.ArrowInvalid, OSError) as e:
+            raise BlocklabError(f"run {name}: {stem}.parquet: not a Parquet file ({e})"
+                                ) from None
+        missing = [c for c in RUN_COLUMNS[stem] if c not in names]
+        if missing:
+            raise BlocklabError(f"run {name}: {stem}.parquet: lacks columns "
+                                f"{', '.join(missing)} of run schema version "
+                                f"{RUN_SCHEMA_VERSION}")
+    return meta
+
+
+def find_sources(paths: Iterable[str | os.PathLike[str]]) -> list[Source]:
+    """The run folders and traces that ``paths`` name (see the module docstring)."""
+    out: list[Source] = []
+    for raw in paths:
+        given = os.fspath(raw)
+        p = Path(given)
+        if p.is_dir():
+            if (p / "meta.json").is_file():
+                name = _label(given)
+                out.append(Source("run", name, p, _read_meta(name, p)))
+                continue
+            runs = _find_runs(p)
+            if not runs:
+                raise BlocklabError(f"{given}: no run folder in it (a run folder has "
+                                    "meta.json)")
+            for r in runs:
+                name = r.relative_to(p).as_posix()
+                out.append(Source("run", name, r, _read_meta(name, r)))
+        elif p.is_file():
+            try:
+                _pf, meta = open_trace(p)
+            except BlocklabError as e:
+                if p.name == "meta.json":
+                    raise BlocklabError(f"{given}: give the run folder, not its meta.json"
+                                        ) from None
+                raise BlocklabError(f"trace {e}") from None
+            out.append(Source("trace", _label(given), p, dataclasses.asdict(meta)))
+        else:
+            raise BlocklabError(f"{given}: no such file or folder")
+    seen: dict[str, Path] = {}
+    for s in out:
+        if s.name in seen and seen[s.name] != s.path:
+            raise BlocklabError(f"two inputs are both named {s.name!r} ({seen[s.name]} and "
+                                f"{s.path}): give them apart")
+        seen[s.name] = s.path
+    uniq: dict[tuple[str, str], Source] = {}
+    for s in out:
+        uniq.setdefault((s.kind, s.name), s)
+    return list(uniq.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# views
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t) or pa.types.is_string(t):
+        return "VARCHAR"
+    return {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT",
+            pa.int8(): "TINYINT", pa.uint64(): "UBIGINT", pa.uint32(): "UINTEGER",
+            pa.uint16(): "USMALLINT", pa.uint8(): "UTINYINT", pa.bool_(): "BOOLEAN",
+            pa.float64(): "DOUBLE", pa.float32(): "FLOAT"}[t]
+
+
+def _q(text: str) -> str:
+    """An SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _cols_select(cols: Mapping[str, tuple[pa.DataType, bool, str, str]]) -> str:
+    # dictionary strings are read as VARCHAR; cast so every run unions to one type
+    return ", ".join(f'CAST("{c}" AS {_duck_type(t)}) AS "{c}"' for c, (t, *_r) in cols.items())
+
+
+def _empty(cols: Mapping[str, tuple[pa.DataType, bool, str, str]]) -> str:
+    body = ", ".join(f'CAST(NULL AS {_duck_type(t)}) AS "{c}"' for c, (t, *_r) in cols.items())
+    return f"SELECT CAST(NULL AS VARCHAR) AS run, {body} WHERE false"
+
+
+def _union(parts: list[str], empty: str) -> str:
+    return "\nUNION ALL\n".join(parts) if parts else empty
+
+
+def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views of ``sources``."""
+    con = duckdb.connect()
+    # DuckDB draws a progress bar on stdout for long queries: it would land in --format csv
+    con.execute("SET enable_progress_bar = false")
+    if threads:
+        con.execute(f"SET threads TO {int(threads)}")
+    runs = [s for s in sources if s.kind == "run"]
+    traces = [s for s in sources if s.kind == "trace"]
+    for stem, cols in RUN_COLUMNS.items():
+        parts = []
+        for s in runs:
+            f = s.path / f"{stem}.parquet"
+            if f.is_file():
+                parts.append(f"SELECT {_q(s.name)} AS run, {_cols_select(cols)} "
+                             f"FROM read_parquet({_q(str(f))})")
+        con.execute(f"CREATE VIEW {stem} AS {_union(parts, _empty(cols))}")
+
+    run_rows = []
+    drive_rows = []
+    for s in runs:
+        m = s.meta
+        counts = m.get("counts") or {}
+        run_rows.append((
+            s.name, str(s.path), str(m.get("blocklab_version", "")),
+            int(m.get("run_schema_version", 0)), str((m.get("trace") or {}).get("path", "")),
+            str((m.get("array") or {}).get("path", "")), int(m.get("interval_ns") or 0),
+            int(counts.get("requests") or 0), float(m.get("elapsed_s") or 0.0),
+            json.dumps(m.get("options") or {}, sort_keys=True), json.dumps(m, sort_keys=True)))
+        for d in m.get("drives") or []:
+            drive_rows.append((s.name, int(d.get("drive", -1)), str(d.get("group", "")),
+                               str(d.get("role", "")), str(d.get("model", ""))))
+    con.execute("CREATE TABLE runs (run VARCHAR, path VARCHAR, blocklab_version VARCHAR, "
+                "run_schema_version INTEGER, trace_path VARCHAR, array_path VARCHAR, "
+                "interval_ns BIGINT, requests BIGINT, elapsed_s DOUBLE, options VARCHAR, "
+                "meta VARCHAR)")
+    if run_rows:
+        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", run_rows)
+    con.execute('CREATE TABLE drives (run VARCHAR, drive INTEGER, "group" VARCHAR, '
+                "role VARCHAR, model VARCHAR)")
+    if drive_rows:
+        con.executemany("INSERT INTO drives VALUES (?, ?, ?, ?, ?)", drive_rows)
+
+    tparts = [f"SELECT {_q(s.name)} AS run, {_cols_select(COLUMNS)}, "
+              f"CAST(file_row_number AS BIGINT) AS request "
+              f"FROM read_parquet({_q(str(s.path))}, file_row_number = true)" for s in traces]
+    tempty = _empty({**COLUMNS, "request": (pa.int64(), False, "", "")})
+    con.execute(f"CREATE VIEW trace AS {_union(tparts, tempty)}")
+    con.execute("CREATE TABLE traces (run VARCHAR, path VARCHAR, source_format VARCHAR, "
+                "linux_devices BOOLEAN, start_utc VARCHAR)")
+    if traces:
+        con.executemany("INSERT INTO traces VALUES (?, ?, ?, ?, ?)", [
+            (s.name, str(s.path), str(s.meta.get("source_format", "")),
+             bool(s.meta.get("linux_devices")), s.meta.get("start_utc")) for s in traces])
+    con.execute(
+        "CREATE VIEW requests AS "
+        "SELECT run, time_ns, device, sector, size_bytes, op, latency_ns FROM trace "
+        "UNION ALL "
+        "SELECT run, arrival_ns AS time_ns, CAST(0 AS UINTEGER) AS device, sector, size_bytes, "
+        "op, latency_ns FROM ios")
+    return con
+
+
+# ---------------------------------------------------------------------------------------------
+# running a query
+
+
+@dataclasses.dataclass
+class QueryResult:
+    """The answer of a query: an Arrow table (columns in the query's order)."""
+
+    query: str
+    table: pa.Table
+    sources: list[Source]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{k: _clean(v) for k, v in r.items()} for r in self.table.to_pylist()]
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
+    fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table  # DuckDB >= 1.4 / 1.x
+    return fetch()
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _needs(info: QueryInfo, sources: list[Source]) -> None:
+    kinds = {s.kind for s in sources}
+    want = set(info.views)
+    if not want or want & set(BOTH_VIEWS):
+        return
+    if want & set(RUN_VIEWS) and "run" not in kinds:
+        raise BlocklabError(f"query {info.name} reads run folders (views "
+                            f"{', '.join(sorted(want & set(RUN_VIEWS)))}); the inputs are "
+                            "traces")
+    if want & set(TRACE_VIEWS) and "trace" not in kinds:
+        raise BlocklabError(f"query {info.name} reads traces (view trace); the inputs are "
+                            "run folders")
+
+
+def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,
+                   sql: str) -> dict[str, Any]:
+    """The values of the query's parameters: defaults, then ``given`` (text) converted."""
+    given = dict(given or {})
+    if info is not None:
+        known = {p.name: p for p in info.params}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            have = ", ".join(known) or "none"
+            raise BlocklabError(f"query {info.name}: unknown parameter {unknown[0]} "
+                                f"(its parameters: {have})")
+        return {n: (p.convert(given[n], info.name) if n in given else p.default)
+                for n, p in known.items()}
+    used = placeholders(sql)
+    unknown = sorted(set(given) - used)
+    if unknown:
+        raise BlocklabError(f"query --sql: parameter {unknown[0]} is not used ($"
+                            f"{unknown[0]} does not appear)")
+    missing = sorted(used - set(given))
+    if missing:
+        raise BlocklabError(f"query --sql: ${missing[0]} has no value (--param "
+                            f"{missing[0]}=VALUE)")
+    return {k: _literal(v) for k, v in given.items()}
+
+
+def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],
+            label: str, sources: list[Source]) -> pa.Table:
+    """Run ``sql`` with ``values`` on ``con``; a failure becomes one line naming the query and
+    the runs."""
+    where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
+                                                      if len(sources) > 3 else "")
+    try:
+        rel = con.sql(sql, params=dict(values) or None)
+        return _arrow(rel) if rel is not None else pa.table({})
+    except (duckdb.Error, pa.ArrowException) as e:
+        raise BlocklabError(f"query {label} over {where}: {_first_line(e)}") from None
+
+
+def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
+          params: Mapping[str, str] | None = None) -> pa.Table:
+    """Run the named query ``name`` on a connection from ``connect(sources)``."""
+    cat = catalog()
+    if name not in cat:
+        raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
+                            f"them: {', '.join(cat)})")
+    info = cat[name]
+    _needs(info, sources)
+    return execute(con, info.sql, resolve_params(info, params, info.sql), name, sources)
+
+
+def run_query(paths: Iterable[str | os.PathLike[str]], name: str | None = None,
+              sql: str | None = None, params: Mapping[str, str] | None = None,
+              sources: list[Source] | None = None) -> QueryResult:
+    """Run the named query ``name`` (or the SQL text ``sql``) over the views of ``paths``.
+
+    Raises BlocklabError (one line, naming the query and the run) for a bad input, an unknown
+    query or parameter, or SQL that fails.
+    """
+    if (name is None) == (sql is None):
+        raise BlocklabError("query: give a query NAME or --sql SQL (blocklab query --list)")
+    label = name if name is not None else "--sql"
+    if name is not None and name not in catalog():
+        raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
+                            f"them: {', '.join(catalog())})")
+    try:
+        srcs = sources if sources is not None else find_sources(paths)
+    except BlocklabError as e:
+        raise BlocklabError(f"query {label}: {e}") from None
+    if not srcs:
+        raise BlocklabError(f"query {label}: no run folder or trace given")
+    con = connect(srcs)
+    try:
+        if name is not None:
+            table = named(con, name, srcs, params)
+        else:
+            assert sql is not None
+            table = execute(con, sql, resolve_params(None, params, sql), label, srcs)
+    finally:
+        con.close()
+    return QueryResult(label, table, srcs)

@@ -1,0 +1,399 @@
+"""``blocklab report``: one self-contained HTML page of Altair charts over run folders.
+
+The page has a summary table (the ``compare`` query) and the charts: bandwidth and IOPS over
+time with failures marked and rebuild windows shaded (``bandwidth``, ``rebuild-windows``),
+the latency CDF per operation on a log axis (``latency-cdf``), percentiles side by side across
+runs (``latency-summary``), a per-drive utilization heatmap (``drive-utilization``) and, when
+the runs form a size sweep (each run one transfer size, at least two sizes), bandwidth against
+transfer size (``size-sweep``). Every figure comes from a named query over the same views as
+``blocklab query``.
+
+The page opens from disk with no network: the Vega, Vega-Lite and vega-embed JavaScript that
+vl-convert ships is inlined, and each chart's data is inlined in its spec. When every chart has
+been drawn the page sets ``data-charts-drawn`` on its body to the number of charts (and
+``data-charts-error`` if one failed), for tests and scripts. ``--png DIR`` and ``--svg DIR``
+write each chart through vl-convert, also offline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pyarrow as pa
+import vl_convert as vlc
+
+from blocklab.traces.errors import BlocklabError
+from blocklab.traces.store import atomic_output
+
+from . import __version__
+from .query import Source, connect, find_sources, named
+
+#: Points aimed at per run on the time axis of the bandwidth chart and the heatmap.
+TIME_POINTS = 150
+HEAT_BINS = 200
+PERCENTILES = (("p50", "p50_ms"), ("p90", "p90_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms"))
+
+
+@dataclasses.dataclass
+class Chart:
+    """One chart of the page: its id (file stem of --png/--svg), heading and spec."""
+
+    id: str
+    title: str
+    spec: dict[str, Any]
+    note: str = ""
+
+
+@dataclasses.dataclass
+class ReportResult:
+    output: str
+    runs: list[str]
+    charts: list[str]
+    png: list[str]
+    svg: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _rows(t: pa.Table) -> list[dict[str, Any]]:
+    out = []
+    for r in t.to_pylist():
+        out.append({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in r.items()})
+    return out
+
+
+def _nice_step(span: float, points: int) -> float:
+    """The smallest of 1, 2, 5 x 10^k seconds (at least 1 ms) giving at most ``points``."""
+    want = max(span / max(points, 1), 1e-3)
+    k = math.floor(math.log10(want))
+    for m in (1, 2, 5, 10):
+        step = m * 10.0 ** k
+        if step >= want * (1 - 1e-12):
+            return float(f"{step:.12g}")
+    return 10.0 ** (k + 1)
+
+
+def _vl_version() -> str | None:
+    """The Vega-Lite version of Altair's schema if vl-convert has it (else vl-convert's
+    newest)."""
+    want = alt.SCHEMA_VERSION.lstrip("v").split(".")
+    mm = ".".join(want[:2])
+    return mm if mm in vlc.get_vegalite_versions() else None
+
+
+def _bundle() -> str:
+    """vega-embed, Vega-Lite and Vega as one script that sets window.vegaEmbed."""
+    # vl-convert's stub marks the snippet as required; None gives its default snippet
+    return vlc.javascript_bundle(vl_version=_vl_version())  # type: ignore[call-arg]
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    with alt.data_transformers.disable_max_rows():
+        return chart.to_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# charts
+
+
+def _bandwidth_chart(bw: list[dict[str, Any]], windows: list[dict[str, Any]],
+                     step: float) -> alt.TopLevelMixin:
+    data = alt.Data(values=bw)
+    x = alt.X("t_s:Q", title="time (s)")
+    color = alt.Color("run:N", title="run")
+    dash = alt.StrokeDash("op:N", title="op")
+    tip = ["run:N", "op:N", "t_s:Q", "mb_per_s:Q", "iops:Q"]
+    panels = []
+    for field, title in (("mb_per_s", f"MB/s (per {step:g} s)"),
+                         ("iops", f"IOPS (per {step:g} s)")):
+        lines = alt.Chart(data).mark_line(interpolate="step-after").encode(
+            x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash,
+            tooltip=tip).properties(width=760, height=200)
+        if windows:
+            wdata = alt.Data(values=windows)
+            shade = alt.Chart(wdata).mark_rect(opacity=0.18, color="#e45756").encode(
+                x="failure_s:Q", x2="window_end_s:Q",
+                tooltip=["run:N", "group:N", "drive:Q", "failure_s:Q", "window_s:Q",
+                         "rebuild_done:N"])
+            rule = alt.Chart(wdata).mark_rule(color="#e45756", strokeWidth=2).encode(
+                x="failure_s:Q")
+            panels.append(alt.layer(shade, rule, lines))
+        else:
+            panels.append(lines)
+    return alt.vconcat(*panels)
+
+
+def _cdf_chart(cdf: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    pts = [r for r in cdf if r["latency_ms"] is not None and r["latency_ms"] > 0]
+    return alt.Chart(alt.Data(values=pts)).mark_line().encode(
+        x=alt.X("latency_ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log)"),
+        y=alt.Y("fraction:Q", title="fraction of requests", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("run:N", title="run"),
+        tooltip=["run:N", "op:N", "fraction:Q", "latency_ms:Q"],
+    ).properties(width=360, height=260).facet(column=alt.Column("op:N", title="op"))
+
+
+def _percentile_chart(summary: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    rows = []
+    for r in summary:
+        if r["size_class_bytes"] is not None:
+            continue
+        for label, key in PERCENTILES:
+            if r[key] is not None and r[key] > 0:
+                rows.append({"run": r["run"], "op": r["op"], "percentile": label,
+                             "latency_ms": r[key]})
+    # bars on a log axis need a base above zero: the power of ten at or below the least
+    floor = 10.0 ** math.floor(math.log10(min([r["latency_ms"] for r in rows] + [1.0])))
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("percentile:N", sort=[p for p, _k in PERCENTILES], title=None),
+        xOffset=alt.XOffset("run:N"),
+        y=alt.Y("latency_ms:Q", scale=alt.Scale(type="log", domainMin=floor),
+                title="latency (ms, log)"),
+        y2=alt.datum(floor),
+        color=alt.Color("run:N", title="run"),
+        tooltip=["run:N", "op:N", "percentile:N", "latency_ms:Q"],
+    ).properties(width=360, height=260).facet(column=alt.Column("op:N", title="op"))
+
+
+def _heatmap(util: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    rows = [{**r, "t_end_s": r["t_s"] + r["interval_s"]} for r in util]
+    top = max([1.0] + [float(r["busy_fraction"]) for r in rows])
+    return alt.Chart(alt.Data(values=rows)).mark_rect().encode(
+        x=alt.X("t_s:Q", title="time (s)"), x2="t_end_s:Q",
+        y=alt.Y("drive:O", title="drive"),
+        color=alt.Color("busy_fraction:Q", title="busy",
+                        scale=alt.Scale(domain=[0, top], scheme="viridis")),
+        tooltip=["run:N", "drive:O", "group:N", "t_s:Q", "busy_fraction:Q",
+                 "queue_depth:Q", "iops:Q", "mb_per_s:Q"],
+    ).properties(width=760, height=alt.Step(12)).facet(
+        row=alt.Row("run:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+
+
+def _size_chart(sweep: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    base = alt.Chart(alt.Data(values=sweep)).encode(
+        x=alt.X("size_bytes:Q", scale=alt.Scale(type="log", base=2),
+                title="transfer size (bytes, log2)"),
+        y=alt.Y("mb_per_s:Q", title="MB/s"),
+        color=alt.Color("op:N", title="op"),
+        tooltip=["run:N", "op:N", "size_bytes:Q", "mb_per_s:Q", "iops:Q", "p99_ms:Q"])
+    return alt.layer(base.mark_line(), base.mark_point(filled=True)).properties(
+        width=560, height=300)
+
+
+def is_size_sweep(sweep: list[dict[str, Any]]) -> bool:
+    """Runs form a size sweep when every run has one transfer size and there are two or more
+    sizes."""
+    sizes = {r["run"]: r["size_bytes"] for r in sweep}
+    return bool(sizes) and None not in sizes.values() and len(set(sizes.values())) >= 2
+
+
+def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dict[str, Any]]:
+    """The summary rows (``compare``), the charts, and other tables of the page."""
+    con = connect(sources)
+    try:
+        compare = _rows(named(con, "compare", sources))
+        durations = [v for r in compare if r["metric"] == "duration_s"
+                     for k, v in r.items() if k != "metric" and v is not None]
+        span = max(durations, default=1.0)
+        step = _nice_step(span, TIME_POINTS)
+        bw = _rows(named(con, "bandwidth", sources, {"interval_s": repr(step)}))
+        rw = _rows(named(con, "rebuild-windows", sources))
+        for w in rw:
+            w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
+        cdf = _rows(named(con, "latency-cdf", sources))
+        summary = _rows(named(con, "latency-summary", sources))
+        native = max([int(s.meta.get("interval_ns") or 0) for s in sources] + [1]) / 1e9
+        bins = math.ceil(span / native) if native > 0 else 1
+        heat_iv = 0.0 if bins <= HEAT_BINS else native * math.ceil(bins / HEAT_BINS)
+        util = _rows(named(con, "drive-utilization", sources, {"interval_s": repr(heat_iv)}))
+        sweep = _rows(named(con, "size-sweep", sources))
+    finally:
+        con.close()
+    charts = [
+        Chart("bandwidth", "Bandwidth and IOPS over time", _spec(_bandwidth_chart(bw, rw, step)),
+              "Host requests by completion time; red: failures, shaded: until the rebuild "
+              "ended." if rw else "Host requests by completion time; no failures in these "
+              "runs."),
+        Chart("latency-cdf", "Latency distribution", _spec(_cdf_chart(cdf)),
+              "Fraction of requests completed within a latency, per operation."),
+        Chart("percentiles", "Latency percentiles across runs",
+              _spec(_percentile_chart(summary))),
+    ]
+    if util:
+        charts.append(Chart("utilization", "Drive utilization", _spec(_heatmap(util)),
+                            "Busy time over each interval, per drive."))
+    if is_size_sweep(sweep):
+        charts.append(Chart("size-sweep", "Bandwidth against transfer size",
+                            _spec(_size_chart(sweep))))
+    return compare, charts, {"rebuild_windows": rw}
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        if abs(v) >= 1000:
+            return f"{v:,.1f}"
+        return f"{v:.4g}" if abs(v) < 1 else f"{v:.3f}"
+    return str(v)
+
+
+def _table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str:
+    if not rows:
+        return "<p>(none)</p>"
+    cols = cols or list(rows[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(
+        f'<td class="{"num" if isinstance(r.get(c), int | float) else "txt"}">'
+        f"{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _json_safe(text: str) -> str:
+    """JSON text that cannot close the <script> element it is inlined in."""
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+
+
+def _js_safe(text: str) -> str:
+    """JavaScript that cannot close its <script> element: only the sequences the HTML parser
+    acts on are escaped (a blanket "</" escape would change regular expressions)."""
+    text = re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
+    return re.sub(r"<!--", r"<\\!--", text)
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 1.5em 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+p.note { color: #555; font-size: 0.9em; } code { font-size: 0.95em; }
+"""
+
+_DRAW = """
+(function () {
+  var specs = JSON.parse(document.getElementById('blocklab-specs').textContent);
+  var ids = Object.keys(specs);
+  Promise.all(ids.map(function (id) {
+    return vegaEmbed('#chart-' + id, specs[id], {renderer: 'svg', actions: false});
+  })).then(function () {
+    document.body.setAttribute('data-charts-drawn', String(ids.length));
+  }).catch(function (e) {
+    document.body.setAttribute('data-charts-error', String(e && e.message || e));
+    console.error(e);
+  });
+})();
+"""
+
+
+def render_html(sources: list[Source], compare: list[dict[str, Any]], charts: list[Chart],
+                extra: dict[str, Any], title: str | None = None) -> str:
+    """The page's HTML text."""
+    title = title or "blocklab report: " + ", ".join(s.name for s in sources[:4]) + (
+        f" and {len(sources) - 4} more" if len(sources) > 4 else "")
+    runs = [{"run": s.name, "trace": str((s.meta.get("trace") or {}).get("path", "")),
+             "array": str((s.meta.get("array") or {}).get("path", "")),
+             "requests": (s.meta.get("counts") or {}).get("requests"),
+             "blocklab": s.meta.get("blocklab_version")} for s in sources]
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style>",
+        f"<script>{_js_safe(_bundle())}</script>",
+        "</head><body>", f"<h1>{html.escape(title)}</h1>",
+        "<h2>Summary</h2>",
+        '<p class="note">Headline figures per run (the <code>compare</code> query): MB/s are '
+        "10<sup>6</sup> bytes per second from the first arrival to the last completion; "
+        "latencies in ms.</p>",
+        _table(compare),
+        "<h2>Runs</h2>", _table(runs),
+    ]
+    rw = extra.get("rebuild_windows") or []
+    if rw:
+        parts += ["<h2>Failures and rebuilds</h2>",
+                  '<p class="note">The <code>rebuild-windows</code> query.</p>',
+                  _table(rw, ["run", "group", "drive", "failure_s", "rebuild_end_s",
+                              "window_s", "rebuild_done", "before_mb_per_s",
+                              "window_mb_per_s", "mb_per_s_ratio", "before_p99_ms",
+                              "window_p99_ms", "p99_ratio"])]
+    for c in charts:
+        parts.append(f"<h2>{html.escape(c.title)}</h2>")
+        if c.note:
+            parts.append(f'<p class="note">{html.escape(c.note)}</p>')
+        parts.append(f'<div class="chart" id="chart-{c.id}"></div>')
+    specs = json.dumps({c.id: c.spec for c in charts}, separators=(",", ":"))
+    parts += [
+        f'<script type="application/json" id="blocklab-specs">{_json_safe(specs)}</script>',
+        f"<script>{_DRAW}</script>",
+        f'<p class="note">blocklab {html.escape(__version__)}</p>',
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _write(path: Path, data: bytes) -> None:
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str],
+           png_dir: str | os.PathLike[str] | None = None,
+           svg_dir: str | os.PathLike[str] | None = None,
+           title: str | None = None) -> ReportResult:
+    """Write the report page for the run folders ``paths`` to ``output`` (and each chart as
+    PNG/SVG into ``png_dir``/``svg_dir``)."""
+    try:
+        sources = find_sources(paths)
+    except BlocklabError as e:
+        raise BlocklabError(f"report: {e}") from None
+    traces = [s.name for s in sources if s.kind == "trace"]
+    if traces:
+        raise BlocklabError(f"report: {traces[0]} is a trace; the report reads run folders "
+                            "(blocklab replay -o RUN)")
+    if not sources:
+        raise BlocklabError("report: no run folder given")
+    compare, charts, extra = build(sources)
+    page = render_html(sources, compare, charts, extra, title)
+    out = Path(output)
+    if out.parent and not out.parent.is_dir():
+        raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
+    pngs: list[str] = []
+    svgs: list[str] = []
+    vl = _vl_version()
+    for folder, kind, dest in ((png_dir, "png", pngs), (svg_dir, "svg", svgs)):
+        if folder is None:
+            continue
+        d = Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        for c in charts:
+            f = d / f"{c.id}.{kind}"
+            try:
+                data = (vlc.vegalite_to_png(c.spec, vl_version=vl) if kind == "png"
+                        else vlc.vegalite_to_svg(c.spec, vl_version=vl).encode())
+            except Exception as e:  # vl-convert raises ValueError with the Vega message
+                raise BlocklabError(f"report: chart {c.id}: {kind}: {e}") from None
+            _write(f, data)
+            dest.append(str(f))
+    _write(out, page.encode())
+    return ReportResult(output=str(out), runs=[s.name for s in sources],
+                        charts=[c.id for c in charts], png=pngs, svg=svgs)

@@ -1,0 +1,59 @@
+-- compare: runs side by side on the headline figures, one row per figure and one column per
+-- run: requests, duration_s (first arrival to last completion), iops, mb_per_s,
+-- read_mb_per_s and write_mb_per_s (10^6 bytes per second over the duration), latency
+-- mean_ms, p50_ms, p99_ms, p999_ms, max_ms, read_p99_ms, write_p99_ms, the drives' busy
+-- fraction (busy time over the run's span of intervals: drive_busy_mean over the drives,
+-- drive_busy_max the busiest), failures and data_loss events.
+-- Views: ios, drive_busy, events.
+WITH h AS (
+    SELECT
+        run,
+        count(*)                                                   AS requests,
+        (max(complete_ns) - min(arrival_ns)) / 1e9                 AS duration_s,
+        coalesce(sum(size_bytes), 0)                               AS bytes,
+        coalesce(sum(size_bytes) FILTER (WHERE op = 0), 0)         AS read_bytes,
+        coalesce(sum(size_bytes) FILTER (WHERE op = 1), 0)         AS write_bytes,
+        avg(latency_ns) / 1e6                                      AS mean_ms,
+        quantile_cont(latency_ns, [0.5, 0.99, 0.999])              AS q,
+        max(latency_ns) / 1e6                                      AS max_ms,
+        quantile_cont(latency_ns, 0.99) FILTER (WHERE op = 0) / 1e6 AS read_p99_ms,
+        quantile_cont(latency_ns, 0.99) FILTER (WHERE op = 1) / 1e6 AS write_p99_ms
+    FROM ios GROUP BY run
+), d AS (
+    SELECT run, avg(f) AS busy_mean, max(f) AS busy_max
+    FROM (SELECT run, drive, sum(busy_ns) / sum(interval_ns) AS f
+          FROM drive_busy GROUP BY run, drive HAVING sum(interval_ns) > 0)
+    GROUP BY run
+), e AS (
+    SELECT run, count(*) FILTER (WHERE event = 'failure') AS failures,
+           count(*) FILTER (WHERE event = 'data_loss') AS data_loss
+    FROM events GROUP BY run
+), long AS (
+    SELECT h.run, u.ord, u.metric, u.value
+    FROM h LEFT JOIN d USING (run) LEFT JOIN e USING (run),
+    LATERAL (VALUES
+        (1, 'requests', CAST(h.requests AS DOUBLE)),
+        (2, 'duration_s', h.duration_s),
+        (3, 'iops', CASE WHEN h.duration_s > 0 THEN h.requests / h.duration_s END),
+        (4, 'mb_per_s', CASE WHEN h.duration_s > 0 THEN h.bytes / 1e6 / h.duration_s END),
+        (5, 'read_mb_per_s',
+            CASE WHEN h.duration_s > 0 THEN h.read_bytes / 1e6 / h.duration_s END),
+        (6, 'write_mb_per_s',
+            CASE WHEN h.duration_s > 0 THEN h.write_bytes / 1e6 / h.duration_s END),
+        (7, 'mean_ms', h.mean_ms),
+        (8, 'p50_ms', h.q[1] / 1e6),
+        (9, 'p99_ms', h.q[2] / 1e6),
+        (10, 'p999_ms', h.q[3] / 1e6),
+        (11, 'max_ms', h.max_ms),
+        (12, 'read_p99_ms', h.read_p99_ms),
+        (13, 'write_p99_ms', h.write_p99_ms),
+        (14, 'drive_busy_mean', d.busy_mean),
+        (15, 'drive_busy_max', d.busy_max),
+        (16, 'failures', CAST(coalesce(e.failures, 0) AS DOUBLE)),
+        (17, 'data_loss', CAST(coalesce(e.data_loss, 0) AS DOUBLE))
+    ) AS u(ord, metric, value)
+)
+SELECT * EXCLUDE (ord) FROM (
+    PIVOT long ON run USING first(value) GROUP BY ord, metric
+)
+ORDER BY ord;

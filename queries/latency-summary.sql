@@ -1,0 +1,34 @@
+-- latency-summary: host request latency by run, operation and size class: requests, mean,
+-- p50, p90, p99, p99.9 and max in milliseconds. The size class is the smallest power of two
+-- of bytes at or above the request's size; the row with an empty size class (`all`) covers
+-- every size of that operation. Percentiles are exact (linear interpolation between the two
+-- nearest ranks, as quantile_cont and numpy.quantile do).
+-- View: ios.
+WITH r AS (
+    SELECT
+        run,
+        CASE op WHEN 0 THEN 'read' WHEN 1 THEN 'write' ELSE CAST(op AS VARCHAR) END AS op,
+        CASE WHEN size_bytes <= 0 THEN 0
+             ELSE CAST(pow(2, ceil(log2(size_bytes))) AS BIGINT) END AS size_class_bytes,
+        latency_ns
+    FROM ios
+), agg AS (
+    SELECT
+        run, op, size_class_bytes,
+        count(*)                                                   AS requests,
+        avg(latency_ns)                                            AS mean_ns,
+        quantile_cont(latency_ns, [0.5, 0.9, 0.99, 0.999])        AS q,
+        max(latency_ns)                                            AS max_ns
+    FROM r
+    GROUP BY GROUPING SETS ((run, op, size_class_bytes), (run, op))
+)
+SELECT
+    run, op, size_class_bytes, requests,
+    mean_ns / 1e6  AS mean_ms,
+    q[1] / 1e6     AS p50_ms,
+    q[2] / 1e6     AS p90_ms,
+    q[3] / 1e6     AS p99_ms,
+    q[4] / 1e6     AS p999_ms,
+    max_ns / 1e6   AS max_ms
+FROM agg
+ORDER BY run, op, size_class_bytes NULLS FIRST;

@@ -1,0 +1,96 @@
+-- rebuild-windows: each drive failure with its rebuild window and what the host saw in it.
+-- The window runs from the failure to the end of the rebuild: the first rebuild_end of the
+-- same run and group at or after the failure, naming the same drive if one does (else any
+-- drive of the group); a rebuild that never ended closes the window at the run's last
+-- completion (rebuild_done false). Foreground figures count the host requests (ios) that
+-- completed inside the window, and before the failure (the `before_s` seconds before it, or
+-- everything before it): MB/s (10^6 bytes per second over the span) and p99 latency in ms,
+-- with the ratios window / before.
+-- Views: events, ios.
+-- Param: before_s = 0.0  seconds before the failure to compare with (0: from the run's start).
+WITH p AS (
+    SELECT CASE WHEN $before_s >= 0 THEN CAST(round($before_s * 1e9) AS BIGINT)
+                ELSE error('before_s must be at least 0') END AS before_ns
+), f AS (
+    SELECT run, "group", drive, time_ns AS failure_ns,
+           row_number() OVER (PARTITION BY run ORDER BY time_ns, drive) AS failure
+    FROM events WHERE event = 'failure'
+), ends AS (
+    SELECT run, "group", drive, event, time_ns FROM events
+    WHERE event IN ('rebuild_start', 'rebuild_end')
+), w AS (
+    SELECT
+        f.*,
+        coalesce(
+            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
+               AND e.event = 'rebuild_start' AND e.drive = f.drive
+               AND e.time_ns >= f.failure_ns),
+            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
+               AND e.event = 'rebuild_start' AND e.time_ns >= f.failure_ns))
+            AS start_ns,
+        coalesce(
+            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
+               AND e.event = 'rebuild_end' AND e.drive = f.drive
+               AND e.time_ns >= f.failure_ns),
+            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
+               AND e.event = 'rebuild_end' AND e.time_ns >= f.failure_ns))
+            AS end_ns,
+        (SELECT max(complete_ns) FROM ios WHERE ios.run = f.run) AS run_end_ns,
+        (SELECT min(arrival_ns) FROM ios WHERE ios.run = f.run) AS run_start_ns
+    FROM f
+), spans AS (
+    SELECT
+        w.*,
+        end_ns IS NOT NULL                                   AS rebuild_done,
+        coalesce(end_ns, greatest(run_end_ns, failure_ns))   AS win_end_ns,
+        CASE WHEN p.before_ns > 0 THEN greatest(failure_ns - p.before_ns, 0)
+             ELSE least(coalesce(run_start_ns, 0), failure_ns) END AS base_start_ns
+    FROM w, p
+), fg AS (
+    SELECT
+        s.run, s.failure,
+        count(*) FILTER (WHERE i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_end_ns)
+            AS window_requests,
+        sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.failure_ns
+                                    AND i.complete_ns < s.win_end_ns) AS window_bytes,
+        quantile_cont(i.latency_ns, 0.99) FILTER (WHERE i.complete_ns >= s.failure_ns
+                                                    AND i.complete_ns < s.win_end_ns)
+            AS window_p99_ns,
+        count(*) FILTER (WHERE i.complete_ns >= s.base_start_ns
+                           AND i.complete_ns < s.failure_ns) AS before_requests,
+        sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.base_start_ns
+                                    AND i.complete_ns < s.failure_ns) AS before_bytes,
+        quantile_cont(i.latency_ns, 0.99) FILTER (WHERE i.complete_ns >= s.base_start_ns
+                                                    AND i.complete_ns < s.failure_ns)
+            AS before_p99_ns
+    FROM spans s LEFT JOIN ios i ON i.run = s.run
+    GROUP BY s.run, s.failure
+), fig AS (
+    SELECT
+        s.run, s.failure, s."group", s.drive, s.rebuild_done,
+        s.failure_ns / 1e9                                   AS failure_s,
+        s.start_ns / 1e9                                     AS rebuild_start_s,
+        s.end_ns / 1e9                                       AS rebuild_end_s,
+        (s.win_end_ns - s.failure_ns) / 1e9                  AS window_s,
+        (s.end_ns - s.start_ns) / 1e9                        AS rebuild_s,
+        fg.before_requests,
+        CASE WHEN s.failure_ns > s.base_start_ns
+             THEN coalesce(fg.before_bytes, 0) / 1e6 / ((s.failure_ns - s.base_start_ns) / 1e9)
+             END                                             AS before_mb_per_s,
+        fg.before_p99_ns / 1e6                               AS before_p99_ms,
+        fg.window_requests,
+        CASE WHEN s.win_end_ns > s.failure_ns
+             THEN coalesce(fg.window_bytes, 0) / 1e6 / ((s.win_end_ns - s.failure_ns) / 1e9)
+             END                                             AS window_mb_per_s,
+        fg.window_p99_ns / 1e6                               AS window_p99_ms
+    FROM spans s JOIN fg USING (run, failure)
+)
+SELECT
+    run, failure, "group", drive, failure_s, rebuild_start_s, rebuild_end_s, rebuild_done,
+    window_s, rebuild_s,
+    before_requests, before_mb_per_s, before_p99_ms,
+    window_requests, window_mb_per_s, window_p99_ms,
+    CASE WHEN before_mb_per_s > 0 THEN window_mb_per_s / before_mb_per_s END AS mb_per_s_ratio,
+    CASE WHEN before_p99_ms > 0 THEN window_p99_ms / before_p99_ms END       AS p99_ratio
+FROM fig
+ORDER BY run, failure;

@@ -1,0 +1,26 @@
+-- size-sweep: each run's transfer size and what the host got, by operation: size_bytes (the
+-- run's one request size; empty when its requests differ in size), requests, mb_per_s and
+-- iops (10^6 bytes and requests per second from the first arrival to the last completion of
+-- the run), mean_ms and p99_ms latency. Runs that each use one size and differ in it form a
+-- size sweep (bandwidth against transfer size).
+-- View: ios.
+WITH span AS (
+    SELECT run, (max(complete_ns) - min(arrival_ns)) / 1e9 AS duration_s,
+           count(DISTINCT size_bytes) AS sizes, min(size_bytes) AS size
+    FROM ios GROUP BY run
+), per AS (
+    SELECT run,
+           CASE op WHEN 0 THEN 'read' WHEN 1 THEN 'write' ELSE CAST(op AS VARCHAR) END AS op,
+           count(*) AS requests, sum(size_bytes) AS bytes,
+           avg(latency_ns) / 1e6 AS mean_ms, quantile_cont(latency_ns, 0.99) / 1e6 AS p99_ms
+    FROM ios GROUP BY ALL
+)
+SELECT
+    per.run, per.op,
+    CASE WHEN span.sizes = 1 THEN span.size END                              AS size_bytes,
+    per.requests,
+    CASE WHEN span.duration_s > 0 THEN per.bytes / 1e6 / span.duration_s END AS mb_per_s,
+    CASE WHEN span.duration_s > 0 THEN per.requests / span.duration_s END    AS iops,
+    per.mean_ms, per.p99_ms
+FROM per JOIN span USING (run)
+ORDER BY size_bytes NULLS LAST, per.run, per.op;

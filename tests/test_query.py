@@ -1,0 +1,755 @@
+"""The query library against independent computations: each named query over the golden runs
+(and over run folders written here through RUN_SCHEMAS) is recomputed with NumPy or Polars
+from the same Parquet files, btt's figures against the real btt, the working set and seek
+distances against brute force (Hypothesis); plus the views, the query headers, the CLI and bad
+input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from blocklab.pipeline.cli import app
+from blocklab.pipeline.query import (
+    RUN_VIEWS,
+    TRACE_VIEWS,
+    catalog,
+    connect,
+    find_sources,
+    placeholders,
+    run_query,
+)
+from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION
+
+from . import golden
+from .conftest import needs
+from .golden import event, make_run
+
+runner = CliRunner()
+OPS = {0: "read", 1: "write"}
+
+
+def close(a, b, rel=1e-9) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-9)
+
+
+def ios_of(run: Path) -> dict[str, np.ndarray]:
+    t = pq.read_table(run / "ios.parquet")
+    return {c: t.column(c).to_numpy() for c in t.column_names}
+
+
+def q(paths, name=None, sql=None, **params) -> list[dict]:
+    return run_query([str(p) for p in paths], name, sql,
+                     {k: str(v) for k, v in params.items()}).rows()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return golden.build(tmp_path_factory.mktemp("q"))
+
+
+@pytest.fixture(scope="module")
+def runs(work) -> dict[str, Path]:
+    return {"raid0": work / "runs" / "raid0", "raid5": work / "runs" / "raid5"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the catalog
+
+
+def test_every_query_file_has_a_header_and_its_parameters():
+    cat = catalog()
+    for want in ("latency-summary", "bandwidth", "rebuild-windows", "drive-utilization", "btt",
+                 "workload", "compare"):
+        assert want in cat
+    known = {*RUN_VIEWS, *TRACE_VIEWS, "requests"}
+    for name, info in cat.items():
+        assert len(info.description) > 20, name
+        assert set(info.views) <= known, (name, info.views)
+        assert {p.name for p in info.params} == placeholders(info.sql), name
+        for p in info.params:
+            assert p.doc, (name, p.name)
+
+
+def test_list_names_every_query_with_its_parameters():
+    res = runner.invoke(app, ["query", "--list", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    listed = {d["name"]: d for d in json.loads(res.output)}
+    assert set(listed) == set(catalog())
+    assert listed["bandwidth"]["params"] == [
+        {"name": "interval_s", "default": 1.0, "doc": catalog()["bandwidth"].params[0].doc}]
+    res = runner.invoke(app, ["query", "--list"])
+    assert res.exit_code == 0 and "rebuild-windows" in res.output and "before_s" in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# each query against NumPy / Polars
+
+
+def test_latency_summary(runs):
+    rows = q([runs["raid0"].parent], "latency-summary")
+    seen = 0
+    for name, run in runs.items():
+        ios = ios_of(run)
+        cls = np.where(ios["size_bytes"] > 0,
+                       2 ** np.ceil(np.log2(np.maximum(ios["size_bytes"], 1))), 0).astype(int)
+        for op in (0, 1):
+            for c in [None, *sorted(set(cls[ios["op"] == op].tolist()))]:
+                sel = (ios["op"] == op) & ((cls == c) if c is not None else True)
+                lat = ios["latency_ns"][sel].astype(float)
+                row = next(r for r in rows if r["run"] == name and r["op"] == OPS[op]
+                           and r["size_class_bytes"] == c)
+                assert row["requests"] == len(lat)
+                assert close(row["mean_ms"], lat.mean() / 1e6)
+                for key, f in (("p50_ms", .5), ("p90_ms", .9), ("p99_ms", .99),
+                               ("p999_ms", .999)):
+                    assert close(row[key], np.quantile(lat, f) / 1e6), (name, op, c, key)
+                assert close(row["max_ms"], lat.max() / 1e6)
+                seen += 1
+    assert seen == len(rows)
+
+
+@pytest.mark.parametrize("interval_s", [1.0, 0.3])
+def test_bandwidth(runs, interval_s):
+    rows = q([runs["raid0"].parent], "bandwidth", interval_s=interval_s)
+    iv = int(round(interval_s * 1e9))
+    want = []
+    for name, run in runs.items():
+        ios = ios_of(run)
+        k = ios["complete_ns"] // iv
+        last = int(k.max())
+        for op in (0, 1):
+            sel = ios["op"] == op
+            n = np.bincount(k[sel], minlength=last + 1)
+            b = np.bincount(k[sel], weights=ios["size_bytes"][sel], minlength=last + 1)
+            for j in range(last + 1):
+                want.append((name, OPS[op], j * iv / 1e9, int(n[j]), int(b[j]),
+                             b[j] / 1e6 / interval_s, n[j] / interval_s))
+    got = [(r["run"], r["op"], r["t_s"], r["requests"], r["bytes"], r["mb_per_s"], r["iops"])
+           for r in rows]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g[:2] == w[:2] and g[3:5] == w[3:5] and close(g[2], w[2])
+        assert close(g[5], w[5]) and close(g[6], w[6])
+    total = sum(int(ios_of(r)["size_bytes"].sum()) for r in runs.values())
+    assert sum(r["bytes"] for r in rows) == total
+
+
+def test_bandwidth_rejects_a_zero_interval(runs):
+    res = runner.invoke(app, ["query", str(runs["raid0"]), "bandwidth", "-p", "interval_s=0"])
+    assert res.exit_code == 2
+    assert "bandwidth" in res.output and "interval_s must be" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("interval_s", [0.0, 2.0])
+def test_drive_utilization(runs, interval_s):
+    rows = q([runs["raid0"].parent], "drive-utilization", interval_s=interval_s)
+    frames = []
+    for name, run in runs.items():
+        frames.append(pl.read_parquet(run / "drive_busy.parquet")
+                      .with_columns(pl.lit(name).alias("run"),
+                                    pl.col("group").cast(pl.Utf8)))
+    b = pl.concat(frames)
+    iv = int(round(interval_s * 1e9))
+    b = b.with_columns(((pl.col("time_ns") // iv) * iv if iv else pl.col("time_ns"))
+                       .alias("t"))
+    want = (b.group_by(["run", "drive", "t"])
+            .agg(pl.col("interval_ns").sum(), pl.col("busy_ns").sum(), pl.col("ops").sum(),
+                 pl.col("bytes").sum(), pl.col("queue_op_ns").sum())
+            .sort(["run", "drive", "t"]).to_dicts())
+    assert len(rows) == len(want)
+    for r, w in zip(rows, want, strict=True):
+        assert (r["run"], r["drive"]) == (w["run"], w["drive"])
+        assert close(r["t_s"], w["t"] / 1e9)
+        assert close(r["busy_fraction"], w["busy_ns"] / w["interval_ns"])
+        assert close(r["queue_depth"], w["queue_op_ns"] / w["interval_ns"])
+        assert r["ops"] == w["ops"]
+        assert close(r["mb_per_s"], w["bytes"] / 1e6 / (w["interval_ns"] / 1e9))
+        assert r["role"] == "member" and r["group"] in ("r0", "r5")
+
+
+def test_compare(runs):
+    rows = {r["metric"]: r for r in q([runs["raid0"].parent], "compare")}
+    for name, run in runs.items():
+        ios = ios_of(run)
+        lat = ios["latency_ns"].astype(float)
+        dur = (ios["complete_ns"].max() - ios["arrival_ns"].min()) / 1e9
+        busy = pl.read_parquet(run / "drive_busy.parquet").group_by("drive").agg(
+            (pl.col("busy_ns").sum() / pl.col("interval_ns").sum()).alias("f"))["f"]
+        want = {
+            "requests": len(lat), "duration_s": dur, "iops": len(lat) / dur,
+            "mb_per_s": ios["size_bytes"].sum() / 1e6 / dur,
+            "read_mb_per_s": ios["size_bytes"][ios["op"] == 0].sum() / 1e6 / dur,
+            "write_mb_per_s": ios["size_bytes"][ios["op"] == 1].sum() / 1e6 / dur,
+            "mean_ms": lat.mean() / 1e6, "p50_ms": np.quantile(lat, .5) / 1e6,
+            "p99_ms": np.quantile(lat, .99) / 1e6, "p999_ms": np.quantile(lat, .999) / 1e6,
+            "max_ms": lat.max() / 1e6,
+            "read_p99_ms": np.quantile(lat[ios["op"] == 0], .99) / 1e6,
+            "write_p99_ms": np.quantile(lat[ios["op"] == 1], .99) / 1e6,
+            "drive_busy_mean": float(busy.mean()), "drive_busy_max": float(busy.max()),
+            "failures": 1 if name == "raid5" else 0, "data_loss": 0,
+        }
+        assert list(rows) == list(want)
+        for k, v in want.items():
+            assert close(rows[k][name], v), (name, k)
+
+
+def test_latency_cdf(runs):
+    rows = q([runs["raid0"].parent], "latency-cdf")
+    fr = [i / 200 for i in range(200)] + [0.995, 0.998, 0.999, 0.9995, 0.9999, 0.99995,
+                                          0.99999, 1.0]
+    for name, run in runs.items():
+        ios = ios_of(run)
+        for op in (0, 1):
+            lat = ios["latency_ns"][ios["op"] == op].astype(float)
+            mine = [r for r in rows if r["run"] == name and r["op"] == OPS[op]]
+            assert [r["fraction"] for r in mine] == pytest.approx(fr)
+            assert [r["latency_ms"] for r in mine] == pytest.approx(
+                list(np.quantile(lat, fr) / 1e6), rel=1e-9)
+            assert all(r["requests"] == len(lat) for r in mine)
+
+
+def _fixed_size_runs(root: Path, sizes: list[int], n: int = 50) -> list[Path]:
+    rng = np.random.default_rng(5)
+    out = []
+    for s in sizes:
+        arr = np.sort(rng.integers(0, 2_000_000_000, n))
+        lat = rng.integers(1_000_000, 5_000_000 + s * 100, n)
+        op = rng.integers(0, 2, n)
+        out.append(make_run(root / f"size-{s // 1024}k", {
+            "arrival_ns": arr, "latency_ns": lat, "op": op, "size_bytes": np.full(n, s)}))
+    return out
+
+
+def test_size_sweep(tmp_path):
+    runs = _fixed_size_runs(tmp_path / "sweep", [4096, 65536, 1 << 20])
+    rows = q([tmp_path / "sweep"], "size-sweep")
+    assert [r["size_bytes"] for r in rows] == [4096] * 2 + [65536] * 2 + [1 << 20] * 2
+    for run in runs:
+        ios = ios_of(run)
+        dur = (ios["complete_ns"].max() - ios["arrival_ns"].min()) / 1e9
+        for op in (0, 1):
+            sel = ios["op"] == op
+            r = next(x for x in rows if x["run"] == run.name and x["op"] == OPS[op])
+            assert r["requests"] == int(sel.sum())
+            assert close(r["mb_per_s"], ios["size_bytes"][sel].sum() / 1e6 / dur)
+            assert close(r["iops"], sel.sum() / dur)
+            assert close(r["p99_ms"], np.quantile(ios["latency_ns"][sel], .99) / 1e6)
+    # a run whose requests differ in size has none
+    mixed = make_run(tmp_path / "mixed", {"arrival_ns": [0, 10], "latency_ns": [5, 5],
+                                          "op": [0, 0], "size_bytes": [4096, 8192]})
+    assert [r["size_bytes"] for r in q([mixed], "size-sweep")] == [None]
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuild-windows on run folders written here
+
+
+def _rebuild_reference(ios, failures, ends, before_ns=0):
+    """Plain NumPy: per failure (time, group, drive), its window and foreground figures."""
+    comp = ios["arrival_ns"] + ios["latency_ns"]
+    out = []
+    for t, grp, drv in failures:
+        cands = [e for e in ends if e[1] == grp and e[0] >= t]
+        mine = [e for e in cands if e[2] == drv]
+        end = min(e[0] for e in (mine or cands)) if cands else None
+        w_end = end if end is not None else max(int(comp.max()), t)
+        base = max(t - before_ns, 0) if before_ns else min(int(ios["arrival_ns"].min()), t)
+        inw = (comp >= t) & (comp < w_end)
+        bef = (comp >= base) & (comp < t)
+
+        def p99(sel):
+            return np.quantile(ios["latency_ns"][sel], .99) / 1e6 if sel.any() else None
+
+        def mbs(sel, a, b):
+            return ios["size_bytes"][sel].sum() / 1e6 / ((b - a) / 1e9) if b > a else None
+
+        out.append({"window_s": (w_end - t) / 1e9, "rebuild_done": end is not None,
+                    "window_requests": int(inw.sum()), "before_requests": int(bef.sum()),
+                    "window_mb_per_s": mbs(inw, t, w_end), "before_mb_per_s": mbs(bef, base, t),
+                    "window_p99_ms": p99(inw), "before_p99_ms": p99(bef)})
+    return out
+
+
+def _check_windows(rows, ref):
+    assert len(rows) == len(ref)
+    for r, w in zip(rows, ref, strict=True):
+        for k, v in w.items():
+            assert r[k] == v if isinstance(v, bool | int) else close(r[k], v), (k, r[k], v)
+        if w["before_mb_per_s"] and w["window_mb_per_s"] is not None:
+            assert close(r["mb_per_s_ratio"], w["window_mb_per_s"] / w["before_mb_per_s"])
+        if w["before_p99_ms"] and w["window_p99_ms"] is not None:
+            assert close(r["p99_ratio"], w["window_p99_ms"] / w["before_p99_ms"])
+
+
+def test_rebuild_window_of_a_failure(tmp_path):
+    """Failure at T = 10 s, rebuild_end at T + W = 25 s: requests before, inside and after."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    arr = np.sort(rng.integers(0, 40_000_000_000, n))
+    t_fail, t_end = 10_000_000_000, 25_000_000_000
+    inside = (arr >= t_fail) & (arr < t_end)
+    lat = np.where(inside, rng.integers(5_000_000, 80_000_000, n),
+                   rng.integers(1_000_000, 20_000_000, n))
+    ios = {"arrival_ns": arr, "latency_ns": lat, "op": rng.integers(0, 2, n),
+           "size_bytes": rng.choice([4096, 65536], n)}
+    ev = [event(t_fail, "failure", "g", 3), event(t_fail + 1_000_000, "rebuild_start", "g", 3),
+          event(17_000_000_000, "rebuild_progress", "g", 3),
+          event(t_end, "rebuild_end", "g", 3)]
+    run = make_run(tmp_path / "r", ios, ev, drives=6)
+    rows = q([run], "rebuild-windows")
+    _check_windows(rows, _rebuild_reference(ios, [(t_fail, "g", 3)], [(t_end, "g", 3)]))
+    r = rows[0]
+    assert (r["failure_s"], r["rebuild_end_s"], r["window_s"]) == (10.0, 25.0, 15.0)
+    assert close(r["rebuild_start_s"], 10.001) and close(r["rebuild_s"], 14.999)
+    assert r["p99_ratio"] > 1  # the window's latencies were made slower
+    # the baseline limited to the 5 s before the failure
+    rows5 = q([run], "rebuild-windows", before_s=5)
+    _check_windows(rows5, _rebuild_reference(ios, [(t_fail, "g", 3)], [(t_end, "g", 3)],
+                                             before_ns=5_000_000_000))
+
+
+def test_rebuild_windows_several_groups_and_unfinished(tmp_path):
+    rng = np.random.default_rng(2)
+    n = 2000
+    arr = np.sort(rng.integers(0, 30_000_000_000, n))
+    ios = {"arrival_ns": arr, "latency_ns": rng.integers(1_000_000, 50_000_000, n),
+           "op": rng.integers(0, 2, n), "size_bytes": rng.choice([4096, 8192], n)}
+    ev = [event(5_000_000_000, "failure", "a", 1), event(12_000_000_000, "rebuild_end", "a", 7),
+          event(8_000_000_000, "failure", "b", 4),  # never rebuilt
+          event(9_000_000_000, "rebuild_end", "a", 9),  # an earlier end, another drive
+          event(20_000_000_000, "failure", "a", 9)]  # after every end of group a
+    run = make_run(tmp_path / "r", ios, ev, drives=10)
+    rows = q([run], "rebuild-windows")
+    ref = _rebuild_reference(
+        ios, [(5_000_000_000, "a", 1), (8_000_000_000, "b", 4), (20_000_000_000, "a", 9)],
+        [(12_000_000_000, "a", 7), (9_000_000_000, "a", 9)])
+    _check_windows(rows, ref)
+    assert [r["rebuild_done"] for r in rows] == [True, False, False]
+    assert rows[0]["window_s"] == 4.0  # no end names drive 1: the group's first end (9 s)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 60), seed=st.integers(0, 2**31), t_fail=st.integers(0, 10_000),
+       w=st.one_of(st.none(), st.integers(0, 10_000)), before=st.integers(0, 3_000))
+def test_rebuild_windows_property(tmp_path_factory, n, seed, t_fail, w, before):
+    rng = np.random.default_rng(seed)
+    ms = 1_000_000
+    ios = {"arrival_ns": np.sort(rng.integers(0, 10_000, n)) * ms,
+           "latency_ns": rng.integers(1, 500, n) * ms, "op": rng.integers(0, 2, n),
+           "size_bytes": rng.integers(1, 64, n) * 512}
+    ev = [event(t_fail * ms, "failure", "g", 0)]
+    ends = []
+    if w is not None:
+        ev.append(event((t_fail + w) * ms, "rebuild_end", "g", 0))
+        ends.append(((t_fail + w) * ms, "g", 0))
+    run = make_run(tmp_path_factory.mktemp("p") / "r", ios, ev)
+    _check_windows(q([run], "rebuild-windows", before_s=before / 1000),
+                   _rebuild_reference(ios, [(t_fail * ms, "g", 0)], ends, before * ms))
+
+
+# ---------------------------------------------------------------------------------------------
+# btt: the real btt, and plain Python
+
+
+def _btt_seek(reqs):
+    """btt's seek distance (btt/seek.c), in plain Python: absolute distances in order."""
+    last_s = last_e = 0
+    out = []
+    for s, nbytes in reqs:
+        e = s + (nbytes >> 9)
+        if last_s <= s <= last_e or last_s <= e <= last_e:
+            d = 0
+        elif s > last_e:
+            d = s - last_e
+        else:
+            d = s - last_s
+        out.append(abs(d))
+        last_s, last_e = s, e
+    return out
+
+
+def _parse_btt(text: str) -> tuple[dict, dict]:
+    """Per-device intervals (btt -A 'Per Device') and seeks (Q2Q, D2D) from btt's output."""
+    iv: dict = {}
+    seeks: dict = {}
+    section = None
+    metric = None
+    for line in text.splitlines():
+        if line.startswith("===="):
+            section = line.strip("= ").strip()
+            continue
+        m = re.match(r"^\s*(Q2G|G2I|I2D|D2C|Q2C)\s+MIN\s+AVG", line)
+        if m:
+            metric = m.group(1)
+            continue
+        if section == "Per Device" and metric:
+            m = re.match(r"^\(\s*(\d+),\s*(\d+)\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)", line)
+            if m:
+                dev = f"{m.group(1)},{m.group(2)}"
+                iv[(dev, metric)] = tuple(float(m.group(k)) for k in (3, 4, 5)) + (
+                    int(m.group(6)),)
+        if section in ("Device Q2Q Seek Information", "Device D2D Seek Information"):
+            m = re.match(r"^\s*\(\s*(\d+),\s*(\d+)\)\s*\|\s*(\d+)\s+([\d.]+)\s+(\d+)\s*\|\s*"
+                         r"(\d+)\((\d+)\)", line)
+            if m:
+                kind = "Q2Q seek" if "Q2Q" in section else "D2D seek"
+                seeks[(f"{m.group(1)},{m.group(2)}", kind)] = (
+                    int(m.group(3)), float(m.group(4)), int(m.group(6)), int(m.group(7)))
+    return iv, seeks
+
+
+@needs("btt")
+def test_btt_matches_the_real_btt(work):
+    out = subprocess.run(["btt", "-A", "-i", str(work / "bt.bin")], capture_output=True,
+                         text=True, check=True, cwd=work).stdout
+    iv, seeks = _parse_btt(out)
+    assert len(iv) == 10 and len(seeks) == 4, out[:2000]
+    rows = q([work / "bt.parquet"], "btt")
+    by = {(r["device"], r["metric"]): r for r in rows}
+    for (dev, metric), (mn, avg, mx, n) in iv.items():
+        r = by[(dev, metric)]
+        assert r["n"] == n, (dev, metric)
+        # btt prints seconds with 9 decimals: ns, the mean rounded
+        assert abs(r["min"] / 1e3 - mn) < 1e-12 and abs(r["max"] / 1e3 - mx) < 1e-12
+        assert abs(r["mean"] / 1e3 - avg) <= 0.5e-9 + 1e-15, (dev, metric, r["mean"], avg)
+    for (dev, kind), (n, mean, mode, _count) in seeks.items():
+        r = by[(dev, kind)]
+        assert r["n"] == n and abs(r["mean"] - mean) <= 0.05 + 1e-9 * mean, (dev, kind)
+        assert r["mode"] == mode
+        assert r["unit"] == "sectors"
+
+
+def test_btt_against_plain_python(work):
+    t = pq.read_table(work / "bt.parquet").to_pylist()
+    rows = q([work / "bt.parquet"], "btt")
+    by = {(r["device"], r["metric"]): r for r in rows}
+    for dev in sorted({r["device"] for r in t}):
+        mine = [r for r in t if r["device"] == dev]
+        name = f"{dev >> 20},{dev & 0xFFFFF}"
+        for metric, a, b in (("Q2D", "time_ns", "issue_ns"), ("D2C", "issue_ns", "complete_ns"),
+                             ("Q2C", "time_ns", "complete_ns")):
+            v = np.array([r[b] - r[a] for r in mine], dtype=float)
+            r = by[(name, metric)]
+            for k, f in (("p50", .5), ("p90", .9), ("p99", .99)):
+                assert close(r[k], np.quantile(v, f) / 1e6), (name, metric, k)
+        for kind, key in (("Q2Q seek", "time_ns"), ("D2D seek", "issue_ns")):
+            order = sorted(mine, key=lambda r, key=key: (r[key], t.index(r)))
+            d = np.array(_btt_seek([(r["sector"], r["size_bytes"]) for r in order]), float)
+            r = by[(name, kind)]
+            assert r["n"] == len(d) and close(r["mean"], d.mean())
+            assert close(r["p50"], np.quantile(d, .5)) and close(r["p99"], np.quantile(d, .99))
+            vals, counts = np.unique(d, return_counts=True)
+            assert r["mode"] == vals[np.argmax(counts)]  # np.unique sorts: the smallest mode
+    assert {r["device"] for r in rows} == {"all", "8,0", "8,16"}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 64), st.integers(0, 8)), min_size=1, max_size=40))
+def test_btt_seek_distance_property(tmp_path_factory, reqs):
+    n = len(reqs)
+    cols = golden.store.empty_columns(n)
+    t = np.arange(n, dtype=np.int64) * 1000
+    cols.update(time_ns=t, device=np.zeros(n, np.uint32),
+                sector=np.array([s for s, _ in reqs], np.int64),
+                size_bytes=np.array([k * 512 for _, k in reqs], np.int64),
+                op=np.zeros(n, np.uint8), flags=np.zeros(n, np.uint16),
+                issue_ns=t[::-1].copy(), complete_ns=t + 10_000)
+    path = golden.write_trace(tmp_path_factory.mktemp("s") / "t.parquet", cols)
+    by = {r["metric"]: r for r in q([path], "btt") if r["device"] == "0"}
+    q2q = _btt_seek([(s, k * 512) for s, k in reqs])
+    d2d = _btt_seek([(s, k * 512) for s, k in reversed(reqs)])
+    assert by["Q2Q seek"]["n"] == n and close(by["Q2Q seek"]["mean"], np.mean(q2q))
+    assert close(by["D2D seek"]["mean"], np.mean(d2d))
+    assert by["Q2Q seek"]["max"] == max(q2q) and by["D2D seek"]["min"] == min(d2d)
+
+
+# ---------------------------------------------------------------------------------------------
+# workload: brute force
+
+
+def _workload_reference(reqs: list[dict], extent_sectors: int, top: int) -> dict:
+    """Every workload figure from a list of requests (time, device, sector, size, op)."""
+    data = [r for r in reqs if r["op"] in (0, 1)]
+    reads = [r for r in data if r["op"] == 0]
+    writes = [r for r in data if r["op"] == 1]
+    rb = sum(r["size"] for r in reads)
+    wb = sum(r["size"] for r in writes)
+    times = sorted(r["time"] for r in reqs)
+    dur = (times[-1] - times[0]) / 1e9
+    seq = 0
+    last: dict = {}
+    for r in sorted(data, key=lambda r: (r["time"], r["sector"])):
+        key = (r["device"], r["op"])
+        seq += key in last and last[key] == r["sector"]
+        last[key] = r["sector"] + (r["size"] + 511) // 512
+    gaps = np.diff(np.array(times, dtype=float))
+
+    def ws(rs):
+        return 512 * len({(r["device"], s) for r in rs if r["size"] > 0
+                          for s in range(r["sector"], r["sector"] + (r["size"] + 511) // 512)})
+
+    out = {
+        "requests": len(reqs), "reads": len(reads), "writes": len(writes),
+        "read_ratio": len(reads) / len(data) if data else None,
+        "read_bytes_ratio": rb / (rb + wb) if rb + wb else None,
+        "mean_size_bytes": np.mean([r["size"] for r in data]) if data else None,
+        "duration_s": dur, "iops": len(reqs) / dur if dur > 0 else None,
+        "sequential_fraction": seq / len(data) if data else None,
+        "working_set_bytes": ws(data), "working_set_read_bytes": ws(reads),
+        "working_set_write_bytes": ws(writes),
+    }
+    if len(gaps):
+        out.update(interarrival_mean_ms=gaps.mean() / 1e6,
+                   interarrival_cv=gaps.std() / gaps.mean() if gaps.mean() > 0 else None,
+                   interarrival_p50_ms=np.quantile(gaps, .5) / 1e6,
+                   interarrival_p99_ms=np.quantile(gaps, .99) / 1e6,
+                   interarrival_max_ms=gaps.max() / 1e6)
+    hist: dict = {}
+    for r in data:
+        b = 0 if r["size"] <= 0 else 1 << (r["size"] - 1).bit_length()
+        hist[str(b)] = hist.get(str(b), 0) + 1
+    ext: dict = {}
+    for r in data:
+        k = (r["device"], r["sector"] // extent_sectors * extent_sectors)
+        ext[k] = ext.get(k, 0) + 1
+    hot = sorted(ext.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return {"summary": out, "size_histogram": hist,
+            "hottest_extents": [(f"{d}:{s}", n) for (d, s), n in hot]}
+
+
+def _check_workload(rows: list[dict], ref: dict) -> None:
+    summ = {r["item"]: r["value"] for r in rows if r["section"] == "summary"}
+    for k, v in ref["summary"].items():
+        assert close(summ[k], v), (k, summ[k], v)
+    hist = {r["item"]: r["value"] for r in rows if r["section"] == "size_histogram"}
+    assert hist == ref["size_histogram"]
+    hot = [(r["item"], r["value"]) for r in rows if r["section"] == "hottest_extents"]
+    assert hot == ref["hottest_extents"]
+
+
+def test_workload_on_a_trace_and_on_runs(work, runs):
+    t = pq.read_table(work / "trace.parquet").to_pylist()
+    reqs = [{"time": r["time_ns"], "device": r["device"], "sector": r["sector"],
+             "size": r["size_bytes"], "op": r["op"]} for r in t]
+    rows = q([work / "trace.parquet"], "workload", extent_kib=64, top=5)
+    _check_workload(rows, _workload_reference(reqs, 128, 5))
+    rows = q([runs["raid0"].parent], "workload")
+    for name, run in runs.items():
+        ios = ios_of(run)
+        rr = [{"time": int(a), "device": 0, "sector": int(s), "size": int(b), "op": int(o)}
+              for a, s, b, o in zip(ios["arrival_ns"], ios["sector"], ios["size_bytes"],
+                                    ios["op"], strict=True)]
+        _check_workload([r for r in rows if r["run"] == name],
+                        _workload_reference(rr, 2048, 10))
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 5_000), st.integers(0, 1), st.integers(0, 300),
+                          st.integers(0, 40), st.sampled_from([0, 1, 1, 0, 2])),
+                min_size=2, max_size=50))
+def test_workload_property(tmp_path_factory, reqs):
+    reqs = sorted(reqs)
+    n = len(reqs)
+    cols = golden.store.empty_columns(n)
+    cols.update(time_ns=np.array([r[0] for r in reqs], np.int64) * 1000,
+                device=np.array([r[1] for r in reqs], np.uint32),
+                sector=np.array([r[2] for r in reqs], np.int64),
+                size_bytes=np.array([r[3] * 256 for r in reqs], np.int64),
+                op=np.array([r[4] for r in reqs], np.uint8), flags=np.zeros(n, np.uint16))
+    path = golden.write_trace(tmp_path_factory.mktemp("w") / "t.parquet", cols)
+    ref = _workload_reference([{"time": r[0] * 1000, "device": r[1], "sector": r[2],
+                                "size": r[3] * 256, "op": r[4]} for r in reqs], 16, 3)
+    _check_workload(q([path], "workload", extent_kib=8, top=3), ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# views and inputs
+
+
+def test_run_names_and_nested_folders(tmp_path, runs):
+    root = tmp_path / "sweep"
+    shutil.copytree(runs["raid0"], root / "a" / "x=1")
+    shutil.copytree(runs["raid5"], root / "b")
+    shutil.copytree(runs["raid0"], root / ".hidden.tmp-1")  # a replay's temporary folder
+    (root / "summary").mkdir()  # a folder with no run in it
+    names = [s.name for s in find_sources([root])]
+    assert names == ["a/x=1", "b"]
+    rows = q([root], sql="SELECT run, count(*) AS n FROM ios GROUP BY run ORDER BY run")
+    assert [r["run"] for r in rows] == ["a/x=1", "b"] and all(r["n"] == 600 for r in rows)
+    direct = q([str(runs["raid0"]) + "/"], sql="SELECT DISTINCT run FROM ios")
+    assert direct == [{"run": str(runs["raid0"])}]
+
+
+def test_missing_optional_files_are_empty_tables_of_their_schema(runs):
+    srcs = find_sources([runs["raid0"]])  # replayed without --drive-ops, no events
+    assert not (runs["raid0"] / "drive_ops.parquet").exists()
+    assert not (runs["raid0"] / "events.parquet").exists()
+    con = connect(srcs)
+    for view in ("drive_ops", "events", "trace"):
+        assert con.execute(f"SELECT count(*) FROM {view}").fetchone() == (0,)
+        cols = [d[0] for d in con.execute(f"SELECT * FROM {view}").description]
+        want = RUN_COLUMNS[view] if view in RUN_COLUMNS else {**COLUMNS, "request": None}
+        assert cols == ["run", *want]
+    # the same types as a run that has the file
+    con2 = connect(find_sources([runs["raid5"]]))
+    for view in ("drive_ops", "events"):
+        t1 = [str(d[1]) for d in con.execute(f"SELECT * FROM {view}").description]
+        t2 = [str(d[1]) for d in con2.execute(f"SELECT * FROM {view}").description]
+        assert t1 == t2, view
+    assert con2.execute("SELECT count(*) FROM drive_ops").fetchone()[0] > 0
+    con.close()
+    con2.close()
+
+
+def test_runs_and_traces_together(work, runs):
+    rows = q([work / "trace.parquet", runs["raid0"]],
+             sql="SELECT run, count(*) AS n FROM requests GROUP BY run ORDER BY run")
+    assert {r["run"]: r["n"] for r in rows} == {str(work / "trace.parquet"): 600,
+                                                str(runs["raid0"]): 600}
+    meta = q([runs["raid5"]], sql="SELECT run, interval_ns, requests, run_schema_version "
+                                  "FROM runs")
+    assert meta[0]["requests"] == 600 and meta[0]["run_schema_version"] == RUN_SCHEMA_VERSION
+    drives = q([runs["raid5"]], sql="SELECT * FROM drives ORDER BY drive")
+    assert [d["drive"] for d in drives] == [0, 1, 2, 3] and drives[0]["group"] == "r5"
+
+
+# ---------------------------------------------------------------------------------------------
+# the CLI
+
+
+def test_cli_formats_agree(runs):
+    base = ["query", str(runs["raid0"]), str(runs["raid5"]), "latency-summary"]
+    want = run_query([str(runs["raid0"]), str(runs["raid5"])], "latency-summary").rows()
+    res = runner.invoke(app, [*base, "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.output) == want
+    res = runner.invoke(app, [*base, "--format", "csv"])
+    assert res.exit_code == 0
+    got = list(csv.DictReader(io.StringIO(res.output)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for k, v in w.items():
+            assert (g[k] == "" if v is None else close(g[k], v) if isinstance(v, float)
+                    else g[k] == str(v)), k
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0 and "p999_ms" in res.output and "raid0" in res.output
+
+
+def test_cli_sql_with_parameters(runs):
+    res = runner.invoke(app, ["query", str(runs["raid0"]), "--sql",
+                              "SELECT count(*) AS n FROM ios WHERE op = $op", "-p", "op=1",
+                              "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == [{"n": int((ios_of(runs["raid0"])["op"] == 1).sum())}]
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: one line naming the run and the query, exit status 2
+
+
+def _fails(args: list[str], *needles: str) -> str:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert len(line.splitlines()) == 1, line
+    assert line.startswith("blocklab: error: "), line
+    for n in needles:
+        assert n in line, (n, line)
+    return line
+
+
+def test_run_folder_of_another_schema_version(tmp_path, runs):
+    for version in (RUN_SCHEMA_VERSION + 1, RUN_SCHEMA_VERSION - 1, None):
+        run = tmp_path / f"v{version}"
+        shutil.copytree(runs["raid0"], run)
+        meta = json.loads((run / "meta.json").read_text())
+        meta["run_schema_version"] = version
+        (run / "meta.json").write_text(json.dumps(meta))
+        _fails(["query", str(run), "latency-summary"], "query latency-summary", f"run {run}",
+               f"run schema version {version}")
+    # inside a sweep folder, the run is named by its relative path
+    root = tmp_path / "sweep"
+    shutil.copytree(tmp_path / f"v{RUN_SCHEMA_VERSION + 1}", root / "p" / "q")
+    _fails(["query", str(root), "compare"], "query compare", "run p/q", "schema version")
+
+
+def test_missing_files(tmp_path, runs):
+    run = tmp_path / "noios"
+    shutil.copytree(runs["raid0"], run)
+    (run / "ios.parquet").unlink()
+    _fails(["query", str(run), "bandwidth"], "query bandwidth", f"run {run}",
+           "ios.parquet: no such file")
+    _fails(["query", str(tmp_path / "nothing"), "bandwidth"], "query bandwidth", "nothing",
+           "no such file or folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _fails(["query", str(empty), "compare"], "query compare", "no run folder")
+    bad = tmp_path / "badmeta"
+    shutil.copytree(runs["raid0"], bad)
+    (bad / "meta.json").write_text("{ not json")
+    _fails(["query", str(bad), "compare"], "query compare", f"run {bad}", "meta.json: line 1")
+    short = tmp_path / "short"
+    shutil.copytree(runs["raid0"], short)
+    pq.write_table(pq.read_table(short / "ios.parquet").drop(["latency_ns"]),
+                   short / "ios.parquet")
+    _fails(["query", str(short), "compare"], f"run {short}", "lacks columns latency_ns")
+    notparquet = tmp_path / "np"
+    shutil.copytree(runs["raid0"], notparquet)
+    (notparquet / "drive_busy.parquet").write_bytes(b"junk")
+    _fails(["query", str(notparquet), "compare"], f"run {notparquet}",
+           "drive_busy.parquet: not a Parquet file")
+
+
+def test_sql_that_fails(runs):
+    _fails(["query", str(runs["raid0"]), "--sql", "SELECT nosuch FROM ios"], "query --sql",
+           str(runs["raid0"]), "nosuch")
+    _fails(["query", str(runs["raid0"]), "--sql", "SELEC 1"], "query --sql", "syntax error")
+    _fails(["query", str(runs["raid0"]), "--sql", "SELECT $x"], "$x has no value")
+    _fails(["query", str(runs["raid0"]), "--sql", "SELECT 1", "-p", "x=1"], "x is not used")
+
+
+def test_bad_query_names_and_parameters(work, runs):
+    _fails(["query", str(runs["raid0"]), "no-such"], "query no-such", "no such query")
+    _fails(["query", str(runs["raid0"]), "bandwidth", "-p", "width=2"], "query bandwidth",
+           "unknown parameter width")
+    _fails(["query", str(runs["raid0"]), "bandwidth", "-p", "interval_s=fast"],
+           "query bandwidth", "interval_s=fast", "expected a number")
+    _fails(["query", str(runs["raid0"]), "workload", "-p", "top=2.5"], "expected an integer")
+    _fails(["query", str(runs["raid0"]), "bandwidth", "-p", "interval_s"], "expected K=V")
+    _fails(["query", str(runs["raid0"])], "is an input", "query NAME")
+    _fails(["query", str(work / "trace.parquet"), "latency-summary"],
+           "query latency-summary reads run folders")
+    _fails(["query", str(runs["raid0"]), "btt"], "query btt reads traces")
+    _fails(["query", str(runs["raid0"]), "compare", "--format", "xml"], "--format")
+    junk = work / "junk.parquet"
+    pq.write_table(pa.table({"a": [1]}), junk)
+    _fails(["query", str(junk), "btt"], "query btt", "junk.parquet", "not a blocklab trace")
+    junk.unlink()
+
+
+def test_two_inputs_with_one_name(tmp_path, runs):
+    for d in ("a", "b"):
+        shutil.copytree(runs["raid0"], tmp_path / d / "same")
+    _fails(["query", str(tmp_path / "a"), str(tmp_path / "b"), "compare"],
+           "query compare", "both named 'same'")
