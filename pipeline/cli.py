@@ -225,18 +225,33 @@ def replay(
         "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
     drive_ops: Annotated[bool, typer.Option(
         "--drive-ops", help="Also write every drive operation to drive_ops.parquet.")] = False,
+    fail: Annotated[list[str] | None, typer.Option(
+        "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
+        "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
+        "configuration's [[failure]] tables.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Replay a trace against an array (layout, drives) and write a run folder: ios.parquet,
-    drive_busy.parquet and meta.json. First version: no controller cache or bandwidth caps yet,
-    one drive model per array."""
+    """Replay a trace against an array (layout, drives, controller and cache; failures and
+    rebuilds) and write a run folder: ios.parquet, drive_busy.parquet, events.parquet (with
+    failures or tasks), drive_ops.parquet (--drive-ops) and meta.json."""
+    from .replay import parse_failure
     from .replay import replay as run
 
-    try:
-        r = run(trace, array, output, speed=speed, closed_loop=closed_loop, think_us=think_us,
-                wrap=wrap, drive_ops=drive_ops)
-    except BlocklabError as e:
-        _fail(e)
+    with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.completed:,} requests"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("replay", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            failures = [parse_failure(f) for f in fail or []]
+            r = run(trace, array, output, speed=speed, closed_loop=closed_loop,
+                    think_us=think_us, wrap=wrap, drive_ops=drive_ops, progress=progress,
+                    failures=failures)
+        except BlocklabError as e:
+            _fail(e)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
@@ -245,6 +260,11 @@ def replay(
         f"{r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
         highlight=False,
     )
+    for rb in r.rebuilds:
+        window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
+        lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
+        out.print(f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
+                  f"rebuild window {window}{lost}", highlight=False)
 
 
 def _cell(v: Any) -> str:
