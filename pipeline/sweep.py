@@ -42,6 +42,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -415,8 +416,21 @@ def _check_config_key(sp: Path, where: str, key: str, kpath: list[str | int],
 # TOML text of a point's configuration (tomllib reads TOML; the standard library writes none)
 
 
+def _toml_str(text: str) -> str:
+    """A TOML basic string: quote, backslash and control characters (tab aside) escaped."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def _toml_key(k: str) -> str:
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else _toml_str(k)
 
 
 def _toml_value(v: Any) -> str:
@@ -431,8 +445,7 @@ def _toml_value(v: Any) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        # a JSON string is a TOML basic string (the same escapes), ASCII only to be safe
-        return json.dumps(v)
+        return _toml_str(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -730,11 +743,23 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     cluster = LocalCluster(
         n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
         dashboard_address=None, worker_dashboard_address=None,
+        # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
+        # when it is taken: any free loopback port instead
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         # one cache for every worker: the client compiled into it already
         env={"NUMBA_CACHE_DIR": numba_cache_base()},
+        # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
+        preload=["blocklab.pipeline.sweep"],
         silence_logs=40)  # logging.ERROR
     client = Client(cluster, set_as_default=False)
     return client, cluster
+
+
+def dask_setup(worker: Any) -> None:
+    """Preload of the local cluster's workers: ignore SIGINT (a terminal's Ctrl-C goes to the
+    whole process group); the client cancels the points and closes the workers itself."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _first_line(e: BaseException) -> str:
@@ -763,6 +788,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
     # Compile (or load) the kernels here first: the workers then load them from the cache.
     warm_s = warm_kernels()
     client, cluster = connect(scheduler, workers, timeout)
+    interrupted = False
     try:
         out.mkdir(parents=True, exist_ok=True)
         with _lock(out):
@@ -783,13 +809,17 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
                     client.run(_warm_on_worker, workers=list(hosts.values()))
             failed = _submit(client, sweep, out, todo, status, progress)
     except KeyboardInterrupt:
-        raise SweepInterrupted(
-            f"interrupted: {status.done + status.skipped} of {len(states)} points finished in "
-            f"{out}; run the same command again to finish the rest") from None
+        interrupted = True
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    if interrupted:
+        # counted on disk: a point may have finished while the workers were stopping
+        left = sum(s.state != "finished" for s in survey(sweep, out))
+        raise SweepInterrupted(
+            f"interrupted: {len(states) - left} of {len(states)} points finished in {out}; "
+            "run the same command again to finish the rest")
     return SweepResult(str(out), len(states), status.skipped, status.done, failed, nworkers,
                        scheduler or "local", warm_s, time.perf_counter() - t0, removed)
 
@@ -808,7 +838,7 @@ def _submit(client: Any, sweep: Sweep, out: Path, todo: list[PointState], status
             progress(dataclasses.replace(status))
 
     def on_start(event: tuple[float, dict[str, Any]]) -> None:
-        pid = event[1].get("point")
+        pid = str(event[1].get("point"))
         with lock:
             if pid in finished or pid in started:
                 return
