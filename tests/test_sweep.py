@@ -26,6 +26,8 @@ from blocklab.pipeline.replay import replay
 from blocklab.pipeline.sweep import load_sweep, numba_cache_base, run_sweep, toml_text
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
+from .conftest import needs
+
 runner = CliRunner()
 
 BASE = """# the sweeps' base array: RAID-5 of five Atlas 10K drives
@@ -155,22 +157,31 @@ def _cache_files() -> dict[str, float]:
     return {str(p): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
-def test_sweep_matches_replays_one_by_one(work, cluster, tmp_path):
+@pytest.fixture(scope="module")
+def grid(work, cluster, tmp_path_factory):
+    """The 2 x 2 sweep on the cluster, and the same four points replayed one by one here."""
+    tmp = tmp_path_factory.mktemp("grid")
     f = sweep_file(work, "grid.toml", GRID)
     # the reference: each point's configuration written by hand, replayed in this process
     ref = {}
     for layout in ("raid5", "raid6"):
-        cfg = tmp_path / f"{layout}.toml"
+        cfg = tmp / f"{layout}.toml"
         cfg.write_text(BASE.replace('layout = "raid5"', f'layout = "{layout}"'))
         for speed in (1, 2):
-            ref[(layout, speed)] = replay(work / "t.parquet", cfg, tmp_path / f"{layout}-{speed}",
+            ref[(layout, speed)] = replay(work / "t.parquet", cfg, tmp / f"{layout}-{speed}",
                                           speed=speed).output
     cache_before = _cache_files()
-    out = tmp_path / "out"
+    out = tmp / "out"
     r = run_sweep(f, out, scheduler=cluster.scheduler_address)
+    return {"sweep": f, "out": out, "ref": ref, "result": r,
+            "cache_same": _cache_files() == cache_before}
+
+
+def test_sweep_matches_replays_one_by_one(grid, cluster):
+    f, out, ref, r = grid["sweep"], grid["out"], grid["ref"], grid["result"]
     assert (r.points, r.done, r.skipped, r.failed) == (4, 4, 0, [])
     # the workers loaded the kernels the client compiled: nothing was compiled again
-    assert _cache_files() == cache_before
+    assert grid["cache_same"]
 
     pts = {p.id: p for p in load_sweep(f).points}
     rows = duckdb.sql(f"SELECT * FROM read_parquet('{out}/summary/**/*.parquet', "
@@ -340,3 +351,44 @@ def test_scheduler_that_does_not_answer(work, tmp_path):
                                "answered within 1 s")
     assert time.monotonic() - t0 < 30
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# the report of a sweep
+
+
+def test_report_draws_figures_against_each_axis(grid, tmp_path):
+    from .test_report import _specs, _values
+
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", str(grid["out"]), "-o", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["charts"][:2] == ["sweep-layout", "sweep-speed"]
+    page = out.read_text()
+    specs = _specs(page)
+    rows = duckdb.sql(f"SELECT layout, CAST(speed AS INTEGER) AS speed, p99_ms, mb_per_s "
+                      f"FROM read_parquet('{grid['out']}/summary/**/*.parquet', "
+                      "hive_partitioning = true)").fetchall()
+    want = {(lay, sp): (p99, mb) for lay, sp, p99, mb in rows}
+    # against speed: one line per layout, the summary's figures at each speed
+    data = _values(specs["sweep-speed"])[0]
+    assert {(d["line"], d["x"]): (d["p99_ms"], d["mb_per_s"]) for d in data} == want
+    assert all(isinstance(d["x"], int) for d in data)
+    # against layout: one line per speed
+    data = _values(specs["sweep-layout"])[0]
+    assert {(d["x"], int(d["line"])): (d["p99_ms"], d["mb_per_s"]) for d in data} == want
+    assert "rebuild_window_s" not in data[0] or all(d["rebuild_window_s"] is None for d in data)
+    assert f"<h2>Sweep {grid['out']}</h2>" in page
+
+
+@needs("chromium")
+def test_sweep_report_renders(grid, tmp_path):
+    from .test_report import _check_drawn, chromium
+
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", str(grid["out"]), "-o", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    dom, log = chromium(out, tmp_path)
+    parts = _check_drawn(dom, log, json.loads(res.output)["charts"])
+    assert "mark-line" in parts["sweep-speed"] and "mark-symbol" in parts["sweep-speed"]
