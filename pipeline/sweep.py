@@ -701,7 +701,8 @@ class SweepResult:
     workers: int
     scheduler: str
     warm_s: float
-    elapsed_s: float
+    elapsed_s: float  # the whole run: checks, cluster start, warm-up, points
+    points_s: float  # from the first point submitted to the last one done
     removed_temporaries: list[str]
 
     def as_dict(self) -> dict[str, Any]:
@@ -783,7 +784,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
     status = Status(total=len(todo), skipped=len(states) - len(todo))
     if not todo:
         return SweepResult(str(out), len(states), status.skipped, 0, [], 0, scheduler or "",
-                           0.0, time.perf_counter() - t0, [])
+                           0.0, time.perf_counter() - t0, 0.0, [])
 
     # Compile (or load) the kernels here first: the workers then load them from the cache.
     warm_s = warm_kernels()
@@ -807,7 +808,9 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
                     hosts.setdefault(str(w.get("host", addr)), addr)
                 if hosts:
                     client.run(_warm_on_worker, workers=list(hosts.values()))
+            t_points = time.perf_counter()
             failed = _submit(client, sweep, out, todo, status, progress)
+            points_s = time.perf_counter() - t_points
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -821,7 +824,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
             f"interrupted: {len(states) - left} of {len(states)} points finished in {out}; "
             "run the same command again to finish the rest")
     return SweepResult(str(out), len(states), status.skipped, status.done, failed, nworkers,
-                       scheduler or "local", warm_s, time.perf_counter() - t0, removed)
+                       scheduler or "local", warm_s, time.perf_counter() - t0, points_s, removed)
 
 
 def _submit(client: Any, sweep: Sweep, out: Path, todo: list[PointState], status: Status,
