@@ -811,6 +811,8 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
             t_points = time.perf_counter()
             failed = _submit(client, sweep, out, todo, status, progress)
             points_s = time.perf_counter() - t_points
+            # every task has ended: what is left under a temporary name is a dead worker's
+            removed += _clean_temporaries(out)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -288,6 +289,37 @@ def test_kill_midway_then_resume(work, cluster, tmp_path):
     assert {q.stem for q in out.glob("summary/**/*.parquet")} == {q.id for q in pts}
     for r, t in stamps.items():  # finished points were not replayed again
         assert (out / r / "ios.parquet").stat().st_mtime_ns == t
+    assert not [q for q in out.rglob(".*") if ".tmp-" in q.name]
+
+
+def test_a_worker_that_dies_loses_only_its_point(work, cluster, tmp_path):
+    """SIGKILL to the worker process replaying a point (found by replay's temporary folder,
+    .POINT.tmp-PID): Dask runs the point again, every point finishes, nothing is left."""
+    write_trace(tmp_path / "long.parquet", 60_000, 2_000_000, seed=4)
+    f = sweep_file(tmp_path, "die.toml", f'array = "{work / "base.toml"}"\n'
+                   'trace = "long.parquet"\n[[axis]]\nkey = "group[0].stripe_unit"\n'
+                   'values = ["8KiB", "16KiB", "32KiB", "64KiB"]\n')
+    out = tmp_path / "out"
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.update(
+        r=run_sweep(f, out, scheduler=cluster.scheduler_address)))
+    th.start()
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and time.monotonic() < deadline and th.is_alive():
+        for q in out.glob(".*.tmp-*") if out.is_dir() else []:
+            if q.is_dir():
+                killed = (q.name[1:].split(".tmp-")[0], int(q.name.rsplit("-", 1)[1]))
+                os.kill(killed[1], signal.SIGKILL)
+                break
+        time.sleep(0.005)
+    th.join(120)
+    assert killed is not None and not th.is_alive()
+    r = box["r"]
+    assert (r.done, r.failed) == (4, [])
+    assert (out / killed[0] / "meta.json").is_file()
+    for p in load_sweep(f).points:
+        assert pq.read_table(out / p.id / "ios.parquet").num_rows == 60_000
     assert not [q for q in out.rglob(".*") if ".tmp-" in q.name]
 
 
