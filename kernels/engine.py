@@ -334,7 +334,7 @@ def _service(M, DR, d, now, lba, n, write):
     return (done if done > now else now), hit
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _start_drives(cfg, W, ncand, now):
     """Start every drive that can, in drive order (the candidates noted during the event)."""
     DR = W.DR
@@ -401,18 +401,22 @@ def _start_drives(cfg, W, ncand, now):
 
 
 @njit(inline="always", nrt=False)
-def _piece(cfg, W, pos, end):
+def _piece_n(cfg, nluns, pos, end):
     """The piece of host-volume sectors [pos, end) on one LUN: (lun, LUN sector, end)."""
     vu = cfg.vol_unit
     if vu > 0:
-        nluns = W.LN.shape[0]
         chunk = pos // vu
         piece_end = min(end, (chunk + 1) * vu)
         return chunk % nluns, (chunk // nluns) * vu + pos % vu, piece_end
     return 0, pos, end
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
+def _piece(cfg, W, pos, end):
+    return _piece_n(cfg, W.LN.shape[0], pos, end)
+
+
+@njit(inline="always", nrt=False)
 def _plan(W, item, lun, lun_lba, n, write, first, last):
     """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
     (first, last), merging with its earlier operations where contiguous."""
@@ -455,7 +459,7 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
     return first, last
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _launch(W, T, row, c_pend, first, now, ncand):
     """Queue the first phase of a planned item, whose state is in ``T[row]`` (columns
     ``c_pend``, then phase-1 count, then wait list); keep the other phase waiting. Forgets the
@@ -527,11 +531,8 @@ def _xfer(S, nbytes, path_ps, now):
 
 
 @njit(nrt=False)
-def _try_issue(cfg, W, s, t):
+def _try_issue(S, RQ, SM, HQ, s, t):
     """Closed loop: stream ``s`` issues what its window allows at time ``t``."""
-    RQ = W.RQ
-    SM = W.SM
-    S = W.S
     cap = RQ.shape[0] - 1
     while SM[s, SM_UNISSUED] > 0:
         g = SM[s, SM_HEAD]
@@ -555,25 +556,34 @@ def _try_issue(cfg, W, s, t):
         at = max(t + RQ[slot, RQ_THINK], RQ[slot, RQ_ARRIVE])
         # arrivals tie-break on the request's index, not on when they were scheduled: the
         # order then does not depend on how the caller chunked the trace
-        S[S_HSIZE] = HP.push(W.HQ, S[S_HSIZE], at, EV_ARRIVE, g, g)
+        S[S_HSIZE] = HP.push(HQ, S[S_HSIZE], at, EV_ARRIVE, g, g)
 
 
 @njit(nrt=False)
-def _next_phase(cfg, W, t):
+def _next_phase(S, RQ, SM, PH, HQ, t):
     """Closed loop: start the next phase at time ``t``."""
-    S = W.S
     p = S[S_PHASE] + 1
     S[S_PHASE] = p
-    if p >= cfg.nphases:
+    if p >= PH.shape[0]:
         return
-    S[S_PHASE_LEFT] = W.PH[p, 0]
-    for s in range(cfg.nstreams):
-        W.SM[s, SM_UNISSUED] = W.PH[p, 1 + s]
-        if W.SM[s, SM_UNISSUED] > 0:
-            _try_issue(cfg, W, s, t)
+    S[S_PHASE_LEFT] = PH[p, 0]
+    for s in range(SM.shape[0]):
+        SM[s, SM_UNISSUED] = PH[p, 1 + s]
+        if SM[s, SM_UNISSUED] > 0:
+            _try_issue(S, RQ, SM, HQ, s, t)
 
 
 @njit(nrt=False)
+def _stream_done(S, RQ, SM, PH, HQ, s, now):
+    """Closed loop: a request of stream ``s`` completed at ``now``."""
+    SM[s, SM_INFLIGHT] -= 1
+    S[S_PHASE_LEFT] -= 1
+    _try_issue(S, RQ, SM, HQ, s, now)
+    if S[S_PHASE_LEFT] == 0:
+        _next_phase(S, RQ, SM, PH, HQ, now)
+
+
+@njit(inline="always", nrt=False)
 def _finish(cfg, W, g, now):
     """Request ``g`` completes at ``now``."""
     RQ = W.RQ
@@ -581,15 +591,10 @@ def _finish(cfg, W, g, now):
     RQ[slot, RQ_O_DONE] = now
     W.S[S_NDONE] += 1
     if cfg.closed:
-        s = RQ[slot, RQ_STREAM]
-        W.SM[s, SM_INFLIGHT] -= 1
-        W.S[S_PHASE_LEFT] -= 1
-        _try_issue(cfg, W, s, now)
-        if W.S[S_PHASE_LEFT] == 0:
-            _next_phase(cfg, W, now)
+        _stream_done(W.S, RQ, W.SM, W.PH, W.HQ, RQ[slot, RQ_STREAM], now)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _send_out(cfg, W, g, now):
     """Read data of request ``g`` leaves for the host: across the host links, then done."""
     if cfg.path_ps > 0:
@@ -599,7 +604,7 @@ def _send_out(cfg, W, g, now):
         _finish(cfg, W, g, now)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _to_drives(cfg, W, g, now, ncand):
     """Turn request ``g`` into drive operations and queue its first phase."""
     RQ = W.RQ
@@ -642,7 +647,7 @@ def _bits(cfg, k, lun_lba, n):
     return CA.mask(lo, hi)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _lookup(cfg, W, g):
     """(HIT | FILLING | MISS, LUN of the first filling line) of read request ``g``."""
     RQ = W.RQ
@@ -673,7 +678,7 @@ def _lookup(cfg, W, g):
     return status, wait_lun
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _store(cfg, W, g, dirty, now):
     """Put request ``g``'s sectors in the cache: dirty (a write-back write: the caller checked
     there is room) or clean (data read, or written through, while lines are available)."""
@@ -709,11 +714,9 @@ def _store(cfg, W, g, dirty, now):
 
 
 @njit(nrt=False)
-def _scan_lines(cfg, W, g, touch):
+def _scan_lines(cfg, S, RQ, LN, CL, HT, g, touch):
     """Over request ``g``'s cache lines: (lines it spans, lines not cached, its clean lines);
     with ``touch`` its cached clean lines become the most recently used."""
-    RQ = W.RQ
-    CL = W.CL
     slot = g & (RQ.shape[0] - 1)
     pos = RQ[slot, RQ_LBA]
     end = pos + RQ[slot, RQ_NSEC]
@@ -721,29 +724,29 @@ def _scan_lines(cfg, W, g, touch):
     missing = 0
     clean = 0
     while pos < end:
-        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        lun, lun_lba, piece_end = _piece_n(cfg, LN.shape[0], pos, end)
         k0, k1 = _lines_of(cfg, lun_lba, piece_end - pos)
         for k in range(k0, k1 + 1):
             total += 1
-            line = CA.find(W.HT, (lun << CA.KEY_SHIFT) | k)
+            line = CA.find(HT, (lun << CA.KEY_SHIFT) | k)
             if line == NONE:
                 missing += 1
             elif CL[line, CA.CL_WHERE] == CA.L_CLEAN:
                 clean += 1
                 if touch:
-                    CA.touch(CL, W.S, S_CACHE, line)
+                    CA.touch(CL, S, S_CACHE, line)
         pos = piece_end
     return total, missing, clean
 
 
 @njit(nrt=False)
-def _fits(cfg, W, g):
+def _fits(cfg, S, RQ, LN, CL, HT, g):
     """Whether write ``g`` can take the lines it lacks now without evicting its own clean
     lines; if so its own are made the most recently used."""
-    _total, missing, clean = _scan_lines(cfg, W, g, False)
-    if CA.room(W.S, S_CACHE) - clean < missing:
+    _total, missing, clean = _scan_lines(cfg, S, RQ, LN, CL, HT, g, False)
+    if CA.room(S, S_CACHE) - clean < missing:
         return False
-    _scan_lines(cfg, W, g, True)
+    _scan_lines(cfg, S, RQ, LN, CL, HT, g, True)
     return True
 
 
@@ -798,7 +801,7 @@ def _prefetch(cfg, W, lun, now, ncand):
     return True, _job_ops(W, j, 0, now, ncand)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _sequential(cfg, W, g, now, ncand):
     """A read arrives: note where it ends on each LUN, and keep sequential readers' prefetch
     ``ra_sectors`` ahead of them."""
@@ -823,7 +826,7 @@ def _sequential(cfg, W, g, now, ncand):
     return ncand
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _read(cfg, W, g, now, ncand):
     """A read request is at the controller (again, after waiting for a prefetch)."""
     if cfg.cache_lines == 0:
@@ -834,7 +837,7 @@ def _read(cfg, W, g, now, ncand):
         slot = g & (RQ.shape[0] - 1)
         RQ[slot, RQ_O_START] = now
         RQ[slot, RQ_O_HIT] = 1
-        _scan_lines(cfg, W, g, True)
+        _scan_lines(cfg, W.S, RQ, W.LN, W.CL, W.HT, g, True)
         _send_out(cfg, W, g, now)
         return ncand
     if status == FILLING:
@@ -904,7 +907,7 @@ def _destage_one(cfg, W, now, ncand):
     return _job_ops(W, j, 1, now, ncand)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _destage(cfg, W, now, ncand):
     """Start the destages the policy asks for (module docstring, 3) and keep a timer for the
     oldest dirty data."""
@@ -931,7 +934,7 @@ def _destage(cfg, W, now, ncand):
     return ncand
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _cache_write(cfg, W, g, now):
     slot = g & (W.RQ.shape[0] - 1)
     _store(cfg, W, g, True, now)
@@ -940,14 +943,14 @@ def _cache_write(cfg, W, g, now):
     _finish(cfg, W, g, now)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _write_in(cfg, W, g, now, ncand):
     """Write request ``g``'s data is at the controller."""
     if cfg.cache_lines > 0 and cfg.write_back:
-        total, _m, _c = _scan_lines(cfg, W, g, False)
+        S = W.S
+        total, _m, _c = _scan_lines(cfg, S, W.RQ, W.LN, W.CL, W.HT, g, False)
         if total <= cfg.cache_lines:
-            S = W.S
-            if S[S_WW_HEAD] == NONE and _fits(cfg, W, g):
+            if S[S_WW_HEAD] == NONE and _fits(cfg, S, W.RQ, W.LN, W.CL, W.HT, g):
                 _cache_write(cfg, W, g, now)
             else:  # wait, in order, for room
                 RQ = W.RQ
@@ -969,7 +972,7 @@ def _retry_writes(cfg, W, now):
     RQ = W.RQ
     while S[S_WW_HEAD] != NONE:
         g = S[S_WW_HEAD]
-        if not _fits(cfg, W, g):
+        if not _fits(cfg, S, RQ, W.LN, W.CL, W.HT, g):
             return
         S[S_WW_HEAD] = RQ[g & (RQ.shape[0] - 1), RQ_CNEXT]
         if S[S_WW_HEAD] == NONE:
@@ -1010,7 +1013,7 @@ def _job_done(cfg, W, j, now, ncand):
     return _destage(cfg, W, now, ncand)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _op_done(cfg, W, s, now, ncand):
     """Drive operation ``s`` completes at ``now``."""
     OP = W.OP
@@ -1060,7 +1063,7 @@ def replay(cfg, W):
     if closed and S[S_STARTED] == 0:
         S[S_STARTED] = 1
         S[S_PHASE] = -1
-        _next_phase(cfg, W, 0)
+        _next_phase(S, RQ, SM, W.PH, HQ, 0)
     if closed and S[S_NSTARVED] > 0:
         # rows arrived: the starved streams issue at the times they wanted to
         k = S[S_NSTARVED]
@@ -1070,7 +1073,7 @@ def replay(cfg, W):
         for i in range(k):
             s = SM[i, SM_LIST]
             if SM[s, SM_STARVED] == 0:
-                _try_issue(cfg, W, s, SM[s, SM_STARVED_T])
+                _try_issue(S, RQ, SM, HQ, s, SM[s, SM_STARVED_T])
     while S[S_NDONE] < S[S_TOTAL]:
         if S[S_FINAL] == 0:
             if closed:
@@ -1106,13 +1109,14 @@ def replay(cfg, W):
             g = HQ[0, 3]
             S[S_HSIZE] = HP.pop(HQ, S[S_HSIZE])
         ncand = 0
+        act = NONE  # what to do with request g: read it, or take its written data
         if kind == EV_DONE:
             ncand = _op_done(cfg, W, g, now, ncand)
         elif kind == EV_TIMER:
             S[S_TIMER] = NONE
             ncand = _destage(cfg, W, now, ncand)
         elif kind == EV_RETRY:  # a read that waited for a prefetch looks again
-            ncand = _read(cfg, W, g, now, ncand)
+            act = EV_RETRY
         else:
             slot = g & cap
             ready = False
@@ -1127,7 +1131,7 @@ def replay(cfg, W):
             elif kind == EV_CTRL:
                 ready = True
             elif RQ[slot, RQ_WRITE] != 0:  # EV_XFER: write data is in
-                ncand = _write_in(cfg, W, g, now, ncand)
+                act = EV_XFER
             else:  # EV_XFER: read data delivered to the host
                 _finish(cfg, W, g, now)
             if ready:
@@ -1136,11 +1140,15 @@ def replay(cfg, W):
                         _push(W, _xfer(S, RQ[slot, RQ_NSEC] * 512, cfg.path_ps, now), EV_XFER,
                               g)
                     else:
-                        ncand = _write_in(cfg, W, g, now, ncand)
+                        act = EV_XFER
                 else:
                     if cfg.cache_lines > 0:
                         ncand = _sequential(cfg, W, g, now, ncand)
-                    ncand = _read(cfg, W, g, now, ncand)
+                    act = EV_RETRY
+        if act == EV_RETRY:
+            ncand = _read(cfg, W, g, now, ncand)
+        elif act == EV_XFER:
+            ncand = _write_in(cfg, W, g, now, ncand)
         if ncand > 0:
             _start_drives(cfg, W, ncand, now)
     return DONE
