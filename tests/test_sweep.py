@@ -217,6 +217,14 @@ def test_sweep_matches_replays_one_by_one(grid, cluster):
                               "--format", "json"])
     assert res.exit_code == 0, res.output
     assert {r["run"]: r["n"] for r in json.loads(res.output)} == {pid: 300 for pid in pts}
+    # ... and, joined with the summary, with the axes as columns
+    res = runner.invoke(app, ["query", str(out), "--sql",
+                              "SELECT s.layout, s.speed, count(*) AS n FROM ios JOIN read_parquet("
+                              f"'{out}/summary/**/*.parquet', hive_partitioning = true) s "
+                              "USING (run) GROUP BY ALL ORDER BY ALL", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == [{"layout": lay, "speed": sp, "n": 300}
+                                      for lay in ("raid5", "raid6") for sp in (1, 2)]
     # rerunning does nothing
     again = run_sweep(f, out, scheduler=cluster.scheduler_address)
     assert (again.done, again.skipped) == (0, 4)
