@@ -396,7 +396,7 @@ def _capture_speed() -> dict[str, object] | str:
 
 def _sweep_speeds() -> dict[str, float]:
     """``blocklab sweep`` on a LocalCluster of this machine: the same 8-point sweep (4 stripe
-    units x 2 loads of a 400,000-request trace on a RAID-5 of five Atlas 10K drives) with one
+    units x 2 loads of a 1,000,000-request trace on a RAID-5 of five Atlas 10K drives) with one
     worker process and with two. Points per minute over the points alone (first submitted to
     last done) and over the whole run (cluster start and kernel warm-up included)."""
     from blocklab.pipeline.sweep import run_sweep
@@ -405,7 +405,7 @@ def _sweep_speeds() -> dict[str, float]:
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="blocklab-bench-sweep-") as tmp:
         d = Path(tmp)
-        n = 400_000
+        n = 1_000_000
         rng = np.random.default_rng(5)
         cols = empty_columns(n)
         # about 67 requests/s: the drives about half busy, a steady state
