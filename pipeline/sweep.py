@@ -786,11 +786,11 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
         return SweepResult(str(out), len(states), status.skipped, 0, [], 0, scheduler or "",
                            0.0, time.perf_counter() - t0, 0.0, [])
 
-    # Compile (or load) the kernels here first: the workers then load them from the cache.
-    warm_s = warm_kernels()
     client, cluster = connect(scheduler, workers, timeout)
     interrupted = False
     try:
+        # Compile (or load) the kernels here first: the workers then load them from the cache.
+        warm_s = warm_kernels()
         out.mkdir(parents=True, exist_ok=True)
         with _lock(out):
             removed = _clean_temporaries(out)

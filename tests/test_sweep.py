@@ -181,8 +181,13 @@ def grid(work, cluster, tmp_path_factory):
 def test_sweep_matches_replays_one_by_one(grid, cluster):
     f, out, ref, r = grid["sweep"], grid["out"], grid["ref"], grid["result"]
     assert (r.points, r.done, r.skipped, r.failed) == (4, 4, 0, [])
-    # the workers loaded the kernels the client compiled: nothing was compiled again
+    # the workers loaded the kernels the client compiled: nothing was compiled again (they
+    # look in the same cache folder, so a compile would have written there)
     assert grid["cache_same"]
+    from distributed import Client
+
+    with Client(cluster.scheduler_address) as c:
+        assert set(c.run(numba_cache_base).values()) == {numba_cache_base()}
 
     pts = {p.id: p for p in load_sweep(f).points}
     rows = duckdb.sql(f"SELECT * FROM read_parquet('{out}/summary/**/*.parquet', "
