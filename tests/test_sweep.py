@@ -336,6 +336,36 @@ def test_a_worker_that_dies_loses_only_its_point(work, cluster, tmp_path):
     assert not [q for q in out.rglob(".*") if ".tmp-" in q.name]
 
 
+def test_missing_summary_is_written_from_the_run_folder(work, cluster, tmp_path):
+    """A run folder without its summary (a run stopped between the two) gets its summary on
+    the rerun, without a replay; with events.parquet the summary has the rebuild window."""
+    from .golden import FAILURE_NS, REBUILD_END_NS, failure_events, write_events
+
+    f = sweep_file(work, "two.toml", 'array = "base.toml"\ntrace = "t.parquet"\n'
+                   '[[axis]]\nkey = "speed"\nvalues = [1, 2]\n')
+    out = tmp_path / "out"
+    assert run_sweep(f, out, scheduler=cluster.scheduler_address).done == 2
+    p1, p2 = load_sweep(f).points
+    write_events(out / p2.id, failure_events("g", 1))
+    (out / "summary" / p2.partition(load_sweep(f).axes)).unlink()
+    stamp = (out / p2.id / "ios.parquet").stat().st_mtime_ns
+    r = run_sweep(f, out, scheduler=cluster.scheduler_address)
+    assert (r.skipped, r.done, r.failed) == (1, 1, [])
+    assert (out / p2.id / "ios.parquet").stat().st_mtime_ns == stamp
+    rows = {row[0]: row[1:] for row in duckdb.sql(
+        f"SELECT run, failures, rebuild_window_s, rebuild_done FROM read_parquet("
+        f"'{out}/summary/**/*.parquet', hive_partitioning = true)").fetchall()}
+    assert rows == {p1.id: (0, None, None),
+                    p2.id: (1, (REBUILD_END_NS - FAILURE_NS) / 1e9, True)}
+    # the report draws the rebuild window against the axis
+    from .test_report import _specs, _values
+
+    res = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    data = _values(_specs((tmp_path / "r.html").read_text())["sweep-speed"])[0]
+    assert {d["x"]: d["rebuild_window_s"] for d in data} == {1: None, 2: 3.0}
+
+
 # ---------------------------------------------------------------------------------------------
 # bad input: one line, exit status 2, before any work
 
