@@ -799,7 +799,7 @@ def sweep_run(
     with Progress(
         TextColumn("sweep"),
         BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f} done"),
+        TextColumn("{task.completed:.0f}/{task.fields[todo]} done"),
         TextColumn("{task.fields[running]} running"),
         TextColumn("{task.fields[failed]} failed"),
         TextColumn("{task.fields[skipped]} skipped"),
@@ -808,11 +808,11 @@ def sweep_run(
         transient=True,
         disable=not err.is_terminal,
     ) as bar:
-        task = bar.add_task("sweep", total=None, running=0, failed=0, skipped=0)
+        task = bar.add_task("sweep", total=None, todo="?", running=0, failed=0, skipped=0)
 
         def progress(s: Status) -> None:
-            bar.update(task, completed=s.done + s.failed, total=s.total, running=s.running,
-                       failed=s.failed, skipped=s.skipped)
+            bar.update(task, completed=s.done + s.failed, total=s.total, todo=s.total,
+                       running=s.running, failed=s.failed, skipped=s.skipped)
 
         try:
             r = run_sweep(sweep, output, scheduler, workers, timeout, progress)
