@@ -86,9 +86,10 @@ from blocklab.kernels import cache as CA
 from blocklab.kernels import heap as HP
 from blocklab.kernels._jit import njit
 from blocklab.kernels.drive import hdd as H
+from blocklab.kernels.drive import ssd as SS
 from blocklab.kernels.layout import raid as R
 
-MODEL_FIXED, MODEL_HDD = 0, 1
+MODEL_FIXED, MODEL_HDD, MODEL_SSD = 0, 1, 2
 SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
 # what replay() returns
 DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP = range(5)
@@ -170,6 +171,8 @@ class Models(NamedTuple):
     hct: np.ndarray  # seek curves (ms)
     hc_off: np.ndarray
     hst: np.ndarray  # per drive: hdd.S_N state
+    sp: np.ndarray  # MODEL_SSD, per set: ssd.P_N parameters
+    sst: np.ndarray  # per drive: SSD state row (kernels/drive/ssd.py)
 
 
 class State(NamedTuple):
@@ -325,6 +328,9 @@ def _service(M, DR, d, now, lba, n, write):
     m = DR[d, D_MPARAM]
     if DR[d, D_MODEL] == MODEL_FIXED:
         return now + M.fixed[2 * m] + M.fixed[2 * m + 1] * n, 0
+    if DR[d, D_MODEL] == MODEL_SSD:
+        return SS.service(M.sp[m * SS.P_N:(m + 1) * SS.P_N], M.sst, d, now, lba, n,
+                          write != 0), 0
     p = M.hp[m * H.P_N:(m + 1) * H.P_N]
     zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
     cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]

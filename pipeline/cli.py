@@ -838,29 +838,40 @@ def sweep_run(
 
 @app.command()
 def drives(
+    name: Annotated[str | None, typer.Argument(
+        help="One catalog drive: list every figure of its model with its source.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """The built-in drive catalog: each drive's geometry and where its parameters come from."""
-    from .config import CATALOG, catalog_path
-    from .disksim_params import read_drive
+    """The built-in drive catalog: HDDs and SSDs described by their datasheets (every figure
+    with its source and how it was obtained: stated, measured, derived, proxy or assumed) and
+    the four drives DiskSim 4.0 validated against measurements."""
+    from .catalog import describe
 
-    rows: list[dict[str, Any]] = []
-    for name in CATALOG:
-        d = read_drive(catalog_path(name))
-        rows.append({
-            "name": name, "model": d.name, "kind": "hdd", "rpm": d.rpm,
-            "capacity_gb": d.block_count * 512 / 1e9, "surfaces": d.surfaces,
-            "cylinders": d.cylinders, "zones": len(d.zones),
-            "source": "DiskSim 4.0 parameters extracted from the real drive (CMU PDL); "
-                      f"{Path(d.source).name}",
-        })
+    rows = describe()
+    if name is not None:
+        rows = [r for r in rows if r["name"] == name.lower()]
+        if not rows:
+            _fail(BlocklabError(f"no drive {name!r} in the catalog (blocklab drives lists it)"))
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows if name is None else rows[0], indent=2))
         return
-    t = Table("name", "model", "rpm", "GB", "zones", "source")
+    if name is not None:
+        r = rows[0]
+        out.print(f"{r['name']}: {escape(r['model'])} ({r['kind']}, {r['capacity_gb']:.1f} GB)",
+                  highlight=False)
+        if "figures" not in r:
+            out.print(escape(r["source"]), highlight=False)
+            return
+        t = Table("figure", "value", "how obtained", "source")
+        for k, f in r["figures"].items():
+            t.add_row(k, str(f["value"]), escape(f["label"] + (": " + f["how"] if f["how"]
+                                                              else "")), escape(f["source"]))
+        out.print(t)
+        return
+    t = Table("name", "kind", "class", "model", "GB")
     for r in rows:
-        t.add_row(str(r["name"]), str(r["model"]), f"{r['rpm']:.0f}",
-                  f"{r['capacity_gb']:.1f}", str(r["zones"]), escape(str(r["source"])))
+        t.add_row(str(r["name"]), str(r["kind"]), escape(str(r["class"])),
+                  escape(str(r["model"])), f"{r['capacity_gb']:.1f}")
     out.print(t)
 
 

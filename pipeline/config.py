@@ -8,9 +8,13 @@ is bytes; ``"128KiB"``, ``"1MiB"``, ``"2048s"`` for sectors). Worked examples ar
 ``examples/arrays/``. Errors name the file and the key: ``array.toml: group[1].width: raid6
 needs at least 4 drives, found 3``.
 
-Drive models come from the built-in catalog (``pipeline/drives/``; today it holds the four
-drives DiskSim 4.0 validated against measurements) or from a DiskSim parameter file
-(``drive = { disksim = "path/to/drive.parv" }``, relative to the config file).
+Drive models come from the built-in catalog (``pipeline/drives/catalog.toml``, listed by
+``blocklab drives``: modern HDDs and SSDs described by their datasheets, and the four drives
+DiskSim 4.0 validated against measurements), from a DiskSim parameter file
+(``drive = { disksim = "path/to/drive.parv" }``, relative to the config file), or inline:
+``drive = { base = "savvio_15k3_300g", cache_mb = 16 }`` changes figures of a catalog drive, and
+``drive = { kind = "ssd", channels = 8, ... }`` gives every figure of a new one (the keys are
+those of the catalog's entries of that kind).
 """
 
 from __future__ import annotations
@@ -24,16 +28,11 @@ from typing import Any
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 
+from . import catalog as CAT
+
 SECTOR = 512
 LAYOUTS = {name: kind for kind, name in enumerate(R.KIND_NAMES)}
 MIN_WIDTH = {"jbod": 1, "raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "raid6": 4}
-#: Catalog name -> DiskSim parameter file shipped in pipeline/drives/disksim (see its README).
-CATALOG = {
-    "atlas10k": "atlas10k.parv",
-    "barracuda": "barracuda.parv",
-    "cheetah9lp": "cheetah9LP.parv",
-    "hp_c2247a": "hp_c2247a.parv",
-}
 
 
 class ConfigError(BlocklabError):
@@ -42,18 +41,27 @@ class ConfigError(BlocklabError):
 
 @dataclasses.dataclass(frozen=True)
 class DriveRef:
-    """Where a group's drive model comes from."""
+    """Where a group's drive model comes from: a catalog entry (with figures replaced by
+    ``overrides``), an inline drive (``kind`` and every figure in ``overrides``) or a DiskSim
+    parameter file."""
 
     catalog: str | None = None
     disksim: str | None = None  # path of a .parv or .diskspecs
+    kind: str | None = None  # inline drive without a base: "hdd" or "ssd"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.disksim:
+            return Path(self.disksim).name
+        name = self.catalog or f"inline {self.kind}"
+        return name + ("" if not self.overrides else " (" + ", ".join(
+            f"{k}={v}" for k, v in self.overrides) + ")")
 
 
 def catalog_path(name: str) -> Path:
-    """The DiskSim parameter file of a catalog drive."""
-    from importlib import resources
-
-    return Path(str(resources.files("blocklab.pipeline").joinpath("drives", "disksim",
-                                                                  CATALOG[name])))
+    """The DiskSim parameter file of a DiskSim catalog drive."""
+    return CAT.disksim_path(CAT.catalog()[0][name])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,19 +250,53 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
 
 
 def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
+    entries = CAT.catalog()[0]
     if isinstance(value, str):
-        if value.lower() not in CATALOG:
-            raise c.fail(key, f"unknown drive model {value!r} (catalog: {', '.join(CATALOG)})")
+        if value.lower() not in entries:
+            raise c.fail(key, f"unknown drive model {value!r} (catalog: {', '.join(entries)}; "
+                         "see blocklab drives)")
         return DriveRef(catalog=value.lower())
-    if isinstance(value, dict):
+    if not isinstance(value, dict):
+        raise c.fail(key, f"expected a catalog name or a table, found {value!r}")
+    if "disksim" in value:
         c.keys(key, value, {"disksim"})
-        if "disksim" not in value:
-            raise c.fail(key, "an inline drive needs disksim = \"FILE.parv\"")
         f = c.path.parent / str(value["disksim"])
         if not f.exists():
             raise c.fail(f"{key}.disksim", f"no such file {f}")
         return DriveRef(disksim=str(f))
-    raise c.fail(key, f"expected a catalog name or a table, found {value!r}")
+    if "base" in value:
+        base = str(value["base"]).lower()
+        if base not in entries or entries[base].kind == "disksim":
+            raise c.fail(f"{key}.base", f"unknown catalog drive {value['base']!r} (HDD and SSD "
+                         "entries of blocklab drives)")
+        kind = entries[base].kind
+    else:
+        kind = str(value.get("kind"))
+        if kind not in ("hdd", "ssd"):
+            raise c.fail(key, "an inline drive needs base = CATALOG NAME, kind = \"hdd\" or "
+                         "\"ssd\", or disksim = \"FILE.parv\"")
+        base = None
+    allowed = set(CAT.HDD_KEYS if kind == "hdd" else CAT.SSD_KEYS)
+    c.keys(key, value, allowed | {"base", "kind", "fresh"})
+    if base is None:
+        missing = sorted(allowed - set(value) - {"firmware"})
+        if missing:
+            raise c.fail(key, f"an inline {kind} needs {', '.join(missing)}")
+    over = []
+    for k, v in sorted(value.items()):
+        if k in ("base", "kind"):
+            continue
+        if k in ("write_cache", "fresh"):
+            if not isinstance(v, bool):
+                raise c.fail(f"{key}.{k}", f"expected true or false, found {v!r}")
+        elif k == "firmware":
+            if v not in CAT.catalog()[2]:
+                raise c.fail(f"{key}.{k}", f"unknown firmware timing set {v!r} "
+                             f"(known: {', '.join(CAT.catalog()[2])})")
+        else:
+            c.number(f"{key}.{k}", v, 0.0)
+        over.append((k, v))
+    return DriveRef(catalog=base, kind=kind if base is None else None, overrides=tuple(over))
 
 
 def _controller(c: _Ctx, t: Any) -> ControllerConfig:

@@ -280,6 +280,7 @@ _CACHE = {
     "read_any_free_blocks": "Read any free blocks",
     "combine_seq_writes": "Combine seq writes",
     "allow_read_hits_on_write_data": "Allow read hits on write data",
+    "allow_almost_read_hits": "Allow almost read hits",
     "immediate_buffer_read": "Immediate buffer read",
     "immediate_buffer_write": "Immediate buffer write",
     "max_queue_length": "Max queue length",

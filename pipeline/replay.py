@@ -42,15 +42,15 @@ from blocklab.kernels import cache as CA
 from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
+from blocklab.kernels.drive import ssd as SS
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMA_VERSION, RUN_SCHEMAS
 from blocklab.traces.store import open_trace
 
 from . import __version__
-from .config import ArrayConfig, DriveRef, catalog_path, load_array
-from .disksim_params import read_drive
-from .validate import drive_params
+from . import catalog as CAT
+from .config import ArrayConfig, DriveRef, load_array
 
 SECTOR = 512
 SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
@@ -82,27 +82,21 @@ class ArrayModel:
     d_maxinf: np.ndarray
     d_group: list[str]  # per drive: its group's name
     d_role: list[str]  # per drive: "member" or "spare"
+    d_name: list[str]  # per drive: its model
     models: E.Models
-    model_names: list[str]
+    ssd_width: int  # columns of an SSD's state row
 
     @property
     def drives(self) -> int:
         return len(self.d_model)
 
 
-def _hdd_sets(refs: list[DriveRef]) -> tuple[list[Any], list[int], list[str]]:
-    """The HDD parameter sets of the distinct drive references, their block counts and names."""
-    sets, blocks, names = [], [], []
-    for ref in refs:
-        d = read_drive(catalog_path(ref.catalog) if ref.catalog else Path(str(ref.disksim)))
-        sets.append(drive_params(d))
-        blocks.append(d.block_count)
-        names.append(ref.catalog or Path(str(ref.disksim)).name)
-    return sets, blocks, names
+def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> E.Models:
+    """The engine's model tables: the HDD and SSD parameter sets of the distinct models (each
+    model's set index among those of its kind is its D_MPARAM)."""
+    hdd = [m.hdd for m in models if m.hdd is not None]
+    ssd = [m.ssd for m in models if m.ssd is not None]
 
-
-def _models(hdd: list[tuple[np.ndarray, ...]], fixed_ns: tuple[int, int] | None,
-            drives: int) -> E.Models:
     def cat(parts: list[np.ndarray], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
         off = np.zeros(len(parts) + 1, dtype=np.int64)
         off[1:] = np.cumsum([len(x) for x in parts])
@@ -115,15 +109,22 @@ def _models(hdd: list[tuple[np.ndarray, ...]], fixed_ns: tuple[int, int] | None,
         fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
         hp=np.concatenate([p for p, _z, _d, _t in hdd]) if hdd else np.zeros(H.P_N),
         hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
-        hst=H.new_state(drives),  # replaced by a fresh state for each replay
-    )
+        hst=np.zeros(0),  # per-drive states are made fresh for each replay (Driver)
+        sp=np.concatenate(ssd) if ssd else np.zeros(SS.P_N),
+        sst=np.zeros((0, 1), np.int64))
+
+
+def _model_of(ref: DriveRef) -> CAT.DriveModel:
+    return CAT.model(ref.catalog, dict(ref.overrides), ref.disksim, ref.kind)
 
 
 def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> ArrayModel:
     """LUN and group tables from a configuration, each group's drives with their model
     (``fixed_ns`` = (per operation, per sector) replaces every model, for tests)."""
     refs = list(dict.fromkeys(g.drive for g in cfg.groups))
-    sets, blocks, names = _hdd_sets(refs)
+    models = [_model_of(r) for r in refs]
+    # a model's parameter set: its index among the models of its kind
+    mset = [sum(1 for m in models[:i] if m.kind == models[i].kind) for i in range(len(models))]
     g_kind, g_width, g_unit, g_ds = [], [], [], []
     lun_group, lun_base = [], []
     d_model: list[int] = []
@@ -132,12 +133,18 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     d_depth: list[int] = []
     d_group: list[str] = []
     d_role: list[str] = []
+    d_maxinf: list[int] = []
+    d_name: list[str] = []
     base = 0
     for gi, g in enumerate(cfg.groups):
         m = refs.index(g.drive)
+        mod = models[m]
         per_group = g.count * g.width + g.hot_spares
-        d_model += [E.MODEL_FIXED if fixed_ns else E.MODEL_HDD] * per_group
-        d_mparam += [0 if fixed_ns else m] * per_group
+        kind = E.MODEL_HDD if mod.kind == "hdd" else E.MODEL_SSD
+        d_model += [E.MODEL_FIXED if fixed_ns else kind] * per_group
+        d_mparam += [0 if fixed_ns else mset[m]] * per_group
+        d_maxinf += [mod.queue_depth] * per_group
+        d_name += [refs[m].label] * per_group
         d_sched += [SCHEDULERS[g.scheduler]] * per_group
         d_depth += [g.queue_depth] * per_group
         d_group += [g.name] * per_group
@@ -146,7 +153,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         g_kind.append(g.kind)
         g_width.append(g.width)
         g_unit.append(unit)
-        g_ds.append((blocks[m] // unit) * unit if g.kind != R.KIND_JBOD else blocks[m])
+        g_ds.append((mod.blocks // unit) * unit if g.kind != R.KIND_JBOD else mod.blocks)
         for _i in range(g.count):
             lun_group.append(gi)
             lun_base.append(base)
@@ -175,9 +182,9 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         g_kind=i64(g_kind), g_width=i64(g_width), g_unit=i64(g_unit), g_ds=i64(g_ds),
         capacity=capacity, lun_cap=i64(lun_cap), d_model=i64(d_model),
         d_mparam=i64(d_mparam), d_sched=i64(d_sched),
-        d_depth=i64(d_depth), d_maxinf=np.ones(base, dtype=np.int64), d_group=d_group,
-        d_role=d_role, models=_models([] if fixed_ns else sets, fixed_ns, base),
-        model_names=["fixed"] if fixed_ns else names,
+        d_depth=i64(d_depth), d_maxinf=i64(d_maxinf), d_group=d_group, d_role=d_role,
+        d_name=d_name, models=_models([] if fixed_ns else models, fixed_ns),
+        ssd_width=max([SS.state_width(m.ssd) for m in models if m.ssd is not None], default=1),
     )
 
 
@@ -315,7 +322,8 @@ class Driver:
             JB=np.zeros((nj, E.J_N_COLS), i64), JFREE=JFREE, CL=CL, HT=HT,
             HQ=HP.new_heap(2 * int(S[E.S_MARGIN_HEAP]) + 1024),
             # every replay starts with idle drives: fresh drive-model state
-            M=arr.models._replace(hst=H.new_state(nd)))
+            M=arr.models._replace(hst=H.new_state(nd),
+                                  sst=np.zeros((nd, arr.ssd_width), np.int64)))
         self.max_nsec = 0
         self.t_end = 0
 
@@ -807,7 +815,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "cache_at_end": drv.cache_state(),
             "interval_ns": int(drv.W.S[E.S_INTERVAL]),
             "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
-                        "model": arr.model_names[int(arr.d_mparam[i])]}
+                        "model": arr.d_name[i]}
                        for i in range(arr.drives)],
             "elapsed_s": elapsed,
             "requests_per_s": total / elapsed if elapsed > 0 else None,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.pipeline.config import CATALOG, ConfigError, catalog_path, load_array
+from blocklab.pipeline import catalog as CAT
+from blocklab.pipeline.config import ConfigError, catalog_path, load_array
 from blocklab.pipeline.disksim_params import read_drive
 
 from .conftest import ROOT
@@ -31,7 +32,7 @@ def test_example_values():
     assert a.controller.cache_bytes == 2 << 30 and a.controller.command_overhead_ns == 27_000
 
 
-@pytest.mark.parametrize("name", list(CATALOG))
+@pytest.mark.parametrize("name", [n for n, e in CAT.catalog()[0].items() if e.kind == "disksim"])
 def test_catalog_drives_import(name):
     d = read_drive(catalog_path(name))
     assert d.block_count > 0 and d.rpm > 0
@@ -49,6 +50,15 @@ BAD = [
     (BASE.replace('"atlas10k"', '{ disksim = "nope.parv" }'), "group[0].drive.disksim",
      "no such file"),
     (BASE + "colour = 3\n", "group[0].colour", "unknown key"),
+    (BASE.replace('"atlas10k"', '{ base = "nope" }'), "group[0].drive.base",
+     "unknown catalog drive"),
+    (BASE.replace('"atlas10k"', '{ base = "intel_s3700_800g", rpm = 7200 }'),
+     "group[0].drive.rpm", "unknown key"),
+    (BASE.replace('"atlas10k"', '{ base = "intel_s3700_800g", channels = "eight" }'),
+     "group[0].drive.channels", "expected a number"),
+    (BASE.replace('"atlas10k"', '{ kind = "ssd", channels = 8 }'), "group[0].drive",
+     "an inline ssd needs"),
+    (BASE.replace('"atlas10k"', '{ kind = "tape" }'), "group[0].drive", "an inline drive needs"),
     (BASE + "[controller]\nwrite_policy = \"sometimes\"\n", "controller.write_policy",
      "expected write-back or write-through"),
     (BASE + "[volume]\nluns = [\"b\"]\n", "volume.luns", "no LUN 'b'"),
@@ -78,5 +88,15 @@ def test_drives_command_lists_the_catalog():
     res = CliRunner().invoke(app, ["drives", "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert [r["name"] for r in rows] == list(CATALOG)
-    assert all("DiskSim" in r["source"] and r["rpm"] > 0 for r in rows)
+    assert [r["name"] for r in rows] == CAT.names()
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"hdd", "ssd", "disksim"}
+    for r in rows:
+        if r["kind"] == "disksim":
+            assert "DiskSim" in r["source"] and r["rpm"] > 0
+        else:  # every figure says where it comes from
+            assert all(f["source"] and f["label"] in CAT.LABELS for f in r["figures"].values())
+    res = CliRunner().invoke(app, ["drives", "savvio_15k3_300g"])
+    assert res.exit_code == 0 and "Savvio 15K.3" in res.stdout
+    res = CliRunner().invoke(app, ["drives", "nope"])
+    assert res.exit_code == 2 and "no drive 'nope'" in res.stderr

@@ -57,8 +57,9 @@ facts only):
 Not modelled (see the README's fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
 remapped to spare sectors (none in the catalogued drives), command queueing inside the drive
-(the engine queues), sneaky and almost read hits, reconnections when the interface overtakes
-the media during a read.
+(the engine queues), sneaky read hits, reconnections when the interface overtakes the media
+during a read. Almost read hits (DiskSim's "Allow almost read hits": a read starting where the
+read-ahead in progress has got to is served from it) are modelled when the drive allows them.
 
 Parameters travel as one float64 vector ``p`` (``P_*``), the layout as one float64 table
 ``zones`` (``Z_N`` columns per zone, followed by every zone's slip list), the seek curve as two
@@ -80,8 +81,8 @@ from blocklab.kernels._jit import njit
  P_RA_IDLE_HIT, P_HIGH_WM, P_WM_BY_REQ, P_READ_ARRIVAL,
  P_SEEK_KIND, P_HPL_X, P_HPL_A, P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK,
  P_NZONES, P_SERP, P_TRACK_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
- P_NBUCKETS) = range(55)
-P_N = 55
+ P_NBUCKETS, P_ALMOST) = range(56)
+P_N = 56
 SEEK_CURVE, SEEK_HPL = 0, 1
 # read-ahead kinds (DiskSim's "Buffer continuous read")
 RA_NONE, RA_TRACK, RA_CYL, RA_SEG, RA_DEC = 0, 1, 2, 3, 4
@@ -484,6 +485,9 @@ def _pick_read_seg(p, st, b, a, n, pf):
         if hi <= lo:
             v = 3
             hk = 0
+        elif k == pf and a == hi and p[P_ALMOST] > 0:  # an almost hit on the read-ahead
+            v = 5
+            hk = 1
         elif a < lo or a >= hi:
             v = 1 if k == pf else 2
             hk = 0

@@ -162,6 +162,7 @@ class RefDisk:
         self.xw = max(d.bulk_sector_transfer_ms, d.bus_write_block_ms)
         self.write_back = c["fast_write_level"] > 0
         self.cache_on = bool(c["enable_caching"])
+        self.almost = bool(c.get("allow_almost_read_hits", 0))
         self.nseg = int(c["segments"])
         self.wseg = bool(c["separate_write_segment"]) and self.nseg > 1
         self.nwsegs = max(1, int(c["max_write_segments"]))
@@ -287,6 +288,8 @@ class RefDisk:
             lo, hi, use = self.segs[k]
             if hi <= lo:
                 v, hk = 3, 0
+            elif k == pf and a == hi and self.almost:  # an almost hit on the read-ahead
+                v, hk = 5, 1
             elif not lo <= a < hi:
                 v, hk = (1 if k == pf else 2), 0
             else:

@@ -1,0 +1,121 @@
+"""A flash SSD served by reservations on its internal resources (issue 3, deliverable 3).
+
+The drive serves many commands at once (the engine starts up to its queue depth). Each
+command reserves, first come first served in the order the commands start, time on:
+
+- the **controller** (``P_CTRL_NS`` per command: firmware processing, one command at a time);
+- the **host link** (``P_LINK_PS`` picoseconds per byte): a write's pages come in one after
+  the other before the flash sees them, a read's pages go out as each has been read;
+- the **flash channels** (``P_CH_PS`` per byte: a page's data between controller and die);
+- the **planes** (channels x dies x planes of them): a page read takes ``P_TR_NS``, a page
+  program ``P_TPROG_NS`` plus the garbage collection it causes (below).
+
+Reads go to the plane that holds the page: logical pages are striped channel first, then die,
+then plane (static mapping). Writes are log-structured: pages are programmed on the planes in
+turn (a write pointer), as a page-mapping FTL allocates them. A write is acknowledged once it
+is in the drive's buffer (power-loss-protected DRAM, ``P_BUF_PAGES`` pages): a page enters the
+buffer when the page ``P_BUF_PAGES`` before it has been programmed, so a write completes at
+once while the flash keeps up and at the flash's pace when it does not.
+
+**Garbage collection (steady state).** Under sustained random writes every page the host
+writes costs ``wa`` programs on average: the page itself plus ``wa - 1`` valid pages copied out
+of the blocks reclaimed (a die-internal copy: a read and a program, no channel time), and
+``wa / pages_per_block`` block erases. The caller sets ``P_WA``: for a drive in steady state
+the write amplification of greedy cleaning under uniform random writes with over-provisioning
+rho = (physical - user) / user, ``(1 + rho) / (2 rho)`` (Agarwal and Marrow, "A closed-form
+expression for write amplification in NAND flash", IEEE Globecom Workshops 2010); 1 for a
+fresh drive. A write that continues the drive's previous write (a sequential stream) fills
+whole blocks that are later invalidated whole, so it is charged no copies (amplification 1),
+only its erases.
+
+Partial pages: a request moves only its own sectors over the channel and the link; a program
+of a partial page is charged in proportion (the buffer packs small writes into whole pages).
+Times are integer nanoseconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blocklab.kernels._jit import njit
+
+# Parameter vector (float64) indices.
+(P_CH, P_DIES, P_PLANES, P_PAGE_SECT, P_TR_NS, P_TPROG_NS, P_TBERS_NS, P_PPB, P_CH_PS,
+ P_LINK_PS, P_CTRL_NS, P_WA, P_BUF_PAGES) = range(13)
+P_N = 13
+# Per-drive state (int64 row): controller and link free times, write and buffer pointers,
+# then the planes' free times, the channels' free times and the buffer ring.
+T_CTRL, T_LINK, T_WP, T_RP, T_WEND = range(5)
+T_FIXED = 5
+
+
+def state_width(p: np.ndarray) -> int:
+    """Columns of one drive's state for parameters ``p``."""
+    planes = int(p[P_CH] * p[P_DIES] * p[P_PLANES])
+    return T_FIXED + planes + int(p[P_CH]) + int(p[P_BUF_PAGES])
+
+
+@njit(inline="always", nrt=False)
+def _program_ns(p, wa):
+    """Plane time of one host page written at write amplification ``wa``: its program, the
+    copies of valid pages garbage collection moves (read and program each), and its share of
+    block erases."""
+    return p[P_TPROG_NS] + (wa - 1.0) * (p[P_TR_NS] + p[P_TPROG_NS]) + wa * p[P_TBERS_NS] / \
+        p[P_PPB]
+
+
+@njit(nrt=False)
+def service(p, st, d, now, lba, n, write):
+    """Serve a command of ``n`` sectors at ``lba`` started at ``now`` (ns) on drive ``d``
+    (state row ``st[d]``); returns its completion time (ns)."""
+    nch = int(p[P_CH])
+    nplanes = nch * int(p[P_DIES]) * int(p[P_PLANES])
+    planes0 = T_FIXED
+    ch0 = planes0 + nplanes
+    ring0 = ch0 + nch
+    nbuf = int(p[P_BUF_PAGES])
+    ps = int(p[P_PAGE_SECT])
+    t = max(now, st[d, T_CTRL]) + int(p[P_CTRL_NS])
+    st[d, T_CTRL] = t
+    done = t
+    if write:
+        prog = _program_ns(p, 1.0 if lba == st[d, T_WEND] else p[P_WA])
+        st[d, T_WEND] = lba + n
+    first = lba // ps
+    last = (lba + n - 1) // ps
+    link_ps = int(p[P_LINK_PS])
+    for page in range(first, last + 1):
+        lo = max(lba, page * ps)
+        hi = min(lba + n, (page + 1) * ps)
+        k = hi - lo  # sectors of this page the command moves
+        xfer = (k * 512 * int(p[P_CH_PS]) + 999) // 1000
+        link = (k * 512 * link_ps + 999) // 1000
+        if write:
+            t_in = max(t, st[d, T_LINK]) + link  # the page's data comes over the link
+            st[d, T_LINK] = t_in
+            u = st[d, T_WP] % nplanes
+            st[d, T_WP] += 1
+            ch = u % nch
+            c_end = max(t_in, st[d, ch0 + ch]) + xfer
+            st[d, ch0 + ch] = c_end
+            p_end = max(c_end, st[d, planes0 + u]) + int(prog * k / ps + 0.5)
+            st[d, planes0 + u] = p_end
+            # the page enters the buffer when the page nbuf before it has been programmed
+            r = ring0 + st[d, T_RP] % nbuf
+            ack = max(t_in, st[d, r])
+            st[d, r] = p_end
+            st[d, T_RP] += 1
+            if ack > done:
+                done = ack
+        else:
+            u = page % nplanes
+            ch = u % nch
+            r_end = max(t, st[d, planes0 + u]) + int(p[P_TR_NS])
+            st[d, planes0 + u] = r_end
+            c_end = max(r_end, st[d, ch0 + ch]) + xfer
+            st[d, ch0 + ch] = c_end
+            t_out = max(c_end, st[d, T_LINK]) + link  # the page goes out over the link
+            st[d, T_LINK] = t_out
+            if t_out > done:
+                done = t_out
+    return done

@@ -1,0 +1,58 @@
+"""Plain-Python reference of the SSD model (kernels/drive/ssd.py module docstring): per-drive
+free times of the controller, the host link, every channel and every plane, a write pointer
+over the planes, the write buffer as a FIFO of program completion times, and garbage
+collection charged per page written."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+class Ssd:
+    def __init__(self, channels, dies, planes, page_sectors, read_ns, program_ns, erase_ns,
+                 pages_per_block, channel_ps, link_ps, command_ns, wa, buffer_pages):
+        self.nch = channels
+        self.nplanes = channels * dies * planes
+        self.ps = page_sectors
+        self.tr, self.tprog, self.tbers = read_ns, program_ns, erase_ns
+        self.ppb = pages_per_block
+        self.ch_ps, self.link_ps, self.cmd = channel_ps, link_ps, command_ns
+        self.wa = wa
+        self.ctrl = 0
+        self.link = 0
+        self.channel = [0] * channels
+        self.plane = [0] * self.nplanes
+        self.next_plane = 0
+        self.last_write_end = 0
+        self.buffer = deque([0] * buffer_pages)  # program ends of the last pages buffered
+
+    def serve(self, now, lba, n, write):
+        self.ctrl = max(now, self.ctrl) + self.cmd
+        t = done = self.ctrl
+        if write:
+            wa = 1.0 if lba == self.last_write_end else self.wa
+            prog = self.tprog + (wa - 1) * (self.tr + self.tprog) + wa * self.tbers / self.ppb
+            self.last_write_end = lba + n
+        for page in range(lba // self.ps, (lba + n - 1) // self.ps + 1):
+            k = min(lba + n, (page + 1) * self.ps) - max(lba, page * self.ps)
+            ch_time = math.ceil(k * 512 * self.ch_ps / 1000)
+            link_time = math.ceil(k * 512 * self.link_ps / 1000)
+            if write:
+                self.link = max(t, self.link) + link_time
+                u = self.next_plane % self.nplanes
+                self.next_plane += 1
+                c = u % self.nch
+                self.channel[c] = max(self.link, self.channel[c]) + ch_time
+                self.plane[u] = max(self.channel[c], self.plane[u]) + int(prog * k / self.ps
+                                                                          + 0.5)
+                done = max(done, self.link, self.buffer.popleft())
+                self.buffer.append(self.plane[u])
+            else:
+                u = page % self.nplanes
+                c = u % self.nch
+                self.plane[u] = max(t, self.plane[u]) + self.tr
+                self.channel[c] = max(self.plane[u], self.channel[c]) + ch_time
+                self.link = max(self.channel[c], self.link) + link_time
+                done = max(done, self.link)
+        return done

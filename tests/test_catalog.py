@@ -1,0 +1,141 @@
+"""The drive catalog: every figure cites its source; the SSD kernel against its plain-Python
+reference; the models built from datasheets reproduce the datasheets' figures when replayed
+(sustained transfer rates, random access times, rated IOPS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blocklab.kernels.drive import ssd as SS
+from blocklab.pipeline import catalog as CAT
+from blocklab.pipeline.config import parse_array
+from blocklab.pipeline.replay import build_array, run_engine
+
+from .reference.ssd import Ssd
+
+ENTRIES, SOURCES, FIRMWARE = CAT.catalog()
+HDDS = [n for n, e in ENTRIES.items() if e.kind == "hdd"]
+SSDS = [n for n, e in ENTRIES.items() if e.kind == "ssd"]
+
+
+def test_every_figure_cites_a_source():
+    for e in ENTRIES.values():
+        for key, f in e.figures.items():
+            assert f.source in SOURCES and f.label in CAT.LABELS, (e.name, key)
+            if f.label in ("derived", "proxy", "assumed"):
+                assert f.how, f"{e.name}.{key}: a {f.label} figure says how"
+
+
+@pytest.mark.parametrize("single,avg,full,cyls", [(0.3, 3.8, 7.81, 147620),
+                                                  (0.23, 7.4, 17.35, 320800), (1.0, 4.0, 9.0, 500)])
+def test_seek_curve_mean_is_the_stated_average(single, avg, full, cyls):
+    curve = CAT.seek_curve(single, avg, full, cyls)
+    d = np.arange(1, cyls)
+    w = (cyls - d) / (cyls - d).sum()  # distances of uniformly random seeks, d > 0
+    t = np.interp(d, [c for c, _t in curve], [t for _c, t in curve])
+    assert curve[0] == (1, pytest.approx(single)) and curve[-1][1] == pytest.approx(full)
+    # the kernel interpolates between 64 points: within 2 % of the stated average
+    assert float((w * t).sum()) == pytest.approx(avg, rel=0.02)
+
+
+def _jbod(drive):
+    return build_array(parse_array({"group": [{"name": "g", "layout": "jbod", "width": 1,
+                                               "drive": drive}]}, Path("x.toml")))
+
+
+def _mb_s(arr, start, n=400, size=2048, write=0, qd=1):
+    lba = start + np.arange(n, dtype=np.int64) * size
+    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, size), np.full(n, write),
+                   closed=True, outstanding=qd)
+    return n * size * 512 / (r["done"].max() / 1e9) / 1e6
+
+
+@pytest.mark.parametrize("name", HDDS)
+def test_hdd_sustained_rates_match_the_datasheet(name):
+    """Sequential 1 MiB reads at the outer and inner edge stream at the stated sustained
+    rates (zones, skews, head switches and read-ahead together), within 10 %."""
+    v = ENTRIES[name].values()
+    arr = _jbod(name)
+    assert _mb_s(arr, 0) == pytest.approx(v["od_mb_s"], rel=0.10)
+    assert _mb_s(arr, arr.capacity - 401 * 2048) == pytest.approx(v["id_mb_s"], rel=0.10)
+
+
+@pytest.mark.parametrize("name", HDDS)
+def test_hdd_random_access_time(name):
+    """Random 4 KiB reads one at a time take the average seek, half a revolution and the
+    read command overhead (within 6 %)."""
+    v = ENTRIES[name].values()
+    arr = _jbod(name)
+    n = 3000
+    rng = np.random.default_rng(7)
+    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
+    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), np.zeros(n, np.int64),
+                   closed=True, outstanding=1)
+    service_ms = np.diff(r["done"]).mean() / 1e6
+    fw = FIRMWARE[v["firmware"]]
+    want = v["seek_avg_ms"] + 30000 / v["rpm"] + fw["read_miss_after_read"]
+    assert service_ms == pytest.approx(want, rel=0.06)
+
+
+def _params(draw_int):
+    return dict(channels=draw_int(1, 4), dies=draw_int(1, 3), planes=draw_int(1, 2),
+                page_sectors=8 * draw_int(1, 4), read_ns=draw_int(1, 80) * 1000,
+                program_ns=draw_int(100, 1500) * 1000, erase_ns=draw_int(1, 4) * 10**6,
+                pages_per_block=64 * draw_int(1, 4), channel_ps=5000 * draw_int(1, 2),
+                link_ps=draw_int(1, 3) * 1000, command_ns=draw_int(0, 20) * 1000,
+                wa=[1.0, 2.06, 3.5][draw_int(0, 2)], buffer_pages=draw_int(1, 64))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_ssd_kernel_equals_reference(data):
+    def draw_int(lo, hi):
+        return data.draw(st.integers(lo, hi))
+
+    kw = _params(draw_int)
+    p = np.zeros(SS.P_N)
+    for idx, k in ((SS.P_CH, "channels"), (SS.P_DIES, "dies"), (SS.P_PLANES, "planes"),
+                   (SS.P_PAGE_SECT, "page_sectors"), (SS.P_TR_NS, "read_ns"),
+                   (SS.P_TPROG_NS, "program_ns"), (SS.P_TBERS_NS, "erase_ns"),
+                   (SS.P_PPB, "pages_per_block"), (SS.P_CH_PS, "channel_ps"),
+                   (SS.P_LINK_PS, "link_ps"), (SS.P_CTRL_NS, "command_ns"), (SS.P_WA, "wa"),
+                   (SS.P_BUF_PAGES, "buffer_pages")):
+        p[idx] = kw[k]
+    ref = Ssd(**kw)
+    state = np.zeros((2, SS.state_width(p)), np.int64)
+    now = 0
+    last = 0
+    for _ in range(data.draw(st.integers(1, 60))):
+        now += data.draw(st.sampled_from([0, 0, 1000, 50_000]))
+        if data.draw(st.booleans()):  # continue the last write sometimes (sequential)
+            lba = last
+        else:
+            lba = data.draw(st.integers(0, 4000))
+        n = data.draw(st.integers(1, 80))
+        w = data.draw(st.booleans())
+        if w:
+            last = lba + n
+        assert SS.service(p, state, 1, now, lba, n, w) == ref.serve(now, lba, n, w)
+
+
+@pytest.mark.parametrize("name", SSDS)
+def test_ssd_rated_figures(name):
+    """Random 4 KiB reads at the drive's queue depth reach the rated IOPS the controller's
+    time per command is derived from (within 5 %); sequential reads run at the host link's
+    rate or the flash channels', whichever is lower (within 10 %)."""
+    v = ENTRIES[name].values()
+    arr = _jbod(name)
+    n = 20000
+    rng = np.random.default_rng(3)
+    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
+    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), np.zeros(n, np.int64),
+                   closed=True, outstanding=v["queue_depth"])
+    assert n / (r["done"].max() / 1e9) == pytest.approx(1e6 / v["command_us"], rel=0.05)
+    flash = v["channels"] * v["channel_mb_s"]
+    seq = _mb_s(arr, 0, n=200, qd=4)
+    assert seq == pytest.approx(min(flash, v["interface_mb_s"]), rel=0.10)
