@@ -245,7 +245,7 @@ def _storage_pool(b: _Builder, g: GroupConfig, gi: int, base: int, unit: int,
     used = [0] * len(rows)
     c = 0
     for i in range(g.count):
-        ext = []
+        ext: list[tuple[int, int]] = []
         while len(ext) < per_lun:  # round-robin over the private groups that have room
             r = c % len(rows)
             c += 1

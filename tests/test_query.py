@@ -370,7 +370,7 @@ def test_rebuild_windows_property(tmp_path_factory, n, seed, t_fail, w, before):
 def _phases_reference(ios, failures, ends) -> list[tuple]:
     """The phases query in plain Python: (phase, op, requests, MB/s, IOPS, mean ms)."""
     arr = [int(x) for x in ios["arrival_ns"]]
-    comp = [a + int(x) for a, x in zip(arr, ios["latency_ns"])]
+    comp = [a + int(x) for a, x in zip(arr, ios["latency_ns"], strict=False)]
     ops = [int(o) for o in ios["op"]]
     size = [int(x) for x in ios["size_bytes"]]
     t0, t1 = min(arr), max(comp)
@@ -421,7 +421,7 @@ def test_phases_property(tmp_path_factory, n, seed, fail, w):
     rows = q([run], "phases")
     ref = _phases_reference(ios, failures, ends)
     assert [(r["phase"], r["op"], r["requests"]) for r in rows] == [x[:3] for x in ref]
-    for r, x in zip(rows, ref):
+    for r, x in zip(rows, ref, strict=False):
         for got, want in ((r["mb_per_s"], x[3]), (r["iops"], x[4]), (r["mean_ms"], x[5])):
             assert (got is None) == (want is None) and (want is None or close(got, want))
 
