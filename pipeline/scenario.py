@@ -1,7 +1,7 @@
 """``blocklab scenario``: published array studies as runnable comparisons (issue 5,
 deliverable 7).
 
-A scenario (``pipeline/scenarios/NAME.toml``, or any file) names its study, says what the
+A scenario (``scenarios/NAME.toml``, or any file) names its study, says what the
 study's setup is and what blocklab assumes where the study is silent, and lists *cases*: each
 an array configuration (inline), a workload (one of the synthetic generators, ``blocklab
 synth``, with its options), failures, and what to measure. ``run`` generates each case's
@@ -80,7 +80,7 @@ class Scenario:
 
 
 def _folder() -> Path:
-    return Path(str(resources.files("blocklab.pipeline"))) / "scenarios"
+    return Path(str(resources.files("blocklab.scenarios")))
 
 
 def names() -> list[str]:
