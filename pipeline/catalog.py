@@ -59,7 +59,7 @@ HDD_KEYS = ("blocks", "rpm", "surfaces", "cylinders", "od_mb_s", "id_mb_s", "see
             "interface_mb_s", "write_cache", "firmware")
 SSD_KEYS = ("blocks", "channels", "dies", "planes", "page_bytes", "pages_per_block", "read_us",
             "program_us", "erase_ms", "channel_mb_s", "overprovisioning", "interface_mb_s",
-            "command_us", "buffer_pages", "queue_depth")
+            "command_us", "write_command_us", "buffer_pages", "queue_depth")
 
 
 class CatalogError(BlocklabError):
@@ -250,6 +250,7 @@ def ssd_params(v: dict[str, Any], fresh: bool = False) -> np.ndarray:
     p[SS.P_CH_PS] = round(1e12 / (v["channel_mb_s"] * 1e6))
     p[SS.P_LINK_PS] = round(1e12 / (v["interface_mb_s"] * 1e6))
     p[SS.P_CTRL_NS] = round(v["command_us"] * 1000)
+    p[SS.P_CTRL_W_NS] = round(v["write_command_us"] * 1000)
     p[SS.P_WA] = 1.0 if fresh else write_amplification(float(v["overprovisioning"]))
     p[SS.P_BUF_PAGES] = v["buffer_pages"]
     return p

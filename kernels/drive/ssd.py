@@ -3,15 +3,22 @@
 The drive serves many commands at once (the engine starts up to its queue depth). Each
 command reserves, first come first served in the order the commands start, time on:
 
-- the **controller** (``P_CTRL_NS`` per command: firmware processing, one command at a time);
+- the **controller** (``P_CTRL_NS`` per read command, ``P_CTRL_W_NS`` per write command:
+  firmware processing, mapping and cleaning bookkeeping, one command at a time);
 - the **host link** (``P_LINK_PS`` picoseconds per byte): a write's pages come in one after
   the other before the flash sees them, a read's pages go out as each has been read;
-- the **flash channels** (``P_CH_PS`` per byte: a page's data between controller and die);
+- the **flash channels** (``P_CH_PS`` per byte: a page's data between controller and die).
+  A read books its time on the channel and the link when it starts (in command order, so
+  their bandwidth is never exceeded) and its page crosses them once read, no sooner than that
+  booking ends: a read waiting on a busy plane does not hold back the commands behind it;
 - the **planes** (channels x dies x planes of them): a page read takes ``P_TR_NS``, a page
   program ``P_TPROG_NS`` plus the garbage collection it causes (below).
 
 Reads go to the plane that holds the page: logical pages are striped channel first, then die,
-then plane (static mapping). Writes are log-structured: pages are programmed on the planes in
+then plane (static mapping). A read goes ahead of the programs waiting in its plane's backlog
+(the firmware serves reads first and programs buffered writes behind them): it waits only for
+the operation in progress, whose end is estimated as the backlog's end less whole programs of
+the plane's last program time, and pushes the backlog back by its own read time. Writes are log-structured: pages are programmed on the planes in
 turn (a write pointer), as a page-mapping FTL allocates them. A write is acknowledged once it
 is in the drive's buffer (power-loss-protected DRAM, ``P_BUF_PAGES`` pages): a page enters the
 buffer when the page ``P_BUF_PAGES`` before it has been programmed, so a write completes at
@@ -41,10 +48,11 @@ from blocklab.kernels._jit import njit
 
 # Parameter vector (float64) indices.
 (P_CH, P_DIES, P_PLANES, P_PAGE_SECT, P_TR_NS, P_TPROG_NS, P_TBERS_NS, P_PPB, P_CH_PS,
- P_LINK_PS, P_CTRL_NS, P_WA, P_BUF_PAGES) = range(13)
-P_N = 13
+ P_LINK_PS, P_CTRL_NS, P_WA, P_BUF_PAGES, P_CTRL_W_NS) = range(14)
+P_N = 14
 # Per-drive state (int64 row): controller and link free times, write and buffer pointers,
-# then the planes' free times, the channels' free times and the buffer ring.
+# then the planes' free times, the planes' last program times, the channels' free times and
+# the buffer ring.
 T_CTRL, T_LINK, T_WP, T_RP, T_WEND = range(5)
 T_FIXED = 5
 
@@ -52,7 +60,7 @@ T_FIXED = 5
 def state_width(p: np.ndarray) -> int:
     """Columns of one drive's state for parameters ``p``."""
     planes = int(p[P_CH] * p[P_DIES] * p[P_PLANES])
-    return T_FIXED + planes + int(p[P_CH]) + int(p[P_BUF_PAGES])
+    return T_FIXED + 2 * planes + int(p[P_CH]) + int(p[P_BUF_PAGES])
 
 
 @njit(inline="always", nrt=False)
@@ -71,11 +79,12 @@ def service(p, st, d, now, lba, n, write):
     nch = int(p[P_CH])
     nplanes = nch * int(p[P_DIES]) * int(p[P_PLANES])
     planes0 = T_FIXED
-    ch0 = planes0 + nplanes
+    last0 = planes0 + nplanes
+    ch0 = last0 + nplanes
     ring0 = ch0 + nch
     nbuf = int(p[P_BUF_PAGES])
     ps = int(p[P_PAGE_SECT])
-    t = max(now, st[d, T_CTRL]) + int(p[P_CTRL_NS])
+    t = max(now, st[d, T_CTRL]) + int(p[P_CTRL_W_NS] if write else p[P_CTRL_NS])
     st[d, T_CTRL] = t
     done = t
     if write:
@@ -98,8 +107,10 @@ def service(p, st, d, now, lba, n, write):
             ch = u % nch
             c_end = max(t_in, st[d, ch0 + ch]) + xfer
             st[d, ch0 + ch] = c_end
-            p_end = max(c_end, st[d, planes0 + u]) + int(prog * k / ps + 0.5)
+            cost = int(prog * k / ps + 0.5)
+            p_end = max(c_end, st[d, planes0 + u]) + cost
             st[d, planes0 + u] = p_end
+            st[d, last0 + u] = cost
             # the page enters the buffer when the page nbuf before it has been programmed
             r = ring0 + st[d, T_RP] % nbuf
             ack = max(t_in, st[d, r])
@@ -110,12 +121,23 @@ def service(p, st, d, now, lba, n, write):
         else:
             u = page % nplanes
             ch = u % nch
-            r_end = max(t, st[d, planes0 + u]) + int(p[P_TR_NS])
-            st[d, planes0 + u] = r_end
-            c_end = max(r_end, st[d, ch0 + ch]) + xfer
-            st[d, ch0 + ch] = c_end
-            t_out = max(c_end, st[d, T_LINK]) + link  # the page goes out over the link
-            st[d, T_LINK] = t_out
+            free = st[d, planes0 + u]
+            if free <= t:
+                r_end = t + int(p[P_TR_NS])
+                st[d, planes0 + u] = r_end
+            else:  # ahead of the backlog: wait for the operation in progress only
+                lp = st[d, last0 + u]
+                r_end = t + ((free - t) % lp if lp > 0 else free - t) + int(p[P_TR_NS])
+                st[d, planes0 + u] = free + int(p[P_TR_NS])
+            # the channel and the link are booked at the command's start for their time (the
+            # page cannot cross sooner than their backlog allows), and the page crosses once
+            # read: a read waiting on its plane does not hold them from the commands behind
+            vch = max(t, st[d, ch0 + ch]) + xfer
+            st[d, ch0 + ch] = vch
+            c_end = max(r_end + xfer, vch)
+            vlink = max(t, st[d, T_LINK]) + link
+            st[d, T_LINK] = vlink
+            t_out = max(c_end + link, vlink)
             if t_out > done:
                 done = t_out
     return done

@@ -1,7 +1,7 @@
 """Plain-Python reference of the SSD model (kernels/drive/ssd.py module docstring): per-drive
 free times of the controller, the host link, every channel and every plane, a write pointer
-over the planes, the write buffer as a FIFO of program completion times, and garbage
-collection charged per page written."""
+over the planes, the write buffer as a FIFO of program completion times, garbage collection
+charged per page written, and reads that go ahead of a plane's waiting programs."""
 
 from __future__ import annotations
 
@@ -11,24 +11,27 @@ from collections import deque
 
 class Ssd:
     def __init__(self, channels, dies, planes, page_sectors, read_ns, program_ns, erase_ns,
-                 pages_per_block, channel_ps, link_ps, command_ns, wa, buffer_pages):
+                 pages_per_block, channel_ps, link_ps, command_ns, wa, buffer_pages,
+                 write_command_ns=None):
         self.nch = channels
         self.nplanes = channels * dies * planes
         self.ps = page_sectors
         self.tr, self.tprog, self.tbers = read_ns, program_ns, erase_ns
         self.ppb = pages_per_block
         self.ch_ps, self.link_ps, self.cmd = channel_ps, link_ps, command_ns
+        self.wcmd = command_ns if write_command_ns is None else write_command_ns
         self.wa = wa
         self.ctrl = 0
         self.link = 0
         self.channel = [0] * channels
-        self.plane = [0] * self.nplanes
+        self.plane = [0] * self.nplanes  # end of each plane's backlog
+        self.last_prog = [0] * self.nplanes  # plane time of its last program
         self.next_plane = 0
         self.last_write_end = 0
         self.buffer = deque([0] * buffer_pages)  # program ends of the last pages buffered
 
     def serve(self, now, lba, n, write):
-        self.ctrl = max(now, self.ctrl) + self.cmd
+        self.ctrl = max(now, self.ctrl) + (self.wcmd if write else self.cmd)
         t = done = self.ctrl
         if write:
             wa = 1.0 if lba == self.last_write_end else self.wa
@@ -44,15 +47,24 @@ class Ssd:
                 self.next_plane += 1
                 c = u % self.nch
                 self.channel[c] = max(self.link, self.channel[c]) + ch_time
-                self.plane[u] = max(self.channel[c], self.plane[u]) + int(prog * k / self.ps
-                                                                          + 0.5)
+                cost = int(prog * k / self.ps + 0.5)
+                self.plane[u] = max(self.channel[c], self.plane[u]) + cost
+                self.last_prog[u] = cost
                 done = max(done, self.link, self.buffer.popleft())
                 self.buffer.append(self.plane[u])
             else:
                 u = page % self.nplanes
                 c = u % self.nch
-                self.plane[u] = max(t, self.plane[u]) + self.tr
-                self.channel[c] = max(self.plane[u], self.channel[c]) + ch_time
-                self.link = max(self.channel[c], self.link) + link_time
-                done = max(done, self.link)
+                if self.plane[u] <= t:  # idle plane
+                    read_end = t + self.tr
+                    self.plane[u] = read_end
+                else:  # the read goes first; only the operation in progress finishes
+                    busy = self.plane[u] - t
+                    lp = self.last_prog[u]
+                    read_end = t + (busy % lp if lp else busy) + self.tr
+                    self.plane[u] += self.tr
+                self.channel[c] = max(t, self.channel[c]) + ch_time  # booked at the start
+                crossed = max(read_end + ch_time, self.channel[c])
+                self.link = max(t, self.link) + link_time
+                done = max(done, crossed + link_time, self.link)
         return done
