@@ -236,7 +236,7 @@ def replay(
     fail: Annotated[list[str] | None, typer.Option(
         "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
         "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
-        "configuration's [[failure]] tables.")] = None,
+        "configuration's failure tables.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace against an array (layout, drives, controller and cache; failures and
@@ -766,7 +766,7 @@ def spc1_search(
 # blocklab sweep
 
 _SweepFile = Annotated[Path, typer.Argument(help="Sweep file (TOML): base array, trace, "
-                                            "replay options and [[axis]] tables.")]
+                                            "replay options and axis tables.")]
 
 
 @sweep_app.command("plan")
