@@ -101,13 +101,27 @@ Z_N = 13
 # Per-drive state vector (float64) indices: head position when the mechanism is next free,
 # that time, the previous request (write?, its end), an LRU clock, the read-ahead in progress
 # (segment, when and where its media walk began, its first block and length), the segment
-# being destaged, then SEG_MAX segments of (first block, end block, last use).
+# being destaged, the read-ahead's walk as far as it has been computed (below), then SEG_MAX
+# segments of (first block, end block, last use).
+#
+# The read-ahead's walk is computed lazily: a read miss computes it only as far as the
+# request's last block, and a later request only as far as its own arrival (or its last
+# block). ``S_RA_END`` says whether the walk's end is known; until it is, ``S_FREE``, ``S_CYL``
+# and ``S_HEAD`` are stale while a read-ahead is in progress (``settle`` computes them). The
+# walk so far is kept as its next run (``S_M_*``): the run's first block (walk offset), the
+# time the run before it ended, when the head is on its track and when its first sector comes
+# under the head, that wait, its length on the platter (not cut at the walk's end), its
+# cylinder and head, and its physical place (zone base, zone sector, next slip). A run depends
+# only on the geometry and on when the run before it ended, so resuming the walk there gives
+# the very numbers the walk from its start gives.
 (S_CYL, S_HEAD, S_FREE, S_PREV_WRITE, S_PREV_END, S_CLOCK, S_PF_SEG, S_PF_T, S_PF_C0, S_PF_H0,
- S_PF_LBN, S_PF_N, S_DS_SEG, S_SEGS) = range(14)
+ S_PF_LBN, S_PF_N, S_DS_SEG, S_RA_END, S_M_J, S_M_TP, S_M_TS, S_M_TR, S_M_WAIT, S_M_GEO, S_M_C,
+ S_M_H, S_M_ZB, S_M_Q, S_M_NXT, S_SEGS) = range(26)
 S_N = S_SEGS + 3 * SEG_MAX
 
 _INF = 1e300
 _EPS = 1e-9  # ms: float slack when the head arrives exactly at a sector boundary
+_BIG = 1 << 62  # blocks: no limit
 
 
 def new_state(drives: int = 1) -> np.ndarray:
@@ -327,50 +341,194 @@ def _wait(rot, bpt, t, ang):
     return w
 
 
+@njit(inline="always", nrt=False)
+def _step(p, zones, zb, q, nxt, lbn, cnt):
+    """Physical place (zone base, zone sector, next slip) of ``lbn + cnt``, where ``[lbn,
+    lbn + cnt)`` is a whole run starting at zone sector ``q`` of the zone at ``zb`` (``nxt``
+    its next slip): the next sector, past any slipped sectors (or tracks) there, without the
+    searches of ``_phys`` unless the run ends a zone or a sparing range."""
+    nl = lbn + cnt
+    first = int(zones[zb + Z_FIRST_LBN])
+    if nl >= first + int(zones[zb + Z_NLBN]):
+        return _phys(p, zones, nl)
+    send = int(zones[zb + Z_SLIP0] + zones[zb + Z_NSLIP])
+    q2 = q + cnt
+    if p[P_TRACK_SPARING] > 0:
+        bpt = int(zones[zb + Z_BPT])
+        while nxt < send and zones[nxt] == q2 // bpt:
+            q2 += bpt
+            nxt += 1
+        return zb, q2, nxt
+    rl = zones[zb + Z_RANGE_LBNS]
+    if rl < p[P_BLOCKS]:  # sparing ranges: a new range starts after the old one's spares
+        dead = int(zones[zb + Z_DEAD])
+        if (nl - first + dead) // int(rl) != (lbn - first + dead) // int(rl):
+            return _phys(p, zones, nl)
+    while nxt < send and zones[nxt] == q2:
+        q2 += 1
+        nxt += 1
+    return zb, q2, nxt
+
+
+@njit(inline="always", nrt=False)
+def _run_at(p, zones, curve_d, curve_t, t, c, h, lbn, zb, q, nxt):
+    """The run of a read that starts at ``lbn`` (physical place ``zb, q, nxt``) with the head
+    at (c, h) at time ``t``: (time on the track, time at its first sector, that wait, its
+    length on the platter, cylinder, head)."""
+    geo = _run_len(p, zones, zb, lbn, q, nxt, _BIG)
+    c1, h1, ang = _where(p, zones, zb, q)
+    ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
+    wt = _wait(p[P_ROT_MS], zones[zb + Z_BPT], ts, ang)
+    return ts, ts + wt, wt, geo, c1, h1
+
+
+@njit(inline="always", nrt=False)
+def _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt):
+    st[b + S_M_J] = j
+    st[b + S_M_TP] = tp
+    st[b + S_M_TS] = ts
+    st[b + S_M_TR] = tr
+    st[b + S_M_WAIT] = wt
+    st[b + S_M_GEO] = geo
+    st[b + S_M_C] = c
+    st[b + S_M_H] = h
+    st[b + S_M_ZB] = zb
+    st[b + S_M_Q] = q
+    st[b + S_M_NXT] = nxt
+
+
+@njit(inline="always", nrt=False)
+def _ra_restart(p, zones, curve_d, curve_t, st, b):
+    """Put the read-ahead's walk back at its first run."""
+    t = st[b + S_PF_T]
+    lbn = int(st[b + S_PF_LBN])
+    zb, q, nxt = _phys(p, zones, lbn)
+    ts, tr, wt, geo, c1, h1 = _run_at(p, zones, curve_d, curve_t, t, int(st[b + S_PF_C0]),
+                                      int(st[b + S_PF_H0]), lbn, zb, q, nxt)
+    _memo_put(st, b, 0, t, ts, tr, wt, geo, c1, h1, zb, q, nxt)
+
+
+@njit(inline="always", nrt=False)
+def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk):
+    """Start a media read of ``nblk`` blocks from ``lbn`` into segment ``seg`` at ``t`` from
+    (c, h), the mechanism busy until it ends (computed when needed). Returns the rotational
+    wait before its first block."""
+    st[b + S_PF_SEG] = seg
+    st[b + S_PF_T] = t
+    st[b + S_PF_C0] = c
+    st[b + S_PF_H0] = h
+    st[b + S_PF_LBN] = lbn
+    st[b + S_PF_N] = nblk
+    st[b + S_RA_END] = 0
+    _ra_restart(p, zones, curve_d, curve_t, st, b)
+    return st[b + S_M_WAIT]
+
+
 @njit(nrt=False)
-def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, bus_at, resel,
-               xfer, cut):
-    """Read ``n`` blocks from ``lbn``, positioning from (c, h) at time ``t``; stop early at the
-    first block boundary at or after ``cut`` (DiskSim stops a read-ahead there).
-
-    The host receives walk blocks ``bus_from .. bus_from+nbus-1``: it starts ``resel`` after
-    both ``bus_at`` and the moment the ``wm``-th of them is read, and sends one block per
-    ``xfer`` but none before it is read.
-
-    Returns (blocks read, time the walk ends or stops, cylinder, head, time the host has the
-    last block (0 if nbus == 0), rotational wait before the first block)."""
+def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
+    """Where the read-ahead in progress is at time ``cut``, which stops it at the first block
+    boundary at or after ``cut`` (DiskSim stops a read-ahead there): (blocks read, time it
+    stops or ends, cylinder, head, True if it is still going at ``cut``). When it has ended by
+    ``cut``, its end is kept in ``S_FREE``, ``S_CYL``, ``S_HEAD``."""
+    n = int(st[b + S_PF_N])
+    if st[b + S_RA_END] > 0 and cut >= st[b + S_FREE]:
+        return n, st[b + S_FREE], int(st[b + S_CYL]), int(st[b + S_HEAD]), False
+    if st[b + S_M_TP] > cut:  # the walk got past cut earlier (a request out of time order)
+        _ra_restart(p, zones, curve_d, curve_t, st, b)
     rot = p[P_ROT_MS]
-    j = 0
+    lbn = int(st[b + S_PF_LBN])
+    j = int(st[b + S_M_J])
+    tp = st[b + S_M_TP]
+    ts = st[b + S_M_TS]
+    tr = st[b + S_M_TR]
+    wt = st[b + S_M_WAIT]
+    geo = int(st[b + S_M_GEO])
+    c = int(st[b + S_M_C])
+    h = int(st[b + S_M_H])
+    zb = int(st[b + S_M_ZB])
+    q = int(st[b + S_M_Q])
+    nxt = int(st[b + S_M_NXT])
+    while True:
+        if cut < ts:
+            stop = ts
+            break
+        if cut < tr:
+            stop = tr
+            break
+        s = rot / zones[zb + Z_BPT]
+        cnt = min(geo, n - j)
+        if cut < tr + cnt * s:
+            k = int((cut - tr) / s)
+            stop = tr + (k + 1) * s
+            _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+            return j + k, stop, c, h, True
+        t_end = tr + cnt * s
+        if j + cnt == n:  # the walk ends before cut
+            _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+            st[b + S_RA_END] = 1
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = c
+            st[b + S_HEAD] = h
+            return n, t_end, c, h, False
+        zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
+        j += cnt
+        tp = t_end
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+    _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+    return j, stop, c, h, True
+
+
+@njit(nrt=False)
+def _ra_bus(p, zones, curve_d, curve_t, st, b, bus_from, nbus, wm, bus_at, resel, xfer):
+    """When the host has the read-ahead's walk blocks ``bus_from .. bus_from+nbus-1``: it
+    starts ``resel`` after both ``bus_at`` and the moment the ``wm``-th of them is read, and
+    sends one block per ``xfer`` but none before it is read. The walk is computed as far as
+    that (and kept up to the last run read wholly before the host has its last block)."""
+    rot = p[P_ROT_MS]
+    n = int(st[b + S_PF_N])
+    lbn = int(st[b + S_PF_LBN])
+    host_end = bus_from + nbus
     bus = 0.0
-    wait0 = 0.0
     known = wm <= 0
     if known:
         bus = bus_at + resel
     pre = 0
-    while j < n:
-        a = lbn + j
-        b, q, nxt = _phys(p, zones, a)
-        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
-        c1, h1, ang = _where(p, zones, b, q)
-        bpt = zones[b + Z_BPT]
-        ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
-        c = c1
-        h = h1
-        if cut < ts:
-            return j, ts, c, h, bus, wait0
-        wt = _wait(rot, bpt, ts, ang)
-        if j == 0:
-            wait0 = wt
-        tr = ts + wt
-        if cut < tr:
-            return j, tr, c, h, bus, wait0
-        s = rot / bpt
-        if cut < tr + cnt * s:
-            k = int((cut - tr) / s)
-            return j + k, tr + (k + 1) * s, c, h, bus, wait0
+    j = int(st[b + S_M_J])
+    if j > max(bus_from, 0):  # (the host's blocks may start before the walk's)
+        if not known or st[b + S_M_TP] > bus_at:
+            _ra_restart(p, zones, curve_d, curve_t, st, b)
+            j = 0
+        else:
+            # the host's blocks before the walk's next run were all read before ``bus_at``:
+            # each of their runs sends them one after the other (for such a run the walk's
+            # formula below gives exactly ``bus + (hi - lo) * xfer``)
+            x = max(bus_from, 0)
+            lim = min(j, host_end)
+            zb, q, nxt = _phys(p, zones, lbn + x)
+            while x < lim:
+                g = _run_len(p, zones, zb, lbn + x, q, nxt, _BIG)
+                m = min(g, lim - x)
+                bus = bus + m * xfer
+                if x + m >= lim:
+                    break
+                zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + x, g)
+                x += g
+    tp = st[b + S_M_TP]
+    ts = st[b + S_M_TS]
+    tr = st[b + S_M_TR]
+    wt = st[b + S_M_WAIT]
+    geo = int(st[b + S_M_GEO])
+    c = int(st[b + S_M_C])
+    h = int(st[b + S_M_H])
+    zb = int(st[b + S_M_ZB])
+    q = int(st[b + S_M_Q])
+    nxt = int(st[b + S_M_NXT])
+    while True:
+        s = rot / zones[zb + Z_BPT]
+        cnt = min(geo, n - j)
         # the host's share of this run: walk blocks [lo, hi)
         lo = max(j, bus_from)
-        hi = min(j + cnt, bus_from + nbus)
+        hi = min(j + cnt, host_end)
         if hi > lo:
             m_first = tr + (lo - j + 1) * s
             m_last = tr + (hi - j) * s
@@ -384,9 +542,32 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
                     pre += hi - lo
             if known:
                 bus = max(max(bus, m_first) + (hi - lo) * xfer, m_last + xfer)
-        t = tr + cnt * s
+        if j + cnt > host_end:  # the run goes on after the host's last block
+            break
+        t_end = tr + cnt * s
+        if j + cnt == n:
+            st[b + S_RA_END] = 1
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = c
+            st[b + S_HEAD] = h
+            break
+        zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
         j += cnt
-    return n, t, c, h, bus, wait0
+        tp = t_end
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+        if j >= host_end:
+            break
+    _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+    return bus
+
+
+@njit(nrt=False)
+def settle(p, zones, curve_d, curve_t, st, d):
+    """Compute the end of drive ``d``'s read-ahead in progress, if not yet known, into its
+    ``S_FREE``, ``S_CYL`` and ``S_HEAD`` (service computes it only when a request needs it)."""
+    b = d * S_N
+    if st[b + S_PF_SEG] >= 0:
+        _ra_cut(p, zones, curve_d, curve_t, st, b, _INF)
 
 
 @njit(nrt=False)
@@ -545,24 +726,6 @@ def _drop_overlaps(p, st, b, keep, a, n):
                 st[b + S_SEGS + 3 * k + 1] = -1
 
 
-@njit(inline="always", nrt=False)
-def _start_readahead(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk):
-    """Record a media read of ``nblk`` blocks from ``lbn`` into segment ``seg`` starting at
-    ``t`` from (c, h); the mechanism is busy until it ends. Returns its end time."""
-    _k, t_end, ce, he, _bus, _w = _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, nblk, 0,
-                                             0, 0, 0.0, 0.0, 0.0, _INF)
-    st[b + S_PF_SEG] = seg
-    st[b + S_PF_T] = t
-    st[b + S_PF_C0] = c
-    st[b + S_PF_H0] = h
-    st[b + S_PF_LBN] = lbn
-    st[b + S_PF_N] = nblk
-    st[b + S_FREE] = t_end
-    st[b + S_CYL] = ce
-    st[b + S_HEAD] = he
-    return t_end
-
-
 # ---------------------------------------------------------------- one request
 
 
@@ -587,19 +750,18 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     stop_t = free
     stop_c = cyl
     stop_h = head
-    if pf >= 0:
-        got = pf_n
-        if t < free:
-            got, stop_t, stop_c, stop_h, _bus, _w = _walk_read(
-                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
-                int(st[b + S_PF_H0]), pf_lbn, pf_n, 0, 0, 0, 0.0, 0.0, 0.0, t)
+    if pf >= 0:  # (free, cyl, head: the read-ahead's end, computed when it has ended)
+        got, stop_t, stop_c, stop_h, going = _ra_cut(p, zones, curve_d, curve_t, st, b, t)
         lo, hi = _seg_bounds(st, b, pf)
         hi = pf_lbn + got
         st[b + S_SEGS + 3 * pf + 1] = hi
         st[b + S_SEGS + 3 * pf] = max(lo, hi - seg_n)
-        if t >= free:
+        if not going:
             pf = -1
             st[b + S_PF_SEG] = -1
+            free = stop_t
+            cyl = stop_c
+            head = stop_h
     elif t < free:
         destaging = True
     else:
@@ -627,25 +789,21 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             _seg_set(st, b, k, lo, hi)
             if k == pf:  # the read-ahead goes on, now for this request too
                 if lim > pf_lbn + pf_n:
-                    _start_readahead(p, zones, curve_d, curve_t, st, b, pf, st[b + S_PF_T],
-                                     int(st[b + S_PF_C0]), int(st[b + S_PF_H0]), pf_lbn,
-                                     int(lim) - pf_lbn)
+                    st[b + S_PF_N] = int(lim) - pf_lbn
+                    st[b + S_RA_END] = 0
             elif p[P_RA_IDLE_HIT] > 0 and hi < lim:
-                _start_readahead(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free),
-                                 cyl, head, int(hi), int(lim - hi))
+                _ra_new(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free), cyl, head,
+                        int(hi), int(lim - hi))
         elif kind == 1 and k == pf:  # the rest is coming in from the read-ahead
             new_n = max(pf_n, int(lim) - pf_lbn)
-            _g, t_end, ce, he, bus, _w = _walk_read(
-                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
-                int(st[b + S_PF_H0]), pf_lbn, new_n, a - pf_lbn, n, 0,
-                t + ov_hit + p[P_DATA_PREP], 0.0, xr, _INF)
+            if new_n > pf_n:
+                st[b + S_PF_N] = new_n
+                st[b + S_RA_END] = 0
+            bus = _ra_bus(p, zones, curve_d, curve_t, st, b, a - pf_lbn, n, 0,
+                          t + ov_hit + p[P_DATA_PREP], 0.0, xr)
             done = bus + p[P_COMPL_R]
             lo, hi = _seg_bounds(st, b, k)
             _seg_set(st, b, k, lo, hi)
-            st[b + S_PF_N] = new_n
-            st[b + S_FREE] = t_end
-            st[b + S_CYL] = ce
-            st[b + S_HEAD] = he
         else:  # a miss, or a partial hit on a segment nobody is filling
             lo, hi = _seg_bounds(st, b, k)
             if kind == 1:  # send what is there, read the rest from the segment's end
@@ -667,9 +825,9 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
                 wm = min(wm, n)
             start = max(t + ov_miss, free)
             nblk = int(max(lim, a + n)) - rd
-            _g, t_end, ce, he, bus, wait0 = _walk_read(
-                p, zones, curve_d, curve_t, start, cyl, head, rd, nblk, 0, a + n - rd, wm,
-                bus_at, resel, xr, _INF)
+            wait0 = _ra_new(p, zones, curve_d, curve_t, st, b, k, start, cyl, head, rd, nblk)
+            bus = _ra_bus(p, zones, curve_d, curve_t, st, b, 0, a + n - rd, wm, bus_at, resel,
+                          xr)
             if kind == 0 and p[P_READ_ARRIVAL] > 0 and p[P_CACHE_ON] > 0:
                 # the drive reads from the moment the head settles on the track: the sectors
                 # that pass before the first one wanted are kept too
@@ -678,15 +836,6 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
                 lo = max(tr_lo, a - int(wait0 / p[P_ROT_MS] * bpt))
             done = bus + p[P_COMPL_R]
             _seg_set(st, b, k, lo, rd)
-            st[b + S_PF_SEG] = k
-            st[b + S_PF_T] = start
-            st[b + S_PF_C0] = cyl
-            st[b + S_PF_H0] = head
-            st[b + S_PF_LBN] = rd
-            st[b + S_PF_N] = nblk
-            st[b + S_FREE] = t_end
-            st[b + S_CYL] = ce
-            st[b + S_HEAD] = he
         st[b + S_PREV_WRITE] = 0
     else:
         xw = p[P_XFER_W]
