@@ -122,6 +122,7 @@ S_N = S_SEGS + 3 * SEG_MAX
 _INF = 1e300
 _EPS = 1e-9  # ms: float slack when the head arrives exactly at a sector boundary
 _BIG = 1 << 62  # blocks: no limit
+_USE_MAX = (1 << 53) - 1  # segment use clocks below this (9e15 requests) rank exactly
 
 
 def new_state(drives: int = 1) -> np.ndarray:
@@ -654,38 +655,41 @@ def _seg_set(st, b, k, lo, hi):
 
 @njit(inline="always", nrt=False)
 def _pick_read_seg(p, st, b, a, n, pf):
-    """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss)."""
+    """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss).
+
+    Each segment gets a preference: an empty one 3; an almost hit on the read-ahead 5; one
+    not holding ``a`` 1 if it is the read-ahead's, else 2; one holding ``a`` 9 if it is the
+    read-ahead's, 10 if it is being destaged, else 8, 4 less if it does not hold the whole
+    request. The most preferred wins, the least recently used among equals, the first among
+    those. Computed without branches (which segment wins is as unpredictable as the LRU order;
+    mispredicted branches made this loop a third of a random read's cost): each segment's
+    rank is one integer, preference, then age, then index, then kind of hit, and the largest
+    wins."""
     nseg = int(p[P_NSEGS]) - (1 if p[P_WSEG] > 0 else 0)
+    almost = int(p[P_ALMOST] > 0)
+    ds = int(st[b + S_DS_SEG])
+    end = a + n
     best = -1
-    best_v = 0
-    best_use = _INF
-    kind = 0
     for k in range(nseg):
-        lo, hi = _seg_bounds(st, b, k)
-        use = st[b + S_SEGS + 3 * k + 2]
-        if hi <= lo:
-            v = 3
-            hk = 0
-        elif k == pf and a == hi and p[P_ALMOST] > 0:  # an almost hit on the read-ahead
-            v = 5
-            hk = 1
-        elif a < lo or a >= hi:
-            v = 1 if k == pf else 2
-            hk = 0
-        else:
-            v = 9 if k == pf else (10 if k == int(st[b + S_DS_SEG]) else 8)
-            hk = 2
-            if hi < a + n:
-                v -= 4
-                hk = 1
-        if v > best_v or (v == best_v and use < best_use):
-            best = k
-            best_v = v
-            best_use = use
-            kind = hk
+        lo = st[b + S_SEGS + 3 * k]
+        hi = st[b + S_SEGS + 3 * k + 1]
+        use = int(min(st[b + S_SEGS + 3 * k + 2], _USE_MAX))
+        e = int(hi <= lo)
+        ip = int(k == pf)
+        al = ip * int(a == hi) * almost
+        h = int(a >= lo) * int(a < hi)
+        pt = int(hi < end)
+        v_in = 8 + ip + 2 * int(k == ds) * (1 - ip) - 4 * pt
+        v = e * 3 + (1 - e) * (al * 5 + (1 - al) * (h * v_in + (1 - h) * (2 - ip)))
+        hk = (1 - e) * (al + (1 - al) * h * (2 - pt))
+        rank = (v << 59) | ((_USE_MAX - use) << 6) | ((15 - k) << 2) | hk
+        best = max(best, rank)
+    if nseg <= 0:
+        return -1, 0
+    kind = best & 3
     if p[P_CACHE_ON] <= 0:
         kind = 0
-    return best, kind
+    return 15 - ((best >> 2) & 15), kind
 
 
 @njit(inline="always", nrt=False)
