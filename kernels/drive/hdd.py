@@ -721,13 +721,15 @@ def _pick_write_seg(p, st, b, a, n, pf):
 
 @njit(inline="always", nrt=False)
 def _drop_overlaps(p, st, b, keep, a, n):
-    """A write empties every other segment holding any of its blocks."""
+    """A write empties every other segment holding any of its blocks (stores rather than
+    branches: whether a segment overlaps a random write is a coin toss)."""
+    end = a + n
     for k in range(int(p[P_NSEGS])):
-        if k != keep:
-            lo, hi = _seg_bounds(st, b, k)
-            if hi > lo and a < hi and lo < a + n:
-                st[b + S_SEGS + 3 * k] = -1
-                st[b + S_SEGS + 3 * k + 1] = -1
+        lo = st[b + S_SEGS + 3 * k]
+        hi = st[b + S_SEGS + 3 * k + 1]
+        gone = (k != keep) & (hi > lo) & (a < hi) & (lo < end)
+        st[b + S_SEGS + 3 * k] = -1.0 if gone else lo
+        st[b + S_SEGS + 3 * k + 1] = -1.0 if gone else hi
 
 
 # ---------------------------------------------------------------- one request
