@@ -218,10 +218,10 @@ def _where(p, zones, b, q):
     sector ``q`` of the zone at ``b``."""
     surf = int(p[P_SURFACES])
     bpt = int(zones[b + Z_BPT])
-    bpc = bpt * surf
-    cz = q // bpc
-    trk = (q - cz * bpc) // bpt
-    sec = q % bpt
+    tz = q // bpt  # track within the zone (two divisions where five were)
+    sec = q - tz * bpt
+    cz = tz // surf
+    trk = tz - cz * surf
     cyl = int(zones[b + Z_FIRST_CYL]) + cz
     head = trk
     serp = p[P_SERP]
@@ -244,7 +244,7 @@ def _run_len(p, zones, b, lbn, q, nxt, left):
     rs = int(zones[b + Z_RANGE])
     rl = int(zones[b + Z_RANGE_LBNS])
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
-    rng = q // rs
+    rng = 0 if q < rs else q // rs  # (one range per zone: no division)
     m = min(m, (rng + 1) * rl - off)  # the range's spares follow its last block
     if nxt < int(zones[b + Z_SLIP0] + zones[b + Z_NSLIP]) and zones[nxt] < (rng + 1) * rs:
         m = min(m, int(zones[nxt]) - q)
@@ -317,12 +317,11 @@ def seek_ms(p, curve_d, curve_t, dist):
     if dist >= curve_d[n - 1]:  # extrapolate the last segment, as DiskSim does
         lo = n - 2
     else:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if curve_d[mid] <= dist:
-                lo = mid
-            else:
-                hi = mid
+        while hi - lo > 1:  # bisection with arithmetic, not branches (random seeks
+            mid = (lo + hi) >> 1  # mispredicted half of them)
+            c = int(curve_d[mid] <= dist)
+            lo += c * (mid - lo)
+            hi = mid + c * (hi - mid)
     f = (dist - curve_d[lo]) / (curve_d[lo + 1] - curve_d[lo])
     return curve_t[lo] + f * (curve_t[lo + 1] - curve_t[lo])
 
@@ -331,7 +330,7 @@ def seek_ms(p, curve_d, curve_t, dist):
 def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
     """Time to bring the head from (c0, h0) to (c1, h1): the seek or the head switch, whichever
     is longer, plus the write settling delay if anything moved."""
-    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0))
+    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0)) if c1 != c0 else 0.0
     if h1 != h0 and p[P_HEAD_SWITCH] > s:
         s = p[P_HEAD_SWITCH]
     if write and s > 0:
@@ -589,9 +588,12 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
     rot = p[P_ROT_MS]
     j = 0
     first = True
+    cnt = 0
+    b, q, nxt = _phys(p, zones, lbn)
     while j < n:
         a = lbn + j
-        b, q, nxt = _phys(p, zones, a)
+        if j > 0:  # the run before was a whole one
+            b, q, nxt = _step(p, zones, b, q, nxt, a - cnt, cnt)
         cnt = _run_len(p, zones, b, a, q, nxt, n - j)
         c1, h1, ang = _where(p, zones, b, q)
         bpt = zones[b + Z_BPT]
