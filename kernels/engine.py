@@ -46,8 +46,9 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    *Destage*: when the dirty lines reach ``flush_start`` the controller destages until they
    are at most ``flush_stop``; the oldest dirty line is also destaged once it is
    ``flush_age_ns`` old. At most ``destage_depth`` destage jobs run at once; each takes the
-   oldest dirty line with the dirty lines next to it within its RAID stripe and writes their
-   dirty extent through the layout (a full stripe needs no reads). A timer event wakes the
+   oldest dirty line with the dirty lines next to it within its window of whole RAID stripes
+   (as many as fit in 4 MiB, at least one) and writes their dirty extent through the layout
+   (full stripes need no reads). A timer event wakes the
    controller when the oldest dirty data comes of age.
 4. **Planning.** A request is cut at the host volume's stripe-unit boundaries into pieces, one
    per LUN; each LUN's layout (``kernels.layout.raid``) turns a piece into drive operations in
@@ -65,11 +66,29 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
 6. **Completion.** A read completes when its data has crossed the data path; a write when its
    last drive operation completes (or its data is in a write-back cache). Then, in closed
    loop, its stream issues its next request. The replay ends when every host request has
-   completed, whatever background work is still under way.
+   completed and (with ``drain``) every task has ended, whatever cache work is still under
+   way.
 7. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
    completions come first, then reads looking the cache up again, data transfers, controller
-   completions, cache timers and arrivals (an open-loop arrival from the trace comes after
-   every scheduled event of its time).
+   completions, cache timers, failures, task starts and rate tokens, and arrivals (an
+   open-loop arrival from the trace comes after every scheduled event of its time).
+8. **Failures** (issue 5). A LUN is made of extents, each a range of a member map (a RAID
+   group, a storage pool's private group, a pool's D-stripe) whose members are drives at an
+   offset. At a failure, every member the drive was becomes missing (``raid.py`` plans around
+   missing members); when a map has lost more members than its layout tolerates, the stripes
+   beyond the tolerance's rebuild cursor are lost (a ``data_loss`` event counts them).
+   Operations already queued on the failed drive complete as planned.
+9. **Tasks**: a rebuild, a rebalance or a parity initialization works through its pieces in
+   units (unit u: piece u mod pieces, u div pieces within it), keeping ``depth`` units in
+   flight, no faster than its rate cap. At a rebuild's start each missing member maps to its
+   replacement and is missing above a cursor that follows the units completed in order; a
+   rebalance switches a member to its new drive when the piece is copied. Task operations wait
+   in the drive's background queue: a drive serves its host queue first, but when both hold
+   work, background work gets its task's share of the drive's time: it goes first while its
+   credit is positive; an operation picked while both wait adds share / (1 - share) of its
+   service time to the credit (host work) or takes its service time off (background work);
+   share 1 always goes first. Events: failure, data loss, start, progress every tenth, end,
+   replacement.
 
 Per-drive statistics are kept in time bins of ``S[S_INTERVAL]`` ns: busy time, operations and
 bytes started, and the integral of the operations at the drive (queued or in service); when
@@ -92,21 +111,28 @@ from blocklab.kernels.layout import raid as R
 MODEL_FIXED, MODEL_HDD, MODEL_SSD = 0, 1, 2
 SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
 # what replay() returns
-DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP = range(5)
+DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP, FULL_EVENTS = range(6)
 # event kinds, in their order at equal times
-EV_DONE, EV_RETRY, EV_XFER, EV_CTRL, EV_TIMER, EV_ARRIVE = range(6)
-# job kinds (they are also the drive operation kinds of traces/schema.py OPK_*)
-JOB_DESTAGE, JOB_PREFETCH = 1, 2
+EV_DONE, EV_RETRY, EV_XFER, EV_CTRL, EV_TIMER, EV_FAIL, EV_TASK, EV_ARRIVE = range(8)
+# job kinds (destage and prefetch are also the drive operation kinds of traces/schema.py
+# OPK_*; a rebuild job's operations are OPK_REBUILD_READ or OPK_REBUILD_WRITE)
+JOB_DESTAGE, JOB_PREFETCH, JOB_REBUILD, JOB_INIT, JOB_REBALANCE = 1, 2, 3, 5, 6
+# run events (traces/schema.py EVENT_NAMES)
+(X_FAILURE, X_REBUILD_START, X_REBUILD_PROGRESS, X_REBUILD_END, X_DATA_LOSS, X_REPLACE,
+ X_REBALANCE_START, X_REBALANCE_END, X_INIT_START, X_INIT_END, X_REBALANCE_PROGRESS,
+ X_INIT_PROGRESS) = range(12)
+PPM = 1_000_000
 # cache lookup outcomes
 HIT, FILLING, MISS = 0, 1, 2
 NONE = -1
+DESTAGE_SECTORS = 8192  # a destage writes at most this many sectors of whole stripes
 
 # The loop's state in the int64 array S (kept between calls); the cache's list heads and
 # counts follow from S_CACHE (kernels/cache.py CH_*).
 (S_SEQ, S_HSIZE, S_NXT, S_LOADED, S_FINAL, S_NDONE, S_TOTAL, S_CTRL_FREE, S_PATH_FREE,
  S_FREE_OPS, S_REC, S_MARGIN_OPS, S_MARGIN_HEAP, S_MARGIN_REC, S_PHASE, S_PHASE_LEFT,
  S_NSTARVED, S_INTERVAL, S_STARTED, S_FREE_JOBS, S_DESTAGING, S_FLUSHING, S_TIMER,
- S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_CACHE) = range(27)
+ S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_EVN, S_MARGIN_EV, S_TASKS_LEFT, S_CACHE) = range(30)
 S_N = S_CACHE + CA.CH_N
 
 # Table columns. RQ: one row per request slot (inputs, outputs, state).
@@ -114,22 +140,50 @@ S_N = S_CACHE + CA.CH_N
  RQ_SNEXT, RQ_ROW, RQ_SID, RQ_O_ARRIVE, RQ_O_START, RQ_O_DONE, RQ_O_HIT, RQ_PENDING,
  RQ_PHASE1, RQ_WAIT, RQ_CNEXT) = range(20)
 RQ_N = 20
-# OP: one row per operation slot.
-O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME = range(8)
-O_N_COLS = 8
-# DR: one row per drive.
+# OP: one row per operation slot (O_SHARE: 0 for host work, else the background work's
+# share of a busy drive's operations, ppm).
+O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME, O_SHARE = range(9)
+O_N_COLS = 9
+# DR: one row per drive (a queue for host work and one for background work).
 (D_QHEAD, D_QTAIL, D_INFLIGHT, D_MAXINF, D_SCHED, D_DEPTH, D_POS, D_MODEL, D_MPARAM, D_BUSY,
- D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST) = range(15)
-D_N = 15
-# JB: one row per background job.
-J_KIND, J_LUN, J_LBA, J_N, J_PENDING, J_PHASE1, J_WAIT = range(7)
+ D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST, D_BQHEAD, D_BQTAIL, D_CREDIT, D_FAILED) = range(19)
+D_N = 19
+# JB: one row per background job: a cache job's LUN and range, or a task's unit.
+J_KIND, J_A, J_B, J_C, J_PENDING, J_PHASE1, J_WAIT = range(7)
+J_LUN, J_LBA, J_N = J_A, J_B, J_C  # cache jobs
+J_TASK, J_PIECE, J_UNIT = J_A, J_B, J_C  # task jobs
 J_N_COLS = 7
-# LN: one row per host-volume LUN (in volume order).
-U_GROUP, U_BASE, U_CAP, U_LAST_END, U_RA_END, U_WHEAD, U_WTAIL = range(7)
+# LN: one row per host-volume LUN (in volume order): its extents EX[U_EXT0 ...], each
+# U_EXT_SECT sectors of the LUN.
+U_EXT0, U_EXT_SECT, U_CAP, U_LAST_END, U_RA_END, U_WHEAD, U_WTAIL = range(7)
 U_N = 7
-# GR: one row per RAID group.
+# EX: one row per extent: the member map row holding it and its first sector in that row's
+# address space (a LUN of a RAID group is one extent; a storage pool LUN one per slice; a pool
+# volume one per D-stripe).
+EX_ROW, EX_BASE = range(2)
+# GR: one row per group geometry (layout, members, stripe unit, rows per member).
 G_KIND, G_WIDTH, G_UNIT, G_DS = range(4)
 G_N = 4
+# MP: one row per member map (a RAID group, a storage pool's private group, a pool D-stripe):
+# its geometry, the missing members (raid.MISS_N: member, rebuild cursor), then per member its
+# drive and the member's first sector on that drive.
+MP_GROUP = 0
+MP_MISS = 1
+MP_MEM = MP_MISS + R.MISS_N
+# FL: one row per drive failure; AF: the (map row, member) pairs each failure makes missing.
+FL_T, FL_DRIVE, FL_AF0, FL_NAF = range(4)
+AF_ROW, AF_K = range(2)
+# TK: one row per background task (rebuild, rebalance, initialization) over pieces PC[...].
+(TK_KIND, TK_T, TK_P0, TK_NP, TK_UROWS, TK_UNITS, TK_NEXT, TK_DONE, TK_INFL, TK_DEPTH,
+ TK_SHARE, TK_RATE, TK_BYTES, TK_PROG, TK_STATE, TK_DRIVE, TK_T0, TK_BDONE) = range(18)
+TK_N = 18
+# PC: one row per piece: a member's rows [0, PC_ROWS) of map row PC_ROW rebuilt into (or copied
+# from PC_SRC to) PC_DST at offset PC_DOFF, in units (done contiguously, then a bit mask).
+PC_ROW, PC_K, PC_SRC, PC_SOFF, PC_DST, PC_DOFF, PC_ROWS, PC_DONE, PC_MASK = range(9)
+PC_N = 9
+# EV: one row per run event.
+EV_T, EV_CODE, EV_DRIVE, EV_REF, EV_FRAC, EV_BYTES, EV_LOST = range(7)
+EV_N_COLS = 7
 # SM: one row per closed-loop stream (SM_LIST: row i holds the i-th starved stream).
 SM_HEAD, SM_TAIL, SM_INFLIGHT, SM_UNISSUED, SM_STARVED, SM_STARVED_T, SM_LIST = range(7)
 SM_N = 7
@@ -160,6 +214,7 @@ class Cfg(NamedTuple):
     flush_stop: int  # dirty lines at which watermark destaging stops
     flush_age_ns: int  # dirty data older than this is destaged
     destage_depth: int  # destage jobs at once
+    drain: int  # 1: after the last host request, go on until every task has ended
 
 
 class Models(NamedTuple):
@@ -189,7 +244,14 @@ class State(NamedTuple):
     SM: np.ndarray  # streams x SM_*
     PH: np.ndarray  # phases x (1 + streams): requests in the phase, then per stream
     LN: np.ndarray  # LUNs x U_*
-    GR: np.ndarray  # groups x G_*
+    EX: np.ndarray  # extents x EX_*
+    GR: np.ndarray  # group geometries x G_*
+    MP: np.ndarray  # member maps x (MP_MEM + 2 x widest)
+    FL: np.ndarray  # failures x FL_*
+    AF: np.ndarray  # (map row, member) made missing by failures
+    TK: np.ndarray  # tasks x TK_*
+    PC: np.ndarray  # pieces x PC_*
+    EVT: np.ndarray  # run events x EV_*
     PLAN: np.ndarray  # scratch for raid.plan_request
     JB: np.ndarray  # jobs x J_*
     JFREE: np.ndarray  # stack of free jobs (S[S_FREE_JOBS])
@@ -257,17 +319,18 @@ def _push(W, t, kind, ident):
 
 @njit(inline="always", nrt=False)
 def _enqueue(W, s, now):
-    """Append operation ``s`` to its drive's queue."""
+    """Append operation ``s`` to its drive's queue (host or background)."""
     OP = W.OP
     DR = W.DR
     d = OP[s, O_DRIVE]
     OP[s, O_NEXT] = NONE
     OP[s, O_QTIME] = now
-    if DR[d, D_QTAIL] == NONE:
-        DR[d, D_QHEAD] = s
+    h = D_QHEAD if OP[s, O_SHARE] == 0 else D_BQHEAD
+    if DR[d, h + 1] == NONE:  # the tail follows the head (D_QTAIL, D_BQTAIL)
+        DR[d, h] = s
     else:
-        OP[DR[d, D_QTAIL], O_NEXT] = s
-    DR[d, D_QTAIL] = s
+        OP[DR[d, h + 1], O_NEXT] = s
+    DR[d, h + 1] = s
     _count(W, d, now, 1)
 
 
@@ -284,7 +347,26 @@ def _candidate(W, d, ncand):
 
 @njit(inline="always", nrt=False)
 def _pick(OP, DR, d):
-    """Take the next operation off drive ``d``'s queue (see the module docstring, 5)."""
+    """Take the next operation off drive ``d``'s queues (see the module docstring, 9): host
+    work first, except that when both queues hold work, background work goes first while its
+    time credit is positive. Returns (operation, the waiting background work's share when both
+    queues held work, else 0)."""
+    h = D_QHEAD
+    contended = 0
+    if DR[d, D_BQHEAD] != NONE:
+        if DR[d, D_QHEAD] == NONE:
+            h = D_BQHEAD
+        else:
+            contended = OP[DR[d, D_BQHEAD], O_SHARE]
+            if contended >= PPM or DR[d, D_CREDIT] > 0:
+                h = D_BQHEAD
+    if h == D_BQHEAD:  # background work: first come, first served
+        best = DR[d, h]
+        DR[d, h] = OP[best, O_NEXT]
+        if DR[d, h + 1] == best:
+            DR[d, h + 1] = NONE
+        OP[best, O_NEXT] = NONE
+        return best, contended
     best = DR[d, D_QHEAD]
     best_prev = NONE
     policy = DR[d, D_SCHED]
@@ -319,7 +401,15 @@ def _pick(OP, DR, d):
     if DR[d, D_QTAIL] == best:
         DR[d, D_QTAIL] = best_prev
     OP[best, O_NEXT] = NONE
-    return best
+    return best, contended
+
+
+@njit(inline="always", nrt=False)
+def _op_kind(job_kind, write):
+    """traces/schema.py OPK_* of a job's operation."""
+    if job_kind == JOB_REBUILD:
+        return JOB_REBUILD + write  # OPK_REBUILD_READ, OPK_REBUILD_WRITE
+    return job_kind
 
 
 @njit(inline="always", nrt=False)
@@ -360,8 +450,9 @@ def _start_drives(cfg, W, ncand, now):
     for i in range(ncand):
         d = CAND[i]
         DR[d, D_CANDF] = 0
-        while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and DR[d, D_QHEAD] != NONE:
-            s = _pick(OP, DR, d)
+        while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and (DR[d, D_QHEAD] != NONE
+                                                        or DR[d, D_BQHEAD] != NONE):
+            s, contended = _pick(OP, DR, d)
             DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
             g = OP[s, O_ITEM]
             done, hit = _service(W.M, DR, d, now, OP[s, O_LBA], OP[s, O_N], OP[s, O_WRITE])
@@ -376,6 +467,11 @@ def _start_drives(cfg, W, ncand, now):
                     RQ[slot, RQ_O_START] = now
                 if hit == 0:
                     RQ[slot, RQ_O_HIT] = 0
+            if 0 < contended < PPM:  # a share of the drive's time while both wait
+                if OP[s, O_SHARE] > 0:
+                    DR[d, D_CREDIT] -= done - now
+                else:
+                    DR[d, D_CREDIT] += (done - now) * contended // (PPM - contended)
             DR[d, D_BUSY] += done - now
             DR[d, D_NOPS] += 1
             DR[d, D_INFLIGHT] += 1
@@ -390,7 +486,8 @@ def _start_drives(cfg, W, ncand, now):
                 RC = W.RC
                 RC[k, RC_DRIVE] = d
                 RC[k, RC_ITEM] = RQ[g & cap, RQ_ROW] if g >= 0 else NONE
-                RC[k, RC_KIND] = 0 if g >= 0 else W.JB[-g - 1, J_KIND]
+                RC[k, RC_KIND] = 0 if g >= 0 else _op_kind(W.JB[-g - 1, J_KIND],
+                                                             OP[s, O_WRITE])
                 RC[k, RC_QTIME] = OP[s, O_QTIME]
                 RC[k, RC_START] = now
                 RC[k, RC_DONE] = done
@@ -423,22 +520,19 @@ def _piece(cfg, W, pos, end):
 
 
 @njit(inline="always", nrt=False)
-def _plan(W, item, lun, lun_lba, n, write, first, last):
-    """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
-    (first, last), merging with its earlier operations where contiguous."""
+def _add_ops(W, item, row, m, share, first, last):
+    """Append the ``m`` operations planned in W.PLAN for member map ``row`` (members mapped to
+    their drives) to the item's list (first, last), merging with its earlier operations on the
+    same drive where contiguous."""
     OP = W.OP
     DR = W.DR
-    S = W.S
     PLAN = W.PLAN
-    grp = W.LN[lun, U_GROUP]
-    m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
-                       W.GR[grp, G_DS], lun_lba, n, write, item if item >= 0 else -item - 1,
-                       PLAN)
-    base = W.LN[lun, U_BASE]
+    MP = W.MP
     for j in range(m):
         o = j * R.OP_NCOLS
-        d = base + PLAN[o + R.OP_DRIVE]
-        lba = PLAN[o + R.OP_SECTOR]
+        k = PLAN[o + R.OP_DRIVE]
+        d = MP[row, MP_MEM + 2 * k]
+        lba = MP[row, MP_MEM + 2 * k + 1] + PLAN[o + R.OP_SECTOR]
         cnt = PLAN[o + R.OP_COUNT]
         w = PLAN[o + R.OP_WRITE]
         ph = PLAN[o + R.OP_PHASE]
@@ -447,21 +541,52 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
                 OP[p, O_LBA] + OP[p, O_N] == lba:
             OP[p, O_N] += cnt
             continue
-        S[S_FREE_OPS] -= 1
-        s = W.OFREE[S[S_FREE_OPS]]
-        OP[s, O_ITEM] = item
-        OP[s, O_DRIVE] = d
-        OP[s, O_LBA] = lba
-        OP[s, O_N] = cnt
-        OP[s, O_WRITE] = w
-        OP[s, O_PHASE] = ph
-        OP[s, O_NEXT] = NONE
-        DR[d, D_LASTOP] = s
-        if first == NONE:
-            first = s
-        else:
-            OP[last, O_NEXT] = s
-        last = s
+        first, last = _new_op(W, item, d, lba, cnt, w, ph, share, first, last)
+    return first, last
+
+
+@njit(inline="always", nrt=False)
+def _new_op(W, item, d, lba, cnt, w, ph, share, first, last):
+    """A new operation slot appended to the item's list (first, last)."""
+    OP = W.OP
+    S = W.S
+    S[S_FREE_OPS] -= 1
+    s = W.OFREE[S[S_FREE_OPS]]
+    OP[s, O_ITEM] = item
+    OP[s, O_DRIVE] = d
+    OP[s, O_LBA] = lba
+    OP[s, O_N] = cnt
+    OP[s, O_WRITE] = w
+    OP[s, O_PHASE] = ph
+    OP[s, O_NEXT] = NONE
+    OP[s, O_SHARE] = share
+    W.DR[d, D_LASTOP] = s
+    if first == NONE:
+        first = s
+    else:
+        OP[last, O_NEXT] = s
+    return first, s
+
+
+@njit(inline="always", nrt=False)
+def _plan(W, item, lun, lun_lba, n, write, first, last):
+    """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
+    (first, last): extent by extent, each through its member map's layout."""
+    LN = W.LN
+    esect = LN[lun, U_EXT_SECT]
+    pos = lun_lba
+    end = lun_lba + n
+    while pos < end:
+        e = LN[lun, U_EXT0] + pos // esect
+        piece_end = min(end, (pos // esect + 1) * esect)
+        row = W.EX[e, EX_ROW]
+        grp = W.MP[row, MP_GROUP]
+        m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
+                           W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
+                           write, item if item >= 0 else -item - 1, W.PLAN,
+                           W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
+        first, last = _add_ops(W, item, row, m, 0, first, last)
+        pos = piece_end
     return first, last
 
 
@@ -886,8 +1011,10 @@ def _destage_one(cfg, W, now, ncand):
     key = CL[line, CA.CL_KEY]
     lun = key >> CA.KEY_SHIFT
     k = key & ((1 << CA.KEY_SHIFT) - 1)
-    grp = W.LN[lun, U_GROUP]
+    grp = W.MP[W.EX[W.LN[lun, U_EXT0] + (k * cfg.line_sectors) // W.LN[lun, U_EXT_SECT],
+                     EX_ROW], MP_GROUP]
     stripe = W.GR[grp, G_UNIT] * R.data_drives(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH])
+    stripe *= max(1, DESTAGE_SECTORS // stripe)  # whole stripes, up to 4 MiB at once
     ls = cfg.line_sectors
     s0 = (k * ls) // stripe * stripe
     lo_k = s0 // ls
@@ -1027,7 +1154,7 @@ def _op_done(cfg, W, s, now, ncand):
     d = OP[s, O_DRIVE]
     DR[d, D_INFLIGHT] -= 1
     _count(W, d, now, -1)
-    if DR[d, D_QHEAD] != NONE:
+    if DR[d, D_QHEAD] != NONE or DR[d, D_BQHEAD] != NONE:
         ncand = _candidate(W, d, ncand)
     item = OP[s, O_ITEM]
     W.OFREE[W.S[S_FREE_OPS]] = s
@@ -1036,7 +1163,10 @@ def _op_done(cfg, W, s, now, ncand):
         j = -item - 1
         done, ncand = _advance(W, W.JB, j, J_PENDING, now, ncand)
         if done:
-            ncand = _job_done(cfg, W, j, now, ncand)
+            if W.JB[j, J_KIND] == JOB_DESTAGE or W.JB[j, J_KIND] == JOB_PREFETCH:
+                ncand = _job_done(cfg, W, j, now, ncand)
+            else:
+                ncand = _unit_done(cfg, W, j, now, ncand)
         return ncand
     RQ = W.RQ
     slot = item & (RQ.shape[0] - 1)
@@ -1049,6 +1179,258 @@ def _op_done(cfg, W, s, now, ncand):
         _send_out(cfg, W, item, now)
     else:
         _finish(cfg, W, item, now)
+    return ncand
+
+
+# ---------------------------------------------------------------------------------------------
+# failures and background tasks (rebuild, rebalance, parity initialization)
+
+
+@njit(inline="always", nrt=False)
+def _event(W, t, code, drive, ref, frac, nbytes, lost):
+    """Record a run event (traces/schema.py EVENT_NAMES)."""
+    k = W.S[S_EVN]
+    E_ = W.EVT
+    E_[k, EV_T] = t
+    E_[k, EV_CODE] = code
+    E_[k, EV_DRIVE] = drive
+    E_[k, EV_REF] = ref
+    E_[k, EV_FRAC] = frac
+    E_[k, EV_BYTES] = nbytes
+    E_[k, EV_LOST] = lost
+    W.S[S_EVN] = k + 1
+
+
+@njit(nrt=False)
+def _miss_slot(MP, row, k):
+    """The slot (0, 2, 4) of member ``k`` in the row's missing list, or NONE."""
+    for j in range(0, R.MISS_N, 2):
+        if MP[row, MP_MISS + j] == k:
+            return j
+    return NONE
+
+
+@njit(nrt=False)
+def _miss_remove(MP, row, k):
+    """Member ``k`` is whole again: take it off the missing list (kept packed)."""
+    j = _miss_slot(MP, row, k)
+    if j == NONE:
+        return
+    while j + 2 < R.MISS_N:
+        MP[row, MP_MISS + j] = MP[row, MP_MISS + j + 2]
+        MP[row, MP_MISS + j + 1] = MP[row, MP_MISS + j + 3]
+        j += 2
+    MP[row, MP_MISS + R.MISS_N - 2] = NONE
+    MP[row, MP_MISS + R.MISS_N - 1] = 0
+
+
+@njit(nrt=False)
+def _lost_stripes(W, row):
+    """Stripes of map row ``row`` that have lost more members than its layout tolerates."""
+    MP = W.MP
+    grp = MP[row, MP_GROUP]
+    tol = R.tolerance(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH])
+    n = 0
+    c0 = W.GR[grp, G_DS]
+    c1 = c0
+    c2 = c0
+    for j in range(0, R.MISS_N, 2):  # the three cursors, smallest first
+        if MP[row, MP_MISS + j] < 0:
+            continue
+        c = MP[row, MP_MISS + j + 1]
+        n += 1
+        if c < c0:
+            c0, c1, c2 = c, c0, c1
+        elif c < c1:
+            c1, c2 = c, c1
+        elif c < c2:
+            c2 = c
+    if n <= tol:
+        return 0
+    start = c0 if tol == 0 else (c1 if tol == 1 else c2)
+    unit = W.GR[grp, G_UNIT]
+    return (W.GR[grp, G_DS] - start + unit - 1) // unit if start < W.GR[grp, G_DS] else 0
+
+
+@njit(nrt=False)
+def _fail(cfg, W, f, now):
+    """Failure ``f``: its drive is gone; every member it was becomes missing."""
+    FL = W.FL
+    d = FL[f, FL_DRIVE]
+    W.DR[d, D_FAILED] = 1
+    _event(W, now, X_FAILURE, d, NONE, 0, 0, 0)
+    lost = 0
+    for i in range(FL[f, FL_AF0], FL[f, FL_AF0] + FL[f, FL_NAF]):
+        row = W.AF[i, AF_ROW]
+        k = W.AF[i, AF_K]
+        before = _lost_stripes(W, row)
+        if _miss_slot(W.MP, row, k) == NONE:
+            for j in range(0, R.MISS_N, 2):
+                if W.MP[row, MP_MISS + j] < 0:
+                    W.MP[row, MP_MISS + j] = k
+                    W.MP[row, MP_MISS + j + 1] = 0
+                    break
+            else:  # a fourth loss: beyond every layout's tolerance already
+                continue
+        lost += _lost_stripes(W, row) - before
+    if lost > 0:
+        _event(W, now, X_DATA_LOSS, d, NONE, 0, 0, lost)
+
+
+@njit(nrt=False)
+def _task_start(cfg, W, t, now, ncand):
+    """Task ``t`` starts: a rebuild's members now map to their replacements (written from row
+    0 up, missing above the cursor); up to its depth of units are issued."""
+    TK = W.TK
+    TK[t, TK_STATE] = 1
+    TK[t, TK_T0] = now
+    kind = TK[t, TK_KIND]
+    if kind == JOB_REBALANCE:  # a new drive took the failed one's place
+        W.DR[TK[t, TK_DRIVE], D_FAILED] = 0
+        _event(W, now, X_REPLACE, TK[t, TK_DRIVE], t, 0, 0, 0)
+    code = X_REBUILD_START if kind == JOB_REBUILD else (
+        X_REBALANCE_START if kind == JOB_REBALANCE else X_INIT_START)
+    _event(W, now, code, TK[t, TK_DRIVE], t, 0, 0, 0)
+    if kind == JOB_REBUILD:
+        PC = W.PC
+        for p in range(TK[t, TK_P0], TK[t, TK_P0] + TK[t, TK_NP]):
+            row = PC[p, PC_ROW]
+            k = PC[p, PC_K]
+            W.MP[row, MP_MEM + 2 * k] = PC[p, PC_DST]
+            W.MP[row, MP_MEM + 2 * k + 1] = PC[p, PC_DOFF]
+            j = _miss_slot(W.MP, row, k)
+            if j != NONE:
+                W.MP[row, MP_MISS + j + 1] = 0
+    if TK[t, TK_UNITS] == 0:
+        _task_end(W, t, now)
+        return ncand
+    for _i in range(TK[t, TK_DEPTH]):
+        ncand = _task_issue(cfg, W, t, now, ncand)
+    return ncand
+
+
+@njit(nrt=False)
+def _task_end(W, t, now):
+    TK = W.TK
+    TK[t, TK_STATE] = 2
+    W.S[S_TASKS_LEFT] -= 1
+    kind = TK[t, TK_KIND]
+    code = X_REBUILD_END if kind == JOB_REBUILD else (
+        X_REBALANCE_END if kind == JOB_REBALANCE else X_INIT_END)
+    _event(W, now, code, TK[t, TK_DRIVE], t, PPM, TK[t, TK_BDONE], 0)
+
+
+@njit(nrt=False)
+def _task_issue(cfg, W, t, now, ncand):
+    """Issue task ``t``'s next unit, unless its rate cap says later (then a token event). A
+    unit with nothing to do (nothing survives to rebuild from) completes at once and the next
+    is issued in its place."""
+    TK = W.TK
+    PC = W.PC
+    S = W.S
+    while TK[t, TK_NEXT] < TK[t, TK_UNITS]:
+        if TK[t, TK_RATE] > 0:
+            allowed = TK[t, TK_T0] + TK[t, TK_BYTES] * 1_000_000_000 // TK[t, TK_RATE]
+            if now < allowed:
+                _push(W, allowed, EV_TASK, t)
+                return ncand
+        u = TK[t, TK_NEXT]
+        TK[t, TK_NEXT] = u + 1
+        TK[t, TK_INFL] += 1
+        p = TK[t, TK_P0] + u % TK[t, TK_NP]
+        idx = u // TK[t, TK_NP]
+        a = idx * TK[t, TK_UROWS]
+        rows = min(TK[t, TK_UROWS], PC[p, PC_ROWS] - a)
+        TK[t, TK_BYTES] += rows * 512
+        kind = TK[t, TK_KIND]
+        S[S_FREE_JOBS] -= 1
+        j = W.JFREE[S[S_FREE_JOBS]]
+        W.JB[j, J_KIND] = kind
+        W.JB[j, J_TASK] = t
+        W.JB[j, J_PIECE] = p
+        W.JB[j, J_UNIT] = idx
+        row = PC[p, PC_ROW]
+        grp = W.MP[row, MP_GROUP]
+        share = TK[t, TK_SHARE]
+        first = NONE
+        last = NONE
+        if kind == JOB_REBALANCE:
+            first, last = _new_op(W, -j - 1, PC[p, PC_SRC], PC[p, PC_SOFF] + a, rows, 0, 0,
+                                  share, first, last)
+            first, last = _new_op(W, -j - 1, PC[p, PC_DST], PC[p, PC_DOFF] + a, rows, 1, 1,
+                                  share, first, last)
+        else:
+            if kind == JOB_REBUILD:
+                m = R.plan_rebuild(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], PC[p, PC_K], a, rows,
+                                   W.MP[row, MP_MISS:MP_MISS + R.MISS_N], W.PLAN)
+            else:
+                unit = W.GR[grp, G_UNIT]
+                m = R.plan_init(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], unit, a // unit,
+                                (rows + unit - 1) // unit, W.PLAN)
+            first, last = _add_ops(W, -j - 1, row, m, share, first, last)
+        if first != NONE:
+            return _launch(W, W.JB, j, J_PENDING, first, now, ncand)
+        if _unit_complete(W, j, now):
+            return ncand
+    return ncand
+
+
+@njit(nrt=False)
+def _unit_complete(W, j, now):
+    """The bookkeeping of a completed unit ``j``: its piece (a rebuild's cursor, a
+    rebalance's switch to the new drive) and its task (progress events every tenth, the end).
+    Returns whether the task ended."""
+    JB = W.JB
+    PC = W.PC
+    TK = W.TK
+    S = W.S
+    t = JB[j, J_TASK]
+    p = JB[j, J_PIECE]
+    idx = JB[j, J_UNIT]
+    W.JFREE[S[S_FREE_JOBS]] = j
+    S[S_FREE_JOBS] += 1
+    if idx >= PC[p, PC_DONE]:
+        PC[p, PC_MASK] |= np.int64(1) << (idx - PC[p, PC_DONE])
+    while PC[p, PC_MASK] & 1:
+        PC[p, PC_MASK] >>= 1
+        PC[p, PC_DONE] += 1
+    urows = TK[t, TK_UROWS]
+    done_rows = min(PC[p, PC_DONE] * urows, PC[p, PC_ROWS])
+    TK[t, TK_BDONE] += min(urows, PC[p, PC_ROWS] - idx * urows) * 512
+    row = PC[p, PC_ROW]
+    k = PC[p, PC_K]
+    kind = TK[t, TK_KIND]
+    if kind == JOB_REBUILD:
+        js = _miss_slot(W.MP, row, k)
+        if js != NONE:
+            if done_rows >= PC[p, PC_ROWS]:
+                _miss_remove(W.MP, row, k)
+            else:
+                W.MP[row, MP_MISS + js + 1] = done_rows
+    elif kind == JOB_REBALANCE and done_rows >= PC[p, PC_ROWS]:
+        W.MP[row, MP_MEM + 2 * k] = PC[p, PC_DST]
+        W.MP[row, MP_MEM + 2 * k + 1] = PC[p, PC_DOFF]
+    TK[t, TK_DONE] += 1
+    TK[t, TK_INFL] -= 1
+    units = TK[t, TK_UNITS]
+    while TK[t, TK_PROG] < 9 and TK[t, TK_DONE] * 10 >= (TK[t, TK_PROG] + 1) * units:
+        TK[t, TK_PROG] += 1
+        code = X_REBUILD_PROGRESS if kind == JOB_REBUILD else (
+            X_REBALANCE_PROGRESS if kind == JOB_REBALANCE else X_INIT_PROGRESS)
+        _event(W, now, code, TK[t, TK_DRIVE], t, TK[t, TK_DONE] * PPM // units,
+               TK[t, TK_BDONE], 0)
+    if TK[t, TK_DONE] == units:
+        _task_end(W, t, now)
+        return True
+    return False
+
+
+@njit(nrt=False)
+def _unit_done(cfg, W, j, now, ncand):
+    """A task's unit completed: its bookkeeping, then the task's next unit."""
+    t = W.JB[j, J_TASK]
+    if not _unit_complete(W, j, now):
+        ncand = _task_issue(cfg, W, t, now, ncand)
     return ncand
 
 
@@ -1066,10 +1448,15 @@ def replay(cfg, W):
     HQ = W.HQ
     cap = RQ.shape[0] - 1
     closed = cfg.closed
-    if closed and S[S_STARTED] == 0:
+    if S[S_STARTED] == 0:
         S[S_STARTED] = 1
-        S[S_PHASE] = -1
-        _next_phase(S, RQ, SM, W.PH, HQ, 0)
+        for f in range(W.FL.shape[0]):  # the failures and tasks the caller scheduled
+            _push(W, W.FL[f, FL_T], EV_FAIL, f)
+        for t in range(W.TK.shape[0]):
+            _push(W, W.TK[t, TK_T], EV_TASK, t)
+        if closed:
+            S[S_PHASE] = -1
+            _next_phase(S, RQ, SM, W.PH, HQ, 0)
     if closed and S[S_NSTARVED] > 0:
         # rows arrived: the starved streams issue at the times they wanted to
         k = S[S_NSTARVED]
@@ -1080,7 +1467,7 @@ def replay(cfg, W):
             s = SM[i, SM_LIST]
             if SM[s, SM_STARVED] == 0:
                 _try_issue(S, RQ, SM, HQ, s, SM[s, SM_STARVED_T])
-    while S[S_NDONE] < S[S_TOTAL]:
+    while S[S_NDONE] < S[S_TOTAL] or (cfg.drain and S[S_TASKS_LEFT] > 0):
         if S[S_FINAL] == 0:
             if closed:
                 if S[S_NSTARVED] > 0:
@@ -1093,6 +1480,8 @@ def replay(cfg, W):
             return FULL_HEAP
         if cfg.record and S[S_REC] + S[S_MARGIN_REC] > W.RC.shape[0]:
             return FULL_RECORDS
+        if S[S_EVN] + S[S_MARGIN_EV] > W.EVT.shape[0]:
+            return FULL_EVENTS
         # the next event: an open-loop arrival from the trace, or the heap's top
         take_arrival = False
         if not closed and S[S_NXT] < S[S_LOADED]:
@@ -1123,6 +1512,13 @@ def replay(cfg, W):
             ncand = _destage(cfg, W, now, ncand)
         elif kind == EV_RETRY:  # a read that waited for a prefetch looks again
             act = EV_RETRY
+        elif kind == EV_FAIL:
+            _fail(cfg, W, g, now)
+        elif kind == EV_TASK:
+            if W.TK[g, TK_STATE] == 0:
+                ncand = _task_start(cfg, W, g, now, ncand)
+            elif W.TK[g, TK_STATE] == 1:  # a rate token: issue one more unit
+                ncand = _task_issue(cfg, W, g, now, ncand)
         else:
             slot = g & cap
             ready = False

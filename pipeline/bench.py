@@ -394,6 +394,46 @@ def _capture_speed() -> dict[str, object] | str:
     return out
 
 
+def _sweep_speeds() -> dict[str, float]:
+    """``blocklab sweep`` on a LocalCluster of this machine: the same 8-point sweep (4 stripe
+    units x 2 loads of a 1,000,000-request trace on a RAID-5 of five Atlas 10K drives) with one
+    worker process and with two. Points per minute over the points alone (first submitted to
+    last done) and over the whole run (cluster start and kernel warm-up included)."""
+    from blocklab.pipeline.sweep import run_sweep
+    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
+
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-sweep-") as tmp:
+        d = Path(tmp)
+        n = 1_000_000
+        rng = np.random.default_rng(5)
+        cols = empty_columns(n)
+        # about 67 requests/s: the drives about half busy, a steady state
+        cols["time_ns"] = np.cumsum(rng.exponential(1.5e7, n)).astype(np.int64)
+        cols["sector"] = rng.integers(0, 1 << 22, n).astype(np.int64) * 8
+        cols["size_bytes"] = rng.choice([4096, 16384, 65536], n).astype(np.int64)
+        cols["op"] = (rng.random(n) < 0.3).astype(np.uint8)
+        with TraceWriter(d / "t.parquet", TraceMeta(source_format="bench")) as w:
+            w.write(columns_to_batch(cols))
+        (d / "a.toml").write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\n'
+                                  'drive = "atlas10k"\n')
+        (d / "s.toml").write_text(
+            'array = "a.toml"\ntrace = "t.parquet"\n[[axis]]\nkey = "group[0].stripe_unit"\n'
+            'values = ["16KiB", "32KiB", "64KiB", "128KiB"]\n[[axis]]\nkey = "speed"\n'
+            "values = [1, 2]\n")
+        for workers in (1, 2):
+            r = run_sweep(d / "s.toml", d / f"out{workers}", workers=workers)
+            assert r.done == 8 and not r.failed, r
+            out[f"w{workers}_points_per_min"] = r.done / r.points_s * 60
+            out[f"w{workers}_points_per_min_whole"] = r.done / r.elapsed_s * 60
+            out[f"w{workers}_points_s"] = r.points_s
+            out[f"w{workers}_whole_s"] = r.elapsed_s
+        out["speedup_2_over_1"] = out["w1_points_s"] / out["w2_points_s"]
+        out["speedup_2_over_1_whole"] = out["w1_whole_s"] / out["w2_whole_s"]
+        out["requests_per_point"] = n
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
@@ -511,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     report["synth"] = _synth_speeds()
     report["capture"] = _capture_speed()
     report["query"] = _query_speeds()
+    report["sweep"] = _sweep_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -595,6 +636,14 @@ def main(argv: list[str] | None = None) -> int:
           f"(one quantile_cont per quantile, the baseline: {qs['percentiles_each_s']:.2f} s, "
           f"{qs['percentiles_each_s'] / qs['percentiles_s']:.1f} x), latency-summary "
           f"{qs['latency_summary_s']:.2f} s; writing the rows {qs['write_s']:.1f} s")
+    sw = report["sweep"]
+    assert isinstance(sw, dict)
+    print(f"  sweep, 8 points of {sw['requests_per_point'] / 1e3:.0f} k requests, LocalCluster: "
+          f"1 worker {sw['w1_points_per_min']:.1f} points/min ({sw['w1_points_s']:.1f} s), "
+          f"2 workers {sw['w2_points_per_min']:.1f} points/min ({sw['w2_points_s']:.1f} s): "
+          f"speed-up {sw['speedup_2_over_1']:.2f} x")
+    print(f"    whole command (cluster start, warm-up): 1 worker {sw['w1_whole_s']:.1f} s, "
+          f"2 workers {sw['w2_whole_s']:.1f} s ({sw['speedup_2_over_1_whole']:.2f} x)")
     return 0
 
 

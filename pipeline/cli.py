@@ -42,6 +42,14 @@ synth_app = typer.Typer(
 app.add_typer(synth_app, name="synth")
 spc1_app = typer.Typer(help="SPC-1 workloads against an array.", no_args_is_help=True)
 app.add_typer(spc1_app, name="spc1")
+sweep_app = typer.Typer(
+    help="Replay a grid of configurations (layouts, drives, loads, traces, failures) on Dask "
+    "distributed: one run folder per point plus a Parquet summary.", no_args_is_help=True)
+app.add_typer(sweep_app, name="sweep")
+scenario_app = typer.Typer(
+    help="Published array studies as runnable comparisons: each names its study, its setup, "
+    "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
+app.add_typer(scenario_app, name="scenario")
 
 out = Console()
 err = Console(stderr=True)
@@ -225,18 +233,33 @@ def replay(
         "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
     drive_ops: Annotated[bool, typer.Option(
         "--drive-ops", help="Also write every drive operation to drive_ops.parquet.")] = False,
+    fail: Annotated[list[str] | None, typer.Option(
+        "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
+        "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
+        "configuration's [[failure]] tables.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Replay a trace against an array (layout, drives) and write a run folder: ios.parquet,
-    drive_busy.parquet and meta.json. First version: no controller cache or bandwidth caps yet,
-    one drive model per array."""
+    """Replay a trace against an array (layout, drives, controller and cache; failures and
+    rebuilds) and write a run folder: ios.parquet, drive_busy.parquet, events.parquet (with
+    failures or tasks), drive_ops.parquet (--drive-ops) and meta.json."""
+    from .replay import parse_failure
     from .replay import replay as run
 
-    try:
-        r = run(trace, array, output, speed=speed, closed_loop=closed_loop, think_us=think_us,
-                wrap=wrap, drive_ops=drive_ops)
-    except BlocklabError as e:
-        _fail(e)
+    with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.completed:,} requests"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("replay", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            failures = [parse_failure(f) for f in fail or []]
+            r = run(trace, array, output, speed=speed, closed_loop=closed_loop,
+                    think_us=think_us, wrap=wrap, drive_ops=drive_ops, progress=progress,
+                    failures=failures)
+        except BlocklabError as e:
+            _fail(e)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
@@ -245,6 +268,11 @@ def replay(
         f"{r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
         highlight=False,
     )
+    for rb in r.rebuilds:
+        window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
+        lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
+        out.print(f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
+                  f"rebuild window {window}{lost}", highlight=False)
 
 
 def _cell(v: Any) -> str:
@@ -732,6 +760,212 @@ def spc1_search(
     out.print(f"{array}: {r.bsu} BSU{note}, {r.iops:,.1f} IOPS, mean response time "
               f"{r.mean_latency_ms:.3f} ms (limit {limit_ms:g} ms; {len(r.probes)} replays)",
               highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------
+# blocklab sweep
+
+_SweepFile = Annotated[Path, typer.Argument(help="Sweep file (TOML): base array, trace, "
+                                            "replay options and [[axis]] tables.")]
+
+
+@sweep_app.command("plan")
+def sweep_plan(
+    sweep: _SweepFile,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the points as JSON.")] = False,
+) -> None:
+    """List the points of a sweep: id (a hash of the axis values), readable name, the axis
+    values, and whether the point's array configuration is valid."""
+    from .sweep import load_sweep, value_text
+
+    try:
+        sw = load_sweep(sweep)
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps({
+            "sweep": str(sweep), "mode": sw.mode,
+            "axes": [{"key": a.key, "name": a.name, "values": list(a.values)} for a in sw.axes],
+            "points": [{"point": p.id, "name": p.name, "values": p.values,
+                        "config_error": p.config_error} for p in sw.points]}, indent=2))
+        return
+    shape = " x ".join(str(len(a.values)) for a in sw.axes) or "1"
+    t = Table("point", *(a.name for a in sw.axes), "config",
+              title=f"{sweep}: {len(sw.points)} point(s), {sw.mode} of {shape}")
+    for p in sw.points:
+        t.add_row(p.id, *(escape(value_text(p.values[a.name])) for a in sw.axes),
+                  escape(p.config_error) if p.config_error else "ok")
+    out.print(t)
+
+
+@sweep_app.command("run")
+def sweep_run(
+    sweep: _SweepFile,
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Output folder: a run folder per point, summary/ (Parquet), "
+        "sweep.json. Rerunning into it skips finished points and retries failed ones.")],
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Address of a running Dask scheduler (tcp://HOST:8786); default: "
+        "a local cluster on loopback.")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Local cluster: worker processes (default: one per core). "
+        "With --scheduler: wait until the cluster has this many workers.")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0.1, help="Seconds to wait for --scheduler to answer (and for "
+        "--workers to join).")] = 10.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Run every point of a sweep (one replay per point) on Dask distributed. Exit status 1
+    when a point failed (its error is in OUT/POINT.error.json), 2 for bad input, 130 when
+    interrupted (finished points are kept: run the same command again)."""
+    from .sweep import Status, SweepInterrupted, run_sweep
+
+    with Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.fields[todo]} done"),
+        TextColumn("{task.fields[running]} running"),
+        TextColumn("{task.fields[failed]} failed"),
+        TextColumn("{task.fields[skipped]} skipped"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("sweep", total=None, todo="?", running=0, failed=0, skipped=0)
+
+        def progress(s: Status) -> None:
+            bar.update(task, completed=s.done + s.failed, total=s.total, todo=s.total,
+                       running=s.running, failed=s.failed, skipped=s.skipped)
+
+        try:
+            r = run_sweep(sweep, output, scheduler, workers, timeout, progress)
+        except SweepInterrupted as e:
+            bar.stop()
+            err.print(f"blocklab: {e}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
+        except BlocklabError as e:
+            bar.stop()
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+    else:
+        out.print(
+            f"{r.out}: {r.points} point(s): {r.done} run now, {r.skipped} finished before, "
+            f"{len(r.failed)} failed; {r.workers} worker(s) ({r.scheduler}), "
+            f"{r.elapsed_s:.1f} s", highlight=False, soft_wrap=True)
+    for f in r.failed:
+        err.print(f"blocklab: {f['error']}", markup=False, highlight=False, soft_wrap=True)
+    if r.failed:
+        raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------------------------
+# blocklab scenario
+
+_SCENARIO_COLUMNS = {
+    "rebuild": ("case", "drive", "failed_s", "window_s", "mb_per_s", "first_tenth_mb_per_s",
+                "stripes_lost"),
+    "phases": ("case", "phase", "op", "requests", "mb_per_s", "iops", "mean_ms", "p99_ms"),
+    "init": ("case", "seconds", "mb_per_s", "first_tenth_mb_per_s"),
+    "links": ("case", "links", "mtu", "read_mb_per_s", "write_mb_per_s"),
+    "oio": ("case", "outstanding", "iops", "mean_latency_ms", "p99_latency_ms"),
+    "spc1": ("case", "bsu", "iops", "mean_latency_ms", "capped", "replays"),
+}
+_SCENARIO_TITLES = {
+    "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
+    "phases": "what the host saw, before / while rebuilding / after the failure",
+    "init": "parity initialization (MB/s per member drive)",
+    "links": "sequential MB/s through 1 GbE host links",
+    "oio": "IOPS and latency against outstanding I/Os",
+    "spc1": "the highest SPC-1 BSU count within the response-time limit",
+}
+
+
+@scenario_app.command("list")
+def scenario_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The built-in scenarios: name, cases and title."""
+    from . import scenario as sc
+
+    try:
+        rows = [sc.load(n) for n in sc.names()]
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps([{"name": s.name, "title": s.title, "study": s.study,
+                           "cases": [c.name for c in s.cases]} for s in rows], indent=2))
+        return
+    t = Table("name", "cases", "title")
+    for s in rows:
+        t.add_row(s.name, str(len(s.cases)), escape(s.title))
+    out.print(t)
+
+
+@scenario_app.command("show")
+def scenario_show(
+    name: Annotated[str, typer.Argument(help="Scenario name (blocklab scenario list).")],
+) -> None:
+    """A scenario's study, setup, assumptions and cases."""
+    from . import scenario as sc
+
+    try:
+        s = sc.load(name)
+    except BlocklabError as e:
+        _fail(e)
+    out.print(f"{s.name}: {escape(s.title)}\n\nStudy: {escape(s.study)}\n\nSetup:\n"
+              f"{escape(s.setup)}\n\nAssumptions:\n{escape(s.assumptions)}\n",
+              highlight=False, soft_wrap=True)
+    t = Table("case", "measures", "failures", "label")
+    for c in s.cases:
+        t.add_row(c.name, ", ".join(c.measure),
+                  ", ".join(f"drive {d} at {at:g} s" for d, at in c.failures) or "-",
+                  escape(c.label))
+    out.print(t)
+
+
+@scenario_app.command("run")
+def scenario_run(
+    name: Annotated[str, typer.Argument(help="Scenario name (blocklab scenario list).")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Output folder (default scenario-NAME): per case its array, "
+        "trace and run folder, and scenario.json with every figure.")] = None,
+    case: Annotated[list[str] | None, typer.Option(
+        "--case", help="Run only this case (repeat for more).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Run a scenario: generate each case's workload on its array, replay it (with its
+    failures), and print the figures the study reports. The run folders can be read with
+    blocklab query and blocklab report."""
+    from . import scenario as sc
+
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed:.0f}/{task.total:.0f} cases"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task(name, total=None)
+
+        def progress(case_name: str, i: int, n: int) -> None:
+            bar.update(task, description=f"{name}: {case_name}", completed=i, total=n)
+
+        try:
+            r = sc.run(name, output, case or None, progress)
+        except BlocklabError as e:
+            bar.stop()
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2, default=str))
+        return
+    out.print(f"{r.scenario}: {escape(r.title)}", highlight=False, soft_wrap=True)
+    for measure, rows in r.tables().items():
+        cols = _SCENARIO_COLUMNS[measure]
+        t = Table(*cols, title=_SCENARIO_TITLES[measure])
+        for row in rows:
+            t.add_row(*(escape(_cell(row.get(c))) for c in cols))
+        out.print(t)
+    out.print(f"{len(r.cases)} case(s) in {r.elapsed_s:.1f} s; run folders and scenario.json "
+              f"in {r.output}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -31,8 +31,17 @@ from blocklab.traces.errors import BlocklabError
 from . import catalog as CAT
 
 SECTOR = 512
-LAYOUTS = {name: kind for kind, name in enumerate(R.KIND_NAMES)}
-MIN_WIDTH = {"jbod": 1, "raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "raid6": 4}
+RAID_LAYOUTS = {name: kind for kind, name in enumerate(R.KIND_NAMES)}
+#: ddp: a dynamic disk pool (declustered RAID-6 8+2); pool: a storage pool of private RAID
+#: groups whose LUNs are carved in slices.
+LAYOUTS = {**RAID_LAYOUTS, "ddp": R.KIND_RAID6, "pool": -1}
+MIN_WIDTH = {"jbod": 1, "raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "raid6": 4, "ddp": 11,
+             "pool": 1}
+DDP_WIDTH = 10  # a D-stripe: RAID-6 8+2
+#: Rebuild priority -> the share of a busy drive's operations rebuild work gets. The shares make
+#: a rebuild under load take 2, 3.5, 6 and 8 times as long as at "highest", the ratios NetApp
+#: and IBM publish for their priority levels (SANtricity / DS "modification priority" table).
+PRIORITIES = {"lowest": 1 / 8, "low": 1 / 6, "medium": 1 / 3.5, "high": 1 / 2, "highest": 1.0}
 
 
 class ConfigError(BlocklabError):
@@ -75,10 +84,26 @@ class GroupConfig:
     drive: DriveRef
     scheduler: str = "fcfs"  # the drives' queue scheduling: fcfs, sstf, clook
     queue_depth: int = 1  # how many queued operations a drive's scheduler looks at
+    # ddp: preservation capacity (drives' worth of reserved space) and the D-piece size
+    preservation: int = 2
+    piece_bytes: int = 512 << 20
+    # pool: the private groups' layout and width, and the slice LUNs are carved in
+    raid: str = "raid5"
+    group_width: int = 5
+    slice_bytes: int = 1 << 30
+    # ddp and pool: the share of the capacity the group's ``count`` LUNs take
+    fill: float = 1.0
 
     @property
     def kind(self) -> int:
-        return LAYOUTS[self.layout]
+        """raid.KIND_* of a group's stripes (a storage pool: of its private groups)."""
+        return RAID_LAYOUTS[self.raid] if self.layout == "pool" else LAYOUTS[self.layout]
+
+    @property
+    def drives(self) -> int:
+        """Drives the group occupies, spares included."""
+        return (self.width if self.layout in ("ddp", "pool") else self.count * self.width) + \
+            self.hot_spares
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,14 +135,54 @@ class ControllerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class Failure:
+    drive: int  # array drive number (meta.json drives)
+    at_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Replacement:
+    drive: int  # a failed drive of a ddp pool, replaced by a new one
+    at_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Init:
+    group: str
+    at_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RebuildPolicy:
+    priority: str = "high"
+    rate_mb_s: float = 0.0  # cap (0: none)
+    start_delay_s: float = 0.0
+    unit_bytes: int = 1 << 20  # rebuilt per unit of work (rounded to whole stripe units)
+    depth: int = 0  # units in flight (0: 4 for a RAID group, one per drive for a pool)
+
+    @property
+    def share(self) -> float:
+        return PRIORITIES[self.priority]
+
+
+@dataclasses.dataclass(frozen=True)
 class ArrayConfig:
     source: str
     groups: tuple[GroupConfig, ...]
     controller: ControllerConfig
     volume: VolumeConfig | None = None
+    failures: tuple[Failure, ...] = ()
+    rebuild: RebuildPolicy = RebuildPolicy()
+    inits: tuple[Init, ...] = ()
+    replacements: tuple[Replacement, ...] = ()
+
+    @property
+    def drives(self) -> int:
+        return sum(g.drives for g in self.groups)
 
     def luns(self) -> list[str]:
-        """LUN names in order: a group with count > 1 gives NAME.0, NAME.1, ..."""
+        """LUN names in order: a group with count > 1 gives NAME.0, NAME.1, ... (a RAID group
+        is ``count`` identical groups of one LUN each; a pool carves ``count`` LUNs)."""
         out = []
         for g in self.groups:
             out += [g.name] if g.count == 1 else [f"{g.name}.{i}" for i in range(g.count)]
@@ -190,7 +255,7 @@ def load_array(path: str | Path) -> ArrayConfig:
 
 def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     c = _Ctx(path)
-    c.keys("", data, {"group", "volume", "controller"})
+    c.keys("", data, {"group", "volume", "controller", "failure", "rebuild", "init", "replace"})
     raw_groups = data.get("group")
     if not raw_groups:
         raise c.fail("group", "at least one [[group]] is needed")
@@ -200,7 +265,8 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     for i, g in enumerate(raw_groups):
         k = f"group[{i}]"
         c.keys(k, g, {"name", "layout", "width", "stripe_unit", "count", "hot_spares", "drive",
-                      "scheduler", "queue_depth"})
+                      "scheduler", "queue_depth", "preservation", "piece", "raid",
+                      "group_width", "slice", "fill"})
         sched = g.get("scheduler", "fcfs")
         if sched not in ("fcfs", "sstf", "clook"):
             raise c.fail(f"{k}.scheduler", f"expected fcfs, sstf or clook, found {sched!r}")
@@ -218,6 +284,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
         unit = c.size(f"{k}.stripe_unit", g.get("stripe_unit", "64KiB"))
         if "drive" not in g:
             raise c.fail(f"{k}.drive", "missing drive model (a catalog name or {disksim = ...})")
+        extra = _pool_keys(c, k, g, layout, width, unit)
         groups.append(GroupConfig(
             name=str(g.get("name", f"g{i}")),
             layout=layout,
@@ -228,6 +295,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
             drive=_drive(c, f"{k}.drive", g["drive"]),
             scheduler=sched,
             queue_depth=c.integer(f"{k}.queue_depth", g.get("queue_depth", 1), 1),
+            **extra,
         ))
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
@@ -246,7 +314,101 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
                 raise c.fail("volume.luns", f"no LUN {name!r} (LUNs: {', '.join(all_luns)})")
         volume = VolumeConfig(c.size("volume.stripe_unit", v.get("stripe_unit", "1MiB")),
                               tuple(luns))
-    return ArrayConfig(str(path), tuple(groups), ctl, volume)
+    drives = sum(g.drives for g in groups)
+    failures = tuple(Failure(*_drive_at(c, f"failure[{i}]", f, drives))
+                     for i, f in enumerate(_tables(c, data, "failure")))
+    replacements = tuple(Replacement(*_drive_at(c, f"replace[{i}]", f, drives))
+                         for i, f in enumerate(_tables(c, data, "replace")))
+    inits = []
+    for i, t in enumerate(_tables(c, data, "init")):
+        c.keys(f"init[{i}]", t, {"group", "at_s"})
+        if t.get("group") not in names:
+            raise c.fail(f"init[{i}].group", f"no group {t.get('group')!r} (groups: "
+                         f"{', '.join(names)})")
+        inits.append(Init(str(t["group"]), c.number(f"init[{i}].at_s", t.get("at_s", 0))))
+    return ArrayConfig(str(path), tuple(groups), ctl, volume, failures,
+                       _rebuild(c, data.get("rebuild", {})), tuple(inits), replacements)
+
+
+def _tables(c: _Ctx, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    t = data.get(key, [])
+    if not isinstance(t, list) or not all(isinstance(x, dict) for x in t):
+        raise c.fail(key, f"write them as [[{key}]] tables")
+    return t
+
+
+def _drive_at(c: _Ctx, key: str, t: dict[str, Any], drives: int) -> tuple[int, float]:
+    c.keys(key, t, {"drive", "at_s"})
+    if "drive" not in t:
+        raise c.fail(f"{key}.drive", "missing: the array drive number (see meta.json drives)")
+    d = c.integer(f"{key}.drive", t["drive"], 0)
+    if d >= drives:
+        raise c.fail(f"{key}.drive", f"no drive {d}: the array has drives 0 to {drives - 1}")
+    return d, c.number(f"{key}.at_s", t.get("at_s", 0.0))
+
+
+def _rebuild(c: _Ctx, t: Any) -> RebuildPolicy:
+    if not isinstance(t, dict):
+        raise c.fail("rebuild", "expected a [rebuild] table")
+    c.keys("rebuild", t, {"priority", "rate_mb_s", "start_delay_s", "unit", "depth"})
+    prio = t.get("priority", "high")
+    if prio not in PRIORITIES:
+        raise c.fail("rebuild.priority", f"expected one of {', '.join(PRIORITIES)}, "
+                     f"found {prio!r}")
+    depth = c.integer("rebuild.depth", t.get("depth", 0), 0)
+    if depth > 32:
+        raise c.fail("rebuild.depth", f"at most 32 units in flight per piece, found {depth}")
+    return RebuildPolicy(priority=prio, rate_mb_s=c.number("rebuild.rate_mb_s",
+                                                           t.get("rate_mb_s", 0.0)),
+                         start_delay_s=c.number("rebuild.start_delay_s",
+                                                t.get("start_delay_s", 0.0)),
+                         unit_bytes=c.size("rebuild.unit", t.get("unit", "1MiB")),
+                         depth=depth)
+
+
+def _pool_keys(c: _Ctx, k: str, g: dict[str, Any], layout: str, width: int,
+               unit: int) -> dict[str, Any]:
+    """The keys of the pool layouts (ddp, pool), checked."""
+    extra: dict[str, Any] = {}
+    own = {"ddp": {"preservation", "piece", "fill"}, "pool": {"raid", "group_width", "slice",
+                                                             "fill"}}
+    for key in ("preservation", "piece", "raid", "group_width", "slice", "fill"):
+        if key in g and key not in own.get(layout, set()):
+            raise c.fail(f"{k}.{key}", f"only for the "
+                         f"{' and '.join(sorted(x for x in own if key in own[x]))} layout")
+    if "fill" in g:
+        fill = c.number(f"{k}.fill", g["fill"])
+        if not 0 < fill <= 1:
+            raise c.fail(f"{k}.fill", f"a share of the capacity, in (0, 1], found {fill}")
+        extra["fill"] = fill
+    if layout == "ddp":
+        pres = c.integer(f"{k}.preservation", g.get("preservation", 2), 0)
+        if width < DDP_WIDTH + pres:
+            raise c.fail(f"{k}.width", f"a pool of {width} drives is smaller than its stripe "
+                         f"width {DDP_WIDTH} plus its preservation capacity {pres}")
+        piece = c.size(f"{k}.piece", g.get("piece", "512MiB"))
+        if piece % unit:
+            raise c.fail(f"{k}.piece", f"{piece} bytes is not a multiple of the stripe unit "
+                         f"({unit} bytes)")
+        extra.update(preservation=pres, piece_bytes=piece)
+    elif layout == "pool":
+        raid = g.get("raid", "raid5")
+        if raid not in RAID_LAYOUTS:
+            raise c.fail(f"{k}.raid", f"unknown layout {raid!r} for the private groups "
+                         f"(known: {', '.join(RAID_LAYOUTS)})")
+        gw = c.integer(f"{k}.group_width", g.get("group_width", 5), 1)
+        if gw < MIN_WIDTH[raid]:
+            raise c.fail(f"{k}.group_width", f"{raid} needs at least {MIN_WIDTH[raid]} drives, "
+                         f"found {gw}")
+        if width % gw and width % gw < MIN_WIDTH[raid]:
+            raise c.fail(f"{k}.width", f"{width} drives in private {raid} groups of {gw} leave "
+                         f"{width % gw}, too few for a last {raid} group")
+        sl = c.size(f"{k}.slice", g.get("slice", "1GiB"))
+        if sl % unit:
+            raise c.fail(f"{k}.slice", f"{sl} bytes is not a multiple of the stripe unit "
+                         f"({unit} bytes)")
+        extra.update(raid=raid, group_width=gw, slice_bytes=sl)
+    return extra
 
 
 def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:

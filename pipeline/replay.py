@@ -42,150 +42,30 @@ from blocklab.kernels import cache as CA
 from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
-from blocklab.kernels.drive import ssd as SS
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMA_VERSION, RUN_SCHEMAS
+from blocklab.traces.schema import (
+    EVENT_NAMES,
+    OP_READ,
+    OP_WRITE,
+    RUN_SCHEMA_VERSION,
+    RUN_SCHEMAS,
+)
 from blocklab.traces.store import open_trace
 
 from . import __version__
-from . import catalog as CAT
-from .config import ArrayConfig, DriveRef, load_array
+from .array import ArrayModel, Plan, build_array, plan
+from .array import no_plan as plan_none
+from .config import ArrayConfig, Failure, load_array
 
 SECTOR = 512
-SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
+__all__ = ["build_array", "run_engine", "replay", "options_for", "Driver", "Options"]
 #: Rows read from the trace per batch.
 BATCH_ROWS = 1 << 17
 #: Per-drive statistics: the first interval, and the bins kept per drive (the interval doubles
 #: when a run outgrows them).
 INTERVAL_NS = 1_000_000_000
 NBINS = 2048
-
-
-@dataclasses.dataclass
-class ArrayModel:
-    """The array as the engine sees it: LUN and group tables, drives and their models."""
-
-    vol_unit: int  # sectors; 0 = no host volume (one LUN)
-    lun_group: np.ndarray
-    lun_base: np.ndarray
-    g_kind: np.ndarray
-    g_width: np.ndarray
-    g_unit: np.ndarray
-    g_ds: np.ndarray
-    capacity: int  # sectors the host can address
-    lun_cap: np.ndarray  # per host-volume LUN: its sectors
-    d_model: np.ndarray  # per drive: engine.MODEL_*
-    d_mparam: np.ndarray  # per drive: its model's parameter set
-    d_sched: np.ndarray
-    d_depth: np.ndarray
-    d_maxinf: np.ndarray
-    d_group: list[str]  # per drive: its group's name
-    d_role: list[str]  # per drive: "member" or "spare"
-    d_name: list[str]  # per drive: its model
-    models: E.Models
-    ssd_width: int  # columns of an SSD's state row
-
-    @property
-    def drives(self) -> int:
-        return len(self.d_model)
-
-
-def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> E.Models:
-    """The engine's model tables: the HDD and SSD parameter sets of the distinct models (each
-    model's set index among those of its kind is its D_MPARAM)."""
-    hdd = [m.hdd for m in models if m.hdd is not None]
-    ssd = [m.ssd for m in models if m.ssd is not None]
-
-    def cat(parts: list[np.ndarray], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-        off = np.zeros(len(parts) + 1, dtype=np.int64)
-        off[1:] = np.cumsum([len(x) for x in parts])
-        return (np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)), off
-
-    hz, hz_off = cat([z for _p, z, _d, _t in hdd], np.float64)
-    hcd, hc_off = cat([cd for _p, _z, cd, _t in hdd], np.int64)
-    hct, _ = cat([ct for _p, _z, _d, ct in hdd], np.float64)
-    return E.Models(
-        fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
-        hp=np.concatenate([p for p, _z, _d, _t in hdd]) if hdd else np.zeros(H.P_N),
-        hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
-        hst=np.zeros(0),  # per-drive states are made fresh for each replay (Driver)
-        sp=np.concatenate(ssd) if ssd else np.zeros(SS.P_N),
-        sst=np.zeros((0, 1), np.int64))
-
-
-def _model_of(ref: DriveRef) -> CAT.DriveModel:
-    return CAT.model(ref.catalog, dict(ref.overrides), ref.disksim, ref.kind)
-
-
-def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> ArrayModel:
-    """LUN and group tables from a configuration, each group's drives with their model
-    (``fixed_ns`` = (per operation, per sector) replaces every model, for tests)."""
-    refs = list(dict.fromkeys(g.drive for g in cfg.groups))
-    models = [_model_of(r) for r in refs]
-    # a model's parameter set: its index among the models of its kind
-    mset = [sum(1 for m in models[:i] if m.kind == models[i].kind) for i in range(len(models))]
-    g_kind, g_width, g_unit, g_ds = [], [], [], []
-    lun_group, lun_base = [], []
-    d_model: list[int] = []
-    d_mparam: list[int] = []
-    d_sched: list[int] = []
-    d_depth: list[int] = []
-    d_group: list[str] = []
-    d_role: list[str] = []
-    d_maxinf: list[int] = []
-    d_name: list[str] = []
-    base = 0
-    for gi, g in enumerate(cfg.groups):
-        m = refs.index(g.drive)
-        mod = models[m]
-        per_group = g.count * g.width + g.hot_spares
-        kind = E.MODEL_HDD if mod.kind == "hdd" else E.MODEL_SSD
-        d_model += [E.MODEL_FIXED if fixed_ns else kind] * per_group
-        d_mparam += [0 if fixed_ns else mset[m]] * per_group
-        d_maxinf += [mod.queue_depth] * per_group
-        d_name += [refs[m].label] * per_group
-        d_sched += [SCHEDULERS[g.scheduler]] * per_group
-        d_depth += [g.queue_depth] * per_group
-        d_group += [g.name] * per_group
-        d_role += ["member"] * (g.count * g.width) + ["spare"] * g.hot_spares
-        unit = g.stripe_unit_bytes // SECTOR
-        g_kind.append(g.kind)
-        g_width.append(g.width)
-        g_unit.append(unit)
-        g_ds.append((mod.blocks // unit) * unit if g.kind != R.KIND_JBOD else mod.blocks)
-        for _i in range(g.count):
-            lun_group.append(gi)
-            lun_base.append(base)
-            base += g.width
-        base += g.hot_spares  # spares sit after the group's LUNs
-    lun_cap = [int(R.capacity(g_kind[g], g_width[g], g_unit[g], g_ds[g])) for g in lun_group]
-    lun_names = cfg.luns()
-    if cfg.volume is not None:
-        idx = [lun_names.index(n) for n in cfg.volume.luns]
-        vol_unit = cfg.volume.stripe_unit_bytes // SECTOR
-        per_lun = min(lun_cap[i] for i in idx) // vol_unit * vol_unit
-        capacity = per_lun * len(idx)
-        lun_group = [lun_group[i] for i in idx]
-        lun_base = [lun_base[i] for i in idx]
-        lun_cap = [lun_cap[i] for i in idx]
-    else:
-        vol_unit = 0
-        capacity = lun_cap[0]
-        lun_group, lun_base, lun_cap = lun_group[:1], lun_base[:1], lun_cap[:1]
-
-    def i64(x: list[int]) -> np.ndarray:
-        return np.array(x, dtype=np.int64)
-
-    return ArrayModel(
-        vol_unit=vol_unit, lun_group=i64(lun_group), lun_base=i64(lun_base),
-        g_kind=i64(g_kind), g_width=i64(g_width), g_unit=i64(g_unit), g_ds=i64(g_ds),
-        capacity=capacity, lun_cap=i64(lun_cap), d_model=i64(d_model),
-        d_mparam=i64(d_mparam), d_sched=i64(d_sched),
-        d_depth=i64(d_depth), d_maxinf=i64(d_maxinf), d_group=d_group, d_role=d_role,
-        d_name=d_name, models=_models([] if fixed_ns else models, fixed_ns),
-        ssd_width=max([SS.state_width(m.ssd) for m in models if m.ssd is not None], default=1),
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +92,7 @@ class Options:
     flush_stop: float = 0.8
     flush_age_ns: int = 10_000_000_000
     destage_depth: int = 0  # 0: two per drive
+    drain: bool = True  # after the last host request, finish the rebuilds under way
 
 
 def options_for(cfg: ArrayConfig) -> dict[str, Any]:
@@ -261,7 +142,7 @@ class Driver:
     """Runs the engine over chunks of requests, retiring completed ones in order."""
 
     def __init__(self, arr: ArrayModel, opts: Options, total: int,
-                 streams: Streams | None = None):
+                 streams: Streams | None = None, tasks: Plan | None = None):
         self.arr = arr
         self.opts = opts
         self.total = total
@@ -272,6 +153,8 @@ class Driver:
         nph = len(streams.phase_values) if streams is not None else 1
         lines = opts.cache_lines
         depth = opts.destage_depth or 2 * nd
+        tasks = tasks or plan_none()
+        self.tasks = tasks
         self.cfg = E.Cfg(
             closed=int(opts.closed), vol_unit=arr.vol_unit, ctrl_ns=opts.ctrl_ns,
             path_ps=opts.path_ps, bus_ps=opts.bus_ps, record=int(opts.record), nphases=nph,
@@ -279,37 +162,34 @@ class Driver:
             write_back=int(opts.write_back), ra_sectors=opts.ra_sectors,
             flush_start=max(1, int(opts.flush_start * lines)),
             flush_stop=int(opts.flush_stop * lines), flush_age_ns=opts.flush_age_ns,
-            destage_depth=depth)
+            destage_depth=depth, drain=int(opts.drain))
         i64 = np.int64
         SM = np.zeros((ns, E.SM_N), i64)
         SM[:, [E.SM_HEAD, E.SM_TAIL]] = -1
         ph_cnt = (streams.ph_cnt if streams is not None else np.zeros(1, i64)).reshape(nph, ns)
         PH = np.concatenate([ph_cnt.sum(axis=1, keepdims=True), ph_cnt], axis=1).astype(i64)
         DR = np.zeros((nd, E.D_N), i64)
-        DR[:, [E.D_QHEAD, E.D_QTAIL, E.D_LASTOP]] = -1
+        DR[:, [E.D_QHEAD, E.D_QTAIL, E.D_LASTOP, E.D_BQHEAD, E.D_BQTAIL]] = -1
         DR[:, E.D_MAXINF] = arr.d_maxinf
         DR[:, E.D_SCHED] = arr.d_sched
         DR[:, E.D_DEPTH] = arr.d_depth
         DR[:, E.D_MODEL] = arr.d_model
         DR[:, E.D_MPARAM] = arr.d_mparam
-        nj = depth + 4 * len(arr.lun_group) + 64 if lines else 1
-        JFREE = np.arange(nj - 1, -1, -1, dtype=i64)
-        nl = len(arr.lun_group)
-        LN = np.zeros((nl, E.U_N), i64)
-        LN[:, E.U_GROUP] = arr.lun_group
-        LN[:, E.U_BASE] = arr.lun_base
-        LN[:, E.U_CAP] = arr.lun_cap
+        task_depth = int(tasks.TK[:, E.TK_DEPTH].sum()) if tasks.tasks else 0
+        nj = (depth + 4 * len(arr.LN) + 64 if lines else 1) + task_depth
+        LN = arr.LN.copy()
         LN[:, [E.U_LAST_END, E.U_WHEAD, E.U_WTAIL]] = -1
-        GR = np.stack([arr.g_kind, arr.g_width, arr.g_unit, arr.g_ds], axis=1).astype(i64)
         S = np.zeros(E.S_N, dtype=i64)
         S[E.S_TOTAL] = total
         S[E.S_INTERVAL] = opts.interval_ns
-        S[E.S_FREE_JOBS] = nj if lines else 0
+        S[E.S_FREE_JOBS] = nj
         S[[E.S_TIMER, E.S_WW_HEAD, E.S_WW_TAIL]] = -1
+        S[E.S_TASKS_LEFT] = tasks.tasks
+        S[E.S_MARGIN_EV] = 16
         CL, HT = CA.new_tables(lines)
         CA.init_heads(S, E.S_CACHE, lines)
         window = int(streams.max_window.sum()) if streams is not None else 0
-        S[E.S_MARGIN_HEAP] = window + int(arr.d_maxinf.sum()) + nj + 16
+        S[E.S_MARGIN_HEAP] = window + int(arr.d_maxinf.sum()) + nj + tasks.tasks + 16
         S[E.S_MARGIN_REC] = int(arr.d_maxinf.sum())
         nops = 1 << 12
         S[E.S_FREE_OPS] = nops
@@ -318,35 +198,45 @@ class Driver:
             OFREE=np.arange(nops - 1, -1, -1, dtype=i64), DR=DR, CAND=np.zeros(nd, i64),
             BN=np.zeros((4, nd * opts.nbins), i64),
             RC=np.zeros((max(1 << 16, 4 * nd) if opts.record else 1, E.RC_N_COLS), i64),
-            SM=SM, PH=PH, LN=LN, GR=GR, PLAN=self._plan_scratch(S, 1),
-            JB=np.zeros((nj, E.J_N_COLS), i64), JFREE=JFREE, CL=CL, HT=HT,
+            SM=SM, PH=PH, LN=LN, EX=arr.EX, GR=arr.GR, MP=arr.MP.copy(), FL=tasks.FL,
+            AF=tasks.AF, TK=tasks.TK.copy(), PC=tasks.PC.copy(),
+            EVT=np.zeros((1024, E.EV_N_COLS), i64), PLAN=self._plan_scratch(S, 1),
+            JB=np.zeros((nj, E.J_N_COLS), i64),
+            JFREE=np.arange(nj - 1, -1, -1, dtype=i64), CL=CL, HT=HT,
             HQ=HP.new_heap(2 * int(S[E.S_MARGIN_HEAP]) + 1024),
             # every replay starts with idle drives: fresh drive-model state
             M=arr.models._replace(hst=H.new_state(nd),
                                   sst=np.zeros((nd, arr.ssd_width), np.int64)))
         self.max_nsec = 0
         self.t_end = 0
+        self.events: list[np.ndarray] = []
 
     def _plan_scratch(self, S: np.ndarray, nsec: int) -> np.ndarray:
         """Planning scratch for pieces of up to ``nsec`` sectors; sets the operations one
         event can plan at most (the margin the kernel keeps free): one host request, a prefetch
-        per piece and the destages that may start."""
+        per piece, the destages that may start and the units a task may issue at once."""
         a = self.arr
         o = self.opts
+        geoms = [tuple(int(x) for x in g) for g in a.GR]
 
         def bound(n: int) -> int:
-            return max(R.max_ops(int(k), int(w), int(u), n)
-                       for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True))
+            return max(R.max_ops(k, w, u, n) for k, w, u, _ds in geoms)
 
         piece = min(nsec, a.vol_unit) if a.vol_unit else nsec
         pieces = nsec // a.vol_unit + 2 if a.vol_unit else 1
-        stripe = int(max(u * R.data_drives(int(k), int(w))
-                         for k, w, u in zip(a.g_kind, a.g_width, a.g_unit, strict=True)))
-        per_piece = max(bound(piece), bound(o.ra_sectors), bound(stripe + 2 * o.line_sectors))
-        margin = bound(piece) * pieces
+        extents = int(piece // int(a.LN[:, E.U_EXT_SECT].min())) + 2
+        stripe = max(u * R.data_drives(k, w) for k, w, u, _ds in geoms)
+        tk = self.tasks.TK
+        unit_rows = int(tk[:, E.TK_UROWS].max()) if len(tk) else 1
+        per_unit = max(max((unit_rows // u + 1) * (w + 2) for _k, w, u, _ds in geoms), 64)
+        per_piece = max(bound(piece), bound(o.ra_sectors), bound(stripe + 2 * o.line_sectors),
+                        per_unit)
+        margin = bound(piece) * pieces * extents
         if o.cache_lines:
             margin += 2 * pieces * bound(max(o.ra_sectors, 1)) + self.cfg.destage_depth * \
                 bound(stripe + 2 * o.line_sectors)
+        if len(tk):
+            margin += int(tk[:, E.TK_DEPTH].max()) * per_unit
         S[E.S_MARGIN_OPS] = margin
         return np.zeros(per_piece * R.OP_NCOLS, dtype=np.int64)
 
@@ -451,7 +341,13 @@ class Driver:
                 on_records(self.W.RC[:int(S[E.S_REC])].copy())
             S[E.S_REC] = 0
 
-        if self.total == 0:
+        def flush_events() -> None:
+            S = self.W.S
+            if S[E.S_EVN]:
+                self.events.append(self.W.EVT[:int(S[E.S_EVN])].copy())
+            S[E.S_EVN] = 0
+
+        if self.total == 0 and not (self.opts.drain and self.tasks.tasks):
             return
         load()
         while True:
@@ -469,8 +365,11 @@ class Driver:
                                                      2 * len(self.W.HQ)))
             elif st == E.FULL_RECORDS:
                 flush_records()
+            elif st == E.FULL_EVENTS:
+                flush_events()
         self._retire(sink)
         flush_records()
+        flush_events()
 
     def _grow_ops(self) -> None:
         old = self.W.OP
@@ -515,7 +414,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
                is_write: np.ndarray, closed: bool = False, outstanding: Any = 1,
                think_ns: Any = 0, drive_ops: bool = False, stream: np.ndarray | None = None,
                phase: np.ndarray | None = None, chunk: int = BATCH_ROWS,
-               **engine: Any) -> dict[str, Any]:
+               tasks: Plan | None = None, **engine: Any) -> dict[str, Any]:
     """Replay in-memory request arrays (tests, benchmarks); ``engine`` takes any Options
     field (ctrl_ns, path_ps, cache_lines, ...). Returns per-request outputs in request order,
     per-drive totals and bins, the cache's end state and (``drive_ops``) every operation."""
@@ -536,7 +435,7 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         cols["stream"] = stream
         cols["phase"] = phase
     opts = Options(closed=closed, record=drive_ops, **engine)
-    drv = Driver(arr, opts, n, streams)
+    drv = Driver(arr, opts, n, streams, tasks)
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("arrive", "start", "done", "hit")}
     recs: list[np.ndarray] = []
 
@@ -551,6 +450,9 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     res["ops"] = drv.W.DR[:, E.D_NOPS].copy()
     res["bins"] = drv.bins()
     res["cache"] = drv.cache_state()
+    res["events"] = (np.concatenate(drv.events) if drv.events
+                     else np.zeros((0, E.EV_N_COLS), np.int64))
+    res["mp"] = drv.W.MP
     if drive_ops:
         rc = np.concatenate(recs) if recs else np.zeros((0, E.RC_N_COLS), np.int64)
         for name, col in (("drive", E.RC_DRIVE), ("item", E.RC_ITEM), ("kind", E.RC_KIND),
@@ -588,6 +490,9 @@ class ReplayResult:
     p99_latency_ms: float
     elapsed_s: float
     requests_per_s: float
+    # per failure: drive, group, failed_s, window_s (rebuild end - failure; None: no rebuild
+    # ended), stripes_lost
+    rebuilds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -765,21 +670,60 @@ class _RunWriter:
             self.ops.close()
 
 
+def parse_failure(text: str) -> tuple[int, float]:
+    """``DRIVE@SECONDS`` (``3@120`` or ``3@120s``) -> (drive, seconds)."""
+    drive, sep, at = text.partition("@")
+    try:
+        if not sep:
+            raise ValueError
+        return int(drive), float(at.removesuffix("s"))
+    except ValueError:
+        raise BlocklabError(f"--fail {text}: expected DRIVE@SECONDS, e.g. 3@120") from None
+
+
+def _trace_span_ns(pf: pq.ParquetFile) -> int:
+    """The last arrival time of the trace (its time column's maximum)."""
+    span = 0
+    for i in range(pf.metadata.num_row_groups):
+        stats = pf.metadata.row_group(i).column(0).statistics
+        if stats is not None and stats.has_min_max:
+            span = max(span, int(stats.max))
+        else:
+            col = pf.read_row_group(i, columns=["time_ns"]).column(0).to_numpy()
+            span = max(span, int(col.max()) if len(col) else 0)
+    return span
+
+
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
-           drive_ops: bool = False, progress: Callable[[int, int], None] | None = None
-           ) -> ReplayResult:
-    """Replay ``trace`` on the array ``array`` describes; write the run folder ``output``."""
+           drive_ops: bool = False, progress: Callable[[int, int], None] | None = None,
+           failures: list[tuple[int, float]] | None = None) -> ReplayResult:
+    """Replay ``trace`` on the array ``array`` describes, with its failures and those given
+    (drive, seconds); write the run folder ``output``."""
     if speed <= 0:
         raise BlocklabError(f"--speed must be positive, found {speed}")
     if closed_loop < 0:
         raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
     cfg = load_array(array)
+    if failures:
+        for d, at in failures:
+            if not 0 <= d < cfg.drives:
+                raise BlocklabError(f"--fail {d}@{at:g}: no drive {d}: the array has drives 0 "
+                                    f"to {cfg.drives - 1}")
+        cfg = dataclasses.replace(cfg, failures=cfg.failures + tuple(
+            Failure(d, at) for d, at in failures))
     arr = build_array(cfg)
     trace = Path(trace)
     pf, _meta = open_trace(trace)
     total, skipped, streams = _scan(pf, trace, closed_loop)
     closed = streams is not None
+    if not closed:  # failures happen during the replay, not before or after it
+        span_s = _trace_span_ns(pf) / speed / 1e9
+        for f in cfg.failures:
+            if not 0 <= f.at_s <= span_s:
+                raise BlocklabError(f"{array}: failure of drive {f.drive} at {f.at_s:g} s is "
+                                    f"outside the trace (0 to {span_s:.6g} s)")
+    tasks = plan(arr)
     opts = Options(closed=closed, record=drive_ops, **options_for(cfg))
     out = Path(output)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -788,7 +732,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     tmp.mkdir(mode=0o700, parents=True)
     try:
         w = _RunWriter(tmp, drive_ops)
-        drv = Driver(arr, opts, total, streams)
+        drv = Driver(arr, opts, total, streams, tasks)
 
         def sink(c: dict[str, np.ndarray]) -> None:
             w.requests(c)
@@ -801,6 +745,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         elapsed = time.perf_counter() - started
         w.close()
         _write_busy(tmp, arr, drv)
+        _write_events(tmp, arr, drv, tasks)
         lat = np.concatenate(w.lat) if w.lat else np.zeros(0, np.int64)
         meta = {
             "blocklab_version": __version__,
@@ -813,6 +758,13 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "counts": {"requests": total, "skipped_not_read_write": skipped,
                        "drives": arr.drives, "drive_ops": int(drv.W.DR[:, E.D_NOPS].sum())},
             "cache_at_end": drv.cache_state(),
+            "failures": [dataclasses.asdict(f) for f in cfg.failures],
+            "tasks": [{"task": i, "kind": {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init",
+                                           E.JOB_REBALANCE: "rebalance"}[int(t[E.TK_KIND])],
+                       "group": tasks.task_group[i], "drive": int(t[E.TK_DRIVE]),
+                       "pieces": int(t[E.TK_NP]), "units": int(t[E.TK_UNITS]),
+                       "unit_bytes": int(t[E.TK_UROWS]) * SECTOR}
+                      for i, t in enumerate(tasks.TK)],
             "interval_ns": int(drv.W.S[E.S_INTERVAL]),
             "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
                         "model": arr.d_name[i]}
@@ -829,7 +781,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             shutil.rmtree(tmp)
         raise
     lat_ms = lat / 1e6
-    return ReplayResult(
+    return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
         output=str(out), requests=total, skipped=skipped, closed_loop=closed,
         mean_latency_ms=float(lat_ms.mean()) if len(lat_ms) else 0.0,
         p99_latency_ms=float(np.quantile(lat_ms, 0.99)) if len(lat_ms) else 0.0,
@@ -850,3 +802,47 @@ def _write_busy(folder: Path, arr: ArrayModel, drv: Driver) -> None:
         "busy_ns": b["busy"].ravel(), "ops": b["ops"].ravel(), "bytes": b["bytes"].ravel(),
         "queue_op_ns": b["qint"].ravel(),
     }, schema=RUN_SCHEMAS["drive_busy"]), folder / "drive_busy.parquet", compression="zstd")
+
+
+def _write_events(folder: Path, arr: ArrayModel, drv: Driver, tasks: Plan) -> None:
+    """events.parquet: failures, data loss, task starts, progress and ends (traces/schema.py
+    RUN_COLUMNS["events"]); written whenever the run had failures or tasks."""
+    if not len(tasks.FL) and not tasks.tasks:
+        return
+    ev = np.concatenate(drv.events) if drv.events else np.zeros((0, E.EV_N_COLS), np.int64)
+    ref = ev[:, E.EV_REF]
+    drive = ev[:, E.EV_DRIVE]
+    group = [tasks.task_group[int(r)] if r >= 0 else (arr.d_group[int(d)] if d >= 0 else "")
+             for r, d in zip(ref.tolist(), drive.tolist(), strict=True)]
+    code = ev[:, E.EV_CODE]
+    progress = np.isin(code, [E.X_REBUILD_PROGRESS, E.X_REBUILD_END, E.X_REBALANCE_PROGRESS,
+                              E.X_REBALANCE_END, E.X_INIT_PROGRESS, E.X_INIT_END])
+    loss = code == E.X_DATA_LOSS
+    pq.write_table(pa.table({
+        "time_ns": ev[:, E.EV_T],
+        "event": pa.array([EVENT_NAMES[c] for c in code.tolist()]).dictionary_encode(),
+        "drive": drive.astype(np.int32),
+        "group": pa.array(group, pa.string()).dictionary_encode(),
+        "fraction": pa.array(np.where(progress, ev[:, E.EV_FRAC] / 1e6, 0.0),
+                             mask=~progress),
+        "bytes": pa.array(ev[:, E.EV_BYTES], mask=~progress),
+        "stripes_lost": pa.array(ev[:, E.EV_LOST], mask=~loss),
+        "detail": pa.array([f"task {int(r)}" if r >= 0 else None for r in ref.tolist()],
+                           pa.string()),
+    }, schema=RUN_SCHEMAS["events"]), folder / "events.parquet", compression="zstd")
+
+
+def _rebuild_windows(arr: ArrayModel, drv: Driver, tasks: Plan) -> list[dict[str, Any]]:
+    """Per failure: when it happened, when its rebuild ended (the window), stripes lost."""
+    ev = np.concatenate(drv.events) if drv.events else np.zeros((0, E.EV_N_COLS), np.int64)
+    out = []
+    for f in tasks.FL:
+        d, t = int(f[E.FL_DRIVE]), int(f[E.FL_T])
+        ends = ev[(ev[:, E.EV_CODE] == E.X_REBUILD_END) & (ev[:, E.EV_DRIVE] == d)
+                  & (ev[:, E.EV_T] >= t)]
+        lost = ev[(ev[:, E.EV_CODE] == E.X_DATA_LOSS) & (ev[:, E.EV_DRIVE] == d)
+                  & (ev[:, E.EV_T] == t), E.EV_LOST]
+        out.append({"drive": d, "group": arr.d_group[d], "failed_s": t / 1e9,
+                    "window_s": (int(ends[0, E.EV_T]) - t) / 1e9 if len(ends) else None,
+                    "stripes_lost": int(lost.sum())})
+    return out

@@ -8,6 +8,12 @@ the runs form a size sweep (each run one transfer size, at least two sizes), ban
 transfer size (``size-sweep``). Every figure comes from a named query over the same views as
 ``blocklab query``.
 
+For a sweep's output folder (``blocklab sweep run -o OUT``; it has ``sweep.json``) the page
+opens with the sweep: its points (the summary Parquet, one row per point with the axis values),
+the failed points, and for each axis the headline figures against it (p99 and mean latency,
+MB/s, IOPS, and the rebuild window when the points had failures), one line per value of the
+next axis (in a cross sweep; other axes' values as further lines).
+
 The page opens from disk with no network: the Vega, Vega-Lite and vega-embed JavaScript that
 vl-convert ships is inlined, and each chart's data is inlined in its spec. When every chart has
 been drawn the page sets ``data-charts-drawn`` on its body to the number of charts (and
@@ -36,11 +42,16 @@ from blocklab.traces.store import atomic_output
 
 from . import __version__
 from .query import Source, connect, find_sources, named
+from .sweep import is_sweep, read_points, value_text
 
 #: Points aimed at per run on the time axis of the bandwidth chart and the heatmap.
 TIME_POINTS = 150
 HEAT_BINS = 200
 PERCENTILES = (("p50", "p50_ms"), ("p90", "p90_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms"))
+#: A sweep's headline figures (summary columns) drawn against each axis, with their titles.
+SWEEP_METRICS = (("p99_ms", "p99 latency (ms)"), ("mean_ms", "mean latency (ms)"),
+                 ("mb_per_s", "MB/s"), ("iops", "IOPS"),
+                 ("rebuild_window_s", "rebuild window (s)"))
 
 
 @dataclasses.dataclass
@@ -240,6 +251,107 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
 
 
 # ---------------------------------------------------------------------------------------------
+# a sweep's output folder
+
+
+@dataclasses.dataclass
+class SweepPart:
+    """A sweep output folder: its axes, the summary rows of its points, its failed points."""
+
+    folder: str
+    mode: str
+    axes: list[dict[str, Any]]  # sweep.json: key, name, values
+    points: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+
+
+def read_sweep(folder: str | os.PathLike[str]) -> SweepPart:
+    info, table = read_points(folder)
+    failed = []
+    for f in sorted(Path(folder).glob("*.error.json")):
+        try:
+            e = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        failed.append({"point": e.get("point"), "name": e.get("name"), "error": e.get("error")})
+    return SweepPart(str(folder), str(info.get("mode", "cross")), list(info.get("axes", [])),
+                     _rows(table), failed)
+
+
+def _sweep_chart(part: SweepPart, axis: dict[str, Any], metrics: list[tuple[str, str]]
+                 ) -> tuple[alt.TopLevelMixin, str]:
+    """The headline figures against one axis: one panel per figure, one line per value of
+    the next axis that varies (cross sweeps)."""
+    name = axis["name"]
+    others = [a for a in part.axes if a["name"] != name and len(a["values"]) > 1]
+    color = others[0] if others and part.mode == "cross" else None
+    rest = [a for a in others if a is not color]
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool)
+                  for v in axis["values"])
+    rows = []
+    for p in part.points:
+        r = {k: p.get(k) for k, _t in metrics}
+        r.update(run=p["run"], point=p["point_name"],
+                 x=p[name] if numeric else value_text(p[name]))
+        if color is not None:
+            r["line"] = value_text(p[color["name"]])
+        r["others"] = " ".join(f"{a['name']}={value_text(p[a['name']])}" for a in rest)
+        rows.append(r)
+    x = (alt.X("x:Q", title=name, scale=alt.Scale(zero=False)) if numeric else
+         alt.X("x:O", title=name, sort=[value_text(v) for v in axis["values"]]))
+    tip = [alt.Tooltip("point:N", title="point"), alt.Tooltip("run:N", title="run")]
+    panels = []
+    for key, title in metrics:
+        enc: dict[str, Any] = {"x": x, "y": alt.Y(f"{key}:Q", title=title),
+                               "detail": "others:N",
+                               "tooltip": [*tip, alt.Tooltip(f"{key}:Q", title=title)]}
+        if color is not None:
+            enc["color"] = alt.Color("line:N", title=color["name"],
+                                     sort=[value_text(v) for v in color["values"]])
+        panels.append(alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(**enc)
+                      .properties(width=340, height=200))
+    note = (f"One line per {color['name']}" if color is not None else "One line") + (
+        f" (and per {', '.join(a['name'] for a in rest)})" if rest else "") + \
+        "; each point's figures come from its summary row (the compare query)."
+    return alt.concat(*panels, columns=2), note
+
+
+def sweep_charts(part: SweepPart, prefix: str = "sweep") -> list[Chart]:
+    """One chart per axis with two or more values."""
+    metrics = [(k, t) for k, t in SWEEP_METRICS
+               if any(p.get(k) is not None for p in part.points)]
+    charts: list[Chart] = []
+    if not part.points or not metrics:
+        return charts
+    for a in part.axes:
+        if len(a["values"]) < 2:
+            continue
+        chart, note = _sweep_chart(part, a, metrics)
+        charts.append(Chart(f"{prefix}-{a['name']}", f"Headline figures against {a['name']}",
+                            _spec(chart), note))
+    return charts
+
+
+def _sweep_html(part: SweepPart) -> list[str]:
+    names = [a["name"] for a in part.axes]
+    shape = " x ".join(str(len(a["values"])) for a in part.axes) or "1"
+    axes = ", ".join(f"{a['name']} ({a['key']}): {', '.join(value_text(v) for v in a['values'])}"
+                     for a in part.axes)
+    cols = ["run", *names, "requests", "mean_ms", "p50_ms", "p99_ms", "mb_per_s", "iops"]
+    if any(p.get("rebuild_window_s") is not None for p in part.points):
+        cols.append("rebuild_window_s")
+    out = [f"<h2>Sweep {html.escape(part.folder)}</h2>",
+           f'<p class="note">{len(part.points)} point(s) finished, {len(part.failed)} failed; '
+           f"{html.escape(part.mode)} of {shape}: {html.escape(axes)}. Runs are named by "
+           "point id; the summary is <code>summary/**/*.parquet</code> (hive partitioning)."
+           "</p>",
+           _table([{c: p.get(c) for c in cols} for p in part.points], cols)]
+    if part.failed:
+        out += ["<h3>Failed points</h3>", _table(part.failed, ["point", "name", "error"])]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # the page
 
 
@@ -328,6 +440,8 @@ def render_html(sources: list[Source], compare: list[dict[str, Any]], charts: li
         _table(compare),
         "<h2>Runs</h2>", _table(runs),
     ]
+    for part in extra.get("sweeps") or []:
+        parts += _sweep_html(part)
     rw = extra.get("rebuild_windows") or []
     if rw:
         parts += ["<h2>Failures and rebuilds</h2>",
@@ -362,6 +476,7 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
            title: str | None = None) -> ReportResult:
     """Write the report page for the run folders ``paths`` to ``output`` (and each chart as
     PNG/SVG into ``png_dir``/``svg_dir``)."""
+    paths = list(paths)
     try:
         sources = find_sources(paths)
     except BlocklabError as e:
@@ -373,6 +488,11 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     if not sources:
         raise BlocklabError("report: no run folder given")
     compare, charts, extra = build(sources)
+    sweeps = [read_sweep(p) for p in paths if is_sweep(p)]
+    extra["sweeps"] = sweeps
+    charts = [c for i, part in enumerate(sweeps)
+              for c in sweep_charts(part, "sweep" if len(sweeps) == 1 else f"sweep{i + 1}")
+              ] + charts
     page = render_html(sources, compare, charts, extra, title)
     out = Path(output)
     if out.parent and not out.parent.is_dir():

@@ -148,7 +148,7 @@ def test_merged_operations():
                      drive_ops=True)
     rows: dict[int, list[int]] = {}
     for k in range(16):
-        d, off = R.locate(R.KIND_RAID5, 8, 128, int(arr.g_ds[0]), k * 128)
+        d, off = R.locate(R.KIND_RAID5, 8, 128, int(arr.GR[0, 3]), k * 128)
         rows.setdefault(int(d), []).append(int(off) // 128)
     runs = sorted((d, x) for d, rr in rows.items() for x in rr if x - 1 not in rr)
     assert len(got["op_drive"]) == len(runs) < 16

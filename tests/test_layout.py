@@ -71,7 +71,8 @@ def test_parity_rotates_and_stripes_use_distinct_drives(g):
 
 def _plan(kind, width, unit, drive_sectors, lba, n, write, pick=0):
     ops = np.zeros(R.max_ops(KINDS[kind], width, unit, n) * R.OP_NCOLS, dtype=np.int64)
-    m = R.plan_request(KINDS[kind], width, unit, drive_sectors, lba, n, int(write), pick, ops)
+    m = R.plan_request(KINDS[kind], width, unit, drive_sectors, lba, n, int(write), pick, ops,
+                       R.no_missing())
     return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
 
 
@@ -153,5 +154,160 @@ def test_jbod_concatenates():
 
 def _plan_k(kind, width, unit, drive_sectors, lba, n, write, pick=0):
     ops = np.zeros(R.max_ops(kind, width, unit, n) * R.OP_NCOLS, dtype=np.int64)
-    m = R.plan_request(kind, width, unit, drive_sectors, lba, n, int(write), pick, ops)
+    m = R.plan_request(kind, width, unit, drive_sectors, lba, n, int(write), pick, ops,
+                       R.no_missing())
     return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
+
+
+# ---------------------------------------------------------------------------------------------
+# degraded mode (issue 5): missing members with rebuild cursors
+
+
+@st.composite
+def degraded(draw, kinds=("raid0", "raid10", "raid5", "raid6", "raid1")):
+    kind = draw(st.sampled_from(kinds))
+    if kind == "raid1":
+        width = draw(st.integers(2, 4))
+        unit = draw(st.integers(1, 8))
+        ds = unit * draw(st.integers(1, 12))
+    else:
+        kind_, width, unit, ds = draw(geometry((kind,)))
+    members = draw(st.lists(st.integers(0, width - 1), min_size=1, max_size=3, unique=True))
+    miss = [-1, 0, -1, 0, -1, 0]
+    for j, m in enumerate(members):
+        miss[2 * j] = m
+        miss[2 * j + 1] = unit * draw(st.integers(0, ds // unit))  # rebuilt rows below
+    k = KINDS.get(kind, R.KIND_RAID1)
+    cap = R.capacity(k, width, unit, ds)
+    lba = draw(st.integers(0, cap - 1))
+    n = draw(st.integers(1, cap - lba))
+    return kind, k, width, unit, ds, np.array(miss, np.int64), lba, n
+
+
+def _dplan(k, width, unit, ds, lba, n, write, miss, pick=0):
+    ops = np.zeros(R.max_ops(k, width, unit, n) * R.OP_NCOLS, dtype=np.int64)
+    m = R.plan_request(k, width, unit, ds, lba, n, int(write), pick, ops, miss)
+    return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
+
+
+def _missing_at(miss, member, row):
+    return any(miss[j] == member and row >= miss[j + 1] for j in range(0, 6, 2))
+
+
+def _cells_of(ops, write):
+    return {(int(o[0]), int(o[1]) + i) for o in ops if o[R.OP_WRITE] == write
+            for i in range(int(o[2]))}
+
+
+def _roles(kind, width, stripe):
+    t = ref.stripe_table(kind, width, stripe)
+    return t["data"], [t["P"]] + ([t["Q"]] if kind == "raid6" else [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(degraded(), st.booleans(), st.integers(0, 5))
+def test_degraded_plans_touch_no_missing_member_and_suffice(g, write, pick):
+    """Operations never touch a member where it is missing; a read gets every requested
+    sector, directly or from enough survivors to reconstruct it; a write writes every surviving
+    copy or unit it changes, and every surviving parity it rewrites can be computed from what
+    was read (read-modify-write or reconstruct-write, or solving the old parity equations)."""
+    kind, k, width, unit, ds, miss, lba, n = g
+    ops = _dplan(k, width, unit, ds, lba, n, write, miss, pick)
+    for o in ops:
+        for i in range(int(o[2])):
+            assert not _missing_at(miss, int(o[0]), int(o[1]) + i), (o, miss)
+    reads, writes = _cells_of(ops, 0), _cells_of(ops, 1)
+    tol = R.tolerance(k, width)
+    if kind in ("raid0", "raid1", "raid10"):
+        for s in range(lba, lba + n):
+            if kind == "raid1":
+                copies = [(c, s) for c in range(width)]
+            elif kind == "raid10":
+                d, x = ref.locate("raid10", width, unit, s)
+                copies = [(d, x), (d + 1, x)]
+            else:
+                copies = [ref.locate("raid0", width, unit, s)]
+            alive = [c for c in copies if not _missing_at(miss, *c)]
+            if write:
+                assert set(alive) <= writes
+            elif alive:
+                assert any(c in reads for c in alive)
+        return
+    d = width - (1 if kind == "raid5" else 2)
+    by_stripe: dict[int, list[int]] = {}
+    for s in range(lba, lba + n):
+        by_stripe.setdefault(s // (unit * d), []).append(s)
+    for stripe, secs in by_stripe.items():
+        data, parity = _roles(kind, width, stripe)
+        base = stripe * unit
+        lost = [c for c in range(width) if _missing_at(miss, c, base)]
+        if len(lost) > tol:
+            continue  # data loss: what survives is served, nothing to prove
+        if not write:
+            for s in secs:
+                m, row = ref.locate(kind, width, unit, s)
+                if (m, row) in reads:
+                    continue
+                assert _missing_at(miss, m, row)
+                helpers = [c for c in range(width) if c != m and (c, row) in reads]
+                assert len(helpers) >= width - (1 if kind == "raid5" else 2)
+            continue
+        written = {ref.locate(kind, width, unit, s) for s in secs}
+        assert {c for c in written if not _missing_at(miss, *c)} <= writes
+        rows = sorted({row for _m, row in written}) if len({s // unit for s in secs}) == 1 \
+            else list(range(base, base + unit))
+        rows = list(range(rows[0], rows[-1] + 1))
+        for row in rows:
+            wmembers = {m for m, r in written if r == row}
+            known = {c for c in data if (c, row) in reads}
+            par_read = [p for p in parity if (p, row) in reads]
+            unwritten = [c for c in data if c not in wmembers]
+            for p in parity:
+                if _missing_at(miss, p, row):
+                    continue
+                assert (p, row) in writes
+                rcw = all(c in known for c in unwritten)
+                rmw = p in par_read and all(c in known for c in wmembers)
+                solve = len([c for c in data if c not in known]) <= len(par_read)
+                assert rcw or rmw or solve, (kind, stripe, row, miss, known, par_read)
+
+
+@settings(max_examples=200, deadline=None)
+@given(degraded(("raid1", "raid10", "raid5", "raid6")))
+def test_rebuild_unit_reads_enough_survivors(g):
+    kind, k, width, unit, ds, miss, _lba, _n = g
+    member = int(miss[0])
+    row = int(miss[1])
+    if row >= ds:
+        return
+    rows = min(unit * 2, ds - row)
+    ops = np.zeros((width + 2) * R.OP_NCOLS, dtype=np.int64)
+    m = R.plan_rebuild(k, width, member, row, rows, miss, ops)
+    ops = ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
+    reads = [o for o in ops if o[R.OP_WRITE] == 0]
+    survivors = [c for c in range(width) if c != member and not _missing_at(miss, c, row)]
+    if kind == "raid10":
+        survivors = [c for c in survivors if c == member ^ 1]
+    need = {"raid1": 1, "raid10": 1, "raid5": width - 1, "raid6": width - 2}[kind]
+    if len(survivors) < need:
+        assert m == 0  # cannot be rebuilt
+        return
+    assert len(reads) == need and {int(o[0]) for o in reads} <= set(survivors)
+    assert all((int(o[1]), int(o[2]), int(o[4])) == (row, rows, 0) for o in reads)
+    (w,) = [o for o in ops if o[R.OP_WRITE] == 1]
+    assert (int(w[0]), int(w[1]), int(w[2]), int(w[4])) == (member, row, rows, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(geometry(("raid5", "raid6")), st.integers(0, 3), st.integers(1, 3))
+def test_initialization_reads_data_and_writes_parity(g, s0, ns):
+    kind, width, unit, _ds = g
+    ops = np.zeros(ns * (width + 2) * R.OP_NCOLS, dtype=np.int64)
+    m = R.plan_init(KINDS[kind], width, unit, s0, ns, ops)
+    ops = ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
+    for stripe in range(s0, s0 + ns):
+        data, parity = _roles(kind, width, stripe)
+        rows = set(range(stripe * unit, (stripe + 1) * unit))
+        assert {(c, r) for c in data for r in rows} <= _cells_of(ops, 0)
+        assert {(p, r) for p in parity for r in rows} <= _cells_of(ops, 1)
+    assert all(o[R.OP_PHASE] == (1 if o[R.OP_WRITE] else 0) for o in ops)

@@ -207,7 +207,8 @@ OPK_NAMES = ("host", "destage", "prefetch", "rebuild_read", "rebuild_write", "in
 
 # Event names (events column ``event``).
 EVENT_NAMES = ("failure", "rebuild_start", "rebuild_progress", "rebuild_end", "data_loss",
-               "replace", "rebalance_start", "rebalance_end", "init_start", "init_end")
+               "replace", "rebalance_start", "rebalance_end", "init_start", "init_end",
+               "rebalance_progress", "init_progress")
 
 _DICT_STR = pa.dictionary(pa.int32(), pa.string())
 
@@ -272,3 +273,41 @@ RUN_SCHEMAS: dict[str, pa.Schema] = {
     stem: pa.schema([pa.field(n, t, nullable=nl) for n, (t, nl, _u, _d) in cols.items()])
     for stem, cols in RUN_COLUMNS.items()
 }
+
+
+# --------------------------------------------------------------------------------------------
+# A sweep's summary (``blocklab sweep run -o OUT``): one Parquet file per point under
+# OUT/summary/<axis>=<value>/.../<point>.parquet (hive partitioning: the axes are the folder
+# names, not columns of the files). The figures are the ``compare`` query's over the point's
+# run folder OUT/<point>/, plus the longest rebuild window of ``rebuild-windows``.
+POINT_COLUMNS: dict[str, tuple[pa.DataType, bool, str, str]] = {
+    "run": (pa.string(), False, "-", "the point's id: its run folder under OUT, and the run "
+            "name blocklab query OUT/ gives it"),
+    "point_name": (pa.string(), False, "-", "readable: axis=value ..."),
+    "axis_values": (pa.string(), False, "-", "JSON object: axis name -> value as in the "
+                    "sweep file (the exact values; the folder names are text)"),
+    "requests": (pa.int64(), True, "count", "host requests replayed"),
+    "duration_s": (pa.float64(), True, "s", "first arrival to last completion"),
+    "iops": (pa.float64(), True, "1/s", "requests / duration"),
+    "mb_per_s": (pa.float64(), True, "10^6 B/s", "bytes / duration"),
+    "read_mb_per_s": (pa.float64(), True, "10^6 B/s", "read bytes / duration"),
+    "write_mb_per_s": (pa.float64(), True, "10^6 B/s", "written bytes / duration"),
+    "mean_ms": (pa.float64(), True, "ms", "mean latency"),
+    "p50_ms": (pa.float64(), True, "ms", "median latency"),
+    "p99_ms": (pa.float64(), True, "ms", "99th percentile latency"),
+    "p999_ms": (pa.float64(), True, "ms", "99.9th percentile latency"),
+    "max_ms": (pa.float64(), True, "ms", "longest latency"),
+    "read_p99_ms": (pa.float64(), True, "ms", "reads' 99th percentile latency"),
+    "write_p99_ms": (pa.float64(), True, "ms", "writes' 99th percentile latency"),
+    "drive_busy_mean": (pa.float64(), True, "-", "drives' mean busy fraction"),
+    "drive_busy_max": (pa.float64(), True, "-", "busiest drive's busy fraction"),
+    "failures": (pa.int64(), True, "count", "drive failures"),
+    "data_loss": (pa.int64(), True, "count", "data-loss events"),
+    "rebuild_window_s": (pa.float64(), True, "s", "longest failure-to-rebuild-end window "
+                         "(null without failures)"),
+    "rebuild_done": (pa.bool_(), True, "-", "every rebuild ended within the run"),
+    "replay_s": (pa.float64(), False, "s", "wall-clock time of the replay"),
+    "host": (pa.string(), False, "-", "machine that ran the point"),
+}
+POINT_SCHEMA = pa.schema([pa.field(n, t, nullable=nl)
+                          for n, (t, nl, _u, _d) in POINT_COLUMNS.items()])

@@ -20,11 +20,34 @@ changes) or reconstruct-write (read the data it does not change), whichever need
 drive operations (ties go to read-modify-write). Parity is rewritten over the smallest range
 of rows that covers every sector offset written in the stripe.
 
+**Degraded mode** (issue 5). ``miss`` lists up to three members that are missing, each with a
+rebuild cursor: member m is missing for drive rows at or past its cursor (a rebuild writes the
+replacement from row 0 up, in whole stripe units, so a stripe is either rebuilt or not). In a
+stripe with missing members:
+
+- a read of a missing member's data reconstructs it: RAID-5 reads the same rows of every other
+  member; RAID-6 reads ``width - 2`` survivors (the data members and P when one member is
+  missing, every survivor when two are); a mirror reads the surviving copy; RAID-0 and JBOD
+  have lost it (no operation);
+- a write writes what survives. When only parity members are missing it updates the
+  surviving parity by read-modify-write (old data of the written units, old parity), or writes
+  the data alone when no parity survives; when a data member is missing it reads every
+  survivor over the parity rows (whatever was lost can then be solved for) and writes the
+  surviving written units and parities. A full stripe writes every survivor with no reads;
+- a stripe that has lost more members than the layout tolerates (data loss) is served from
+  what survives: reads of lost data and writes to lost members have no operation.
+
+``plan_rebuild`` fans one rebuild unit out (reads of the survivors, then the write of the
+member being rebuilt) and ``plan_init`` one unit of parity initialization (reads of the data,
+then the writes of the parities; a mirror copies its first member to the others).
+
 Everything is integer sectors. The functions are Numba kernels over scalars so that the replay
 engine can call them per request; ``plan_request`` fills caller-allocated operation arrays.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from blocklab.kernels._jit import njit
 
@@ -37,6 +60,33 @@ KIND_NAMES = ("jbod", "raid0", "raid1", "raid10", "raid5", "raid6")
 OP_DRIVE, OP_SECTOR, OP_COUNT, OP_WRITE, OP_PHASE, OP_ROLE = range(6)
 OP_NCOLS = 6
 ROLE_DATA, ROLE_P, ROLE_Q, ROLE_MIRROR = 0, 1, 2, 3
+MISS_N = 6  # ``miss``: (member, cursor) x 3; member -1 for none
+
+
+def no_missing() -> np.ndarray:
+    """A ``miss`` array with no member missing."""
+    return np.array([-1, 0, -1, 0, -1, 0], dtype=np.int64)
+
+
+@njit(inline="always", nrt=False)
+def tolerance(kind, width):
+    """Members a stripe can lose and still hold its data."""
+    if kind == KIND_RAID6:
+        return 2
+    if kind == KIND_RAID5 or kind == KIND_RAID10:
+        return 1
+    if kind == KIND_RAID1:
+        return width - 1
+    return 0
+
+
+@njit(inline="always", nrt=False)
+def missing(miss, member, row):
+    """Whether ``member`` is missing at drive row ``row`` (not rebuilt that far)."""
+    for j in range(0, MISS_N, 2):
+        if miss[j] == member and row >= miss[j + 1]:
+            return True
+    return False
 
 
 @njit(inline="always", nrt=False)
@@ -120,16 +170,20 @@ def _put(ops, n, drive, sector, count, write, phase, role):
 
 
 @njit(nrt=False)
-def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops):
+def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops,
+                 miss):
     """The drive operations of one request, into the flattened ``ops`` rows; returns how many.
 
     ``mirror_pick`` chooses the copy a mirrored read uses (the caller balances, e.g. by
-    request number or by the least-loaded copy). ``ops`` must hold at least
-    ``max_ops(kind, width, unit, sectors)`` rows.
+    request number or by the least-loaded copy). ``miss`` lists missing members (module
+    docstring). ``ops`` must hold at least ``max_ops(kind, width, unit, sectors)`` rows.
     """
     n = 0
     if sectors <= 0:
         return 0
+    if miss[0] >= 0:
+        return _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write,
+                              mirror_pick, ops, miss)
     if kind == KIND_JBOD:
         pos = lba
         end = lba + sectors
@@ -241,3 +295,231 @@ def max_ops(kind: int, width: int, unit: int, sectors: int) -> int:
     """An upper bound of ``plan_request``'s operations for a request of ``sectors``."""
     stripes = sectors // max(unit, 1) + 2
     return (3 * width + 4) * stripes + 2 * width
+
+
+@njit(nrt=False)
+def _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops,
+                   miss):
+    """plan_request when members are missing (module docstring), stripe unit by unit."""
+    n = 0
+    end = lba + sectors
+    if kind == KIND_JBOD:
+        pos = lba
+        while pos < end:
+            drive = pos // drive_sectors
+            take = min(end, (drive + 1) * drive_sectors) - pos
+            if not missing(miss, drive, pos % drive_sectors):
+                n = _put(ops, n, drive, pos % drive_sectors, take, is_write, 1, ROLE_DATA)
+            pos += take
+        return n
+    if kind == KIND_RAID1:
+        pos = lba
+        while pos < end:
+            take = min(end, (pos // unit + 1) * unit) - pos
+            if is_write:
+                for c in range(width):
+                    if not missing(miss, c, pos):
+                        n = _put(ops, n, c, pos, take, 1, 1, ROLE_DATA if c == 0 else ROLE_MIRROR)
+            else:
+                for j in range(width):
+                    c = (mirror_pick + j) % width
+                    if not missing(miss, c, pos):
+                        n = _put(ops, n, c, pos, take, 0, 1, ROLE_DATA)
+                        break
+            pos += take
+        return n
+    d = data_drives(kind, width)
+    pos = lba
+    while pos < end:
+        chunk = pos // unit
+        stripe = chunk // d
+        stripe_end = (stripe + 1) * d * unit
+        seg_end = min(end, stripe_end)
+        base = stripe * unit
+        if kind == KIND_RAID0 or kind == KIND_RAID10:
+            p = pos
+            while p < seg_end:
+                k = (p // unit) % d
+                off = p % unit
+                take = min(seg_end, (p // unit + 1) * unit) - p
+                drive = unit_drive(kind, width, stripe, k)
+                if kind == KIND_RAID0:
+                    if not missing(miss, drive, base):
+                        n = _put(ops, n, drive, base + off, take, is_write, 1, ROLE_DATA)
+                elif is_write:
+                    for c in range(2):
+                        if not missing(miss, drive + c, base):
+                            n = _put(ops, n, drive + c, base + off, take, 1, 1,
+                                     ROLE_DATA if c == 0 else ROLE_MIRROR)
+                else:
+                    first = (mirror_pick + k) % 2
+                    for j in range(2):
+                        c = (first + j) % 2
+                        if not missing(miss, drive + c, base):
+                            n = _put(ops, n, drive + c, base + off, take, 0, 1, ROLE_DATA)
+                            break
+                p += take
+        else:
+            n = _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base,
+                                      is_write, ops, n, miss)
+        pos = seg_end
+    return n
+
+
+@njit(nrt=False)
+def _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base, is_write, ops, n,
+                          miss):
+    """RAID-5/6 request on LUN sectors [pos, seg_end) of one stripe with missing members."""
+    first = stripe * d * unit
+    k0 = (pos - first) // unit
+    k1 = (seg_end - 1 - first) // unit
+    npar = 2 if kind == KIND_RAID6 else 1
+    pdrive = parity_drive(kind, width, stripe)
+    qdrive = q_drive(kind, width, stripe)
+    lost = 0
+    for c in range(width):
+        if missing(miss, c, base):
+            lost += 1
+    if lost > npar:  # data loss in this stripe: serve what survives
+        for k in range(k0, k1 + 1):
+            ulo = max(pos - first - k * unit, 0)
+            uhi = min(seg_end - first - k * unit, unit)
+            drive = unit_drive(kind, width, stripe, k)
+            if not missing(miss, drive, base):
+                n = _put(ops, n, drive, base + ulo, uhi - ulo, is_write, 1, ROLE_DATA)
+        return n
+    if not is_write:
+        # rows each member must deliver: the requested rows of its own units, and for a
+        # missing unit the same rows of the survivors that reconstruct it
+        for c in range(width):
+            lo = unit
+            hi = 0
+            for k in range(k0, k1 + 1):
+                ulo = max(pos - first - k * unit, 0)
+                uhi = min(seg_end - first - k * unit, unit)
+                drive = unit_drive(kind, width, stripe, k)
+                if drive == c and not missing(miss, c, base):
+                    lo = min(lo, ulo)
+                    hi = max(hi, uhi)
+                elif missing(miss, drive, base) and not missing(miss, c, base):
+                    # c helps reconstruct: RAID-5 every survivor; RAID-6 with one missing the
+                    # data members and P; with two missing every survivor
+                    if kind == KIND_RAID5 or lost == 2 or c != qdrive:
+                        lo = min(lo, ulo)
+                        hi = max(hi, uhi)
+            if hi > lo:
+                role = ROLE_P if c == pdrive else (ROLE_Q if c == qdrive else ROLE_DATA)
+                n = _put(ops, n, c, base + lo, hi - lo, 0, 1, role)
+        return n
+    # a write: the parity rows to rewrite, as in a normal write
+    if k1 > k0:
+        lo = 0
+        hi = unit
+    else:
+        lo = (pos - first) % unit
+        hi = (seg_end - 1 - first) % unit + 1
+    if pos == first and seg_end == first + d * unit:  # full stripe: every survivor, no reads
+        for k in range(d):
+            drive = unit_drive(kind, width, stripe, k)
+            if not missing(miss, drive, base):
+                n = _put(ops, n, drive, base, unit, 1, 1, ROLE_DATA)
+        if not missing(miss, pdrive, base):
+            n = _put(ops, n, pdrive, base, unit, 1, 1, ROLE_P)
+        if npar == 2 and not missing(miss, qdrive, base):
+            n = _put(ops, n, qdrive, base, unit, 1, 1, ROLE_Q)
+        return n
+    data_missing = False
+    for k in range(d):
+        if missing(miss, unit_drive(kind, width, stripe, k), base):
+            data_missing = True
+    p_ok = not missing(miss, pdrive, base)
+    q_ok = npar == 2 and not missing(miss, qdrive, base)
+    if not data_missing:
+        if p_ok or q_ok:  # only a parity is missing: read-modify-write what survives
+            for k in range(k0, k1 + 1):
+                ulo = max(pos - first - k * unit, 0)
+                uhi = min(seg_end - first - k * unit, unit)
+                n = _put(ops, n, unit_drive(kind, width, stripe, k), base + ulo, uhi - ulo, 0,
+                         0, ROLE_DATA)
+            if p_ok:
+                n = _put(ops, n, pdrive, base + lo, hi - lo, 0, 0, ROLE_P)
+            if q_ok:
+                n = _put(ops, n, qdrive, base + lo, hi - lo, 0, 0, ROLE_Q)
+    else:  # a data member is missing: read every survivor over the parity rows
+        for k in range(d):
+            drive = unit_drive(kind, width, stripe, k)
+            if not missing(miss, drive, base):
+                n = _put(ops, n, drive, base + lo, hi - lo, 0, 0, ROLE_DATA)
+        if p_ok:
+            n = _put(ops, n, pdrive, base + lo, hi - lo, 0, 0, ROLE_P)
+        if q_ok:
+            n = _put(ops, n, qdrive, base + lo, hi - lo, 0, 0, ROLE_Q)
+    for k in range(k0, k1 + 1):
+        ulo = max(pos - first - k * unit, 0)
+        uhi = min(seg_end - first - k * unit, unit)
+        drive = unit_drive(kind, width, stripe, k)
+        if not missing(miss, drive, base):
+            n = _put(ops, n, drive, base + ulo, uhi - ulo, 1, 1, ROLE_DATA)
+    if p_ok:
+        n = _put(ops, n, pdrive, base + lo, hi - lo, 1, 1, ROLE_P)
+    if q_ok:
+        n = _put(ops, n, qdrive, base + lo, hi - lo, 1, 1, ROLE_Q)
+    return n
+
+
+@njit(nrt=False)
+def plan_rebuild(kind, width, member, row, rows, miss, ops):
+    """One rebuild unit: reconstruct drive rows [row, row + rows) of ``member`` from the
+    survivors (phase 0 reads) and write them to its replacement (phase 1). Returns the number of
+    operations, 0 when the layout cannot rebuild (no redundancy, or too many members lost)."""
+    n = 0
+    if kind == KIND_JBOD or kind == KIND_RAID0:
+        return 0
+    if kind == KIND_RAID10:
+        partner = member ^ 1
+        if missing(miss, partner, row):
+            return 0
+        n = _put(ops, n, partner, row, rows, 0, 0, ROLE_MIRROR)
+    elif kind == KIND_RAID1:
+        for c in range(width):
+            if c != member and not missing(miss, c, row):
+                n = _put(ops, n, c, row, rows, 0, 0, ROLE_MIRROR)
+                break
+        if n == 0:
+            return 0
+    else:
+        need = width - (2 if kind == KIND_RAID6 else 1)
+        for c in range(width):
+            if n == need:
+                break
+            if c != member and not missing(miss, c, row):
+                n = _put(ops, n, c, row, rows, 0, 0, ROLE_DATA)
+        if n < need:
+            return 0
+    return _put(ops, n, member, row, rows, 1, 1, ROLE_DATA)
+
+
+@njit(nrt=False)
+def plan_init(kind, width, unit, stripe0, nstripes, ops):
+    """One unit of parity initialization over stripes [stripe0, stripe0 + nstripes): read each
+    stripe's data and write its parities; a mirror reads its first member and writes the
+    others. Returns the number of operations (0 for layouts with nothing to initialize)."""
+    n = 0
+    if kind == KIND_RAID1 or kind == KIND_RAID10:
+        step = width if kind == KIND_RAID1 else 2
+        for g in range(0, width, step):
+            n = _put(ops, n, g, stripe0 * unit, nstripes * unit, 0, 0, ROLE_DATA)
+            for c in range(g + 1, g + step):
+                n = _put(ops, n, c, stripe0 * unit, nstripes * unit, 1, 1, ROLE_MIRROR)
+        return n
+    if kind != KIND_RAID5 and kind != KIND_RAID6:
+        return 0
+    d = data_drives(kind, width)
+    for s in range(stripe0, stripe0 + nstripes):
+        base = s * unit
+        for k in range(d):
+            n = _put(ops, n, unit_drive(kind, width, s, k), base, unit, 0, 0, ROLE_DATA)
+        n = _put(ops, n, parity_drive(kind, width, s), base, unit, 1, 1, ROLE_P)
+        if kind == KIND_RAID6:
+            n = _put(ops, n, q_drive(kind, width, s), base, unit, 1, 1, ROLE_Q)
+    return n

@@ -1,13 +1,18 @@
 """Plain-Python reference of the replay engine's semantics (kernels/engine.py module docstring),
-for the fixed drive model: host volume striping, layout operations in two phases merged per
-drive where contiguous, drives serving up to ``maxinf`` operations at once from queues with
-FCFS/SSTF/C-LOOK over a depth, the controller's command time, host links and internal bus, its
-cache (write-back or write-through, LRU, prefetch for sequential readers, destage by watermarks
-and age), events ordered by (time, kind, sequence), open loop or closed loop by streams with
-phases, and per-drive statistics in time bins.
+for the fixed drive model: host volume striping, LUNs made of extents of member maps (RAID
+groups, storage pool slices, pool D-stripes), layout operations in two phases merged per drive
+where contiguous, drives serving up to ``maxinf`` operations at once from a host queue
+(FCFS/SSTF/C-LOOK over a depth) and a background queue that gets its share of a busy drive's
+picks, the controller's command time, host links and internal bus, its cache (write-back or
+write-through, LRU, prefetch for sequential readers, destage by watermarks and age), drive
+failures (missing members with rebuild cursors, data loss), background tasks (rebuild,
+rebalance, initialization) in units with a rate cap, run events, events ordered by (time,
+kind, sequence), open loop or closed loop by streams with phases, and per-drive statistics in
+time bins.
 
-Layout planning is the (separately tested) layout kernel's; everything else is written here
-with heapq, lists, dicts and OrderedDicts, independently of kernels/engine.py."""
+The layout kernels' planning (normal, degraded, rebuild and initialization fan-out) is used as
+it is (tests/test_layout.py checks it separately); everything else is written here with heapq,
+lists, dicts and OrderedDicts, independently of kernels/engine.py."""
 
 from __future__ import annotations
 
@@ -17,11 +22,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from blocklab.kernels import engine as E
 from blocklab.kernels.layout import raid as R
 
-DONE, RETRY, XFER, CTRL, TIMER, ARRIVE = range(6)
-DESTAGE, PREFETCH = 1, 2
+DONE, RETRY, XFER, CTRL, TIMER, FAIL, TASK, ARRIVE = range(8)
+DESTAGE, PREFETCH, REBUILD, INIT, REBALANCE = 1, 2, 3, 5, 6
 KEY = 1 << 40
+PPM = 1_000_000
+# event codes, as traces/schema.py EVENT_NAMES lists them
+(FAILURE, REBUILD_START, REBUILD_PROGRESS, REBUILD_END, DATA_LOSS, REPLACE, REBALANCE_START,
+ REBALANCE_END, INIT_START, INIT_END, REBALANCE_PROGRESS, INIT_PROGRESS) = range(12)
 
 
 @dataclass
@@ -32,6 +42,7 @@ class Op:
     n: int
     write: int
     phase: int
+    share: int = 0  # 0: host work; else background work's share of picks (ppm)
     qtime: int = 0
 
 
@@ -47,9 +58,9 @@ class Line:
 @dataclass
 class Job:
     kind: int
-    lun: int
-    lba: int
-    n: int
+    a: int  # cache job: LUN; task job: task
+    b: int  # cache job: first sector; task job: piece
+    c: int  # cache job: sectors; task job: unit
     pending: int = 0
     later: list[Op] = field(default_factory=list)
 
@@ -67,6 +78,8 @@ class Result:
     busy_bins: list[dict[int, int]] = field(default_factory=list)
     hit: list[int] = field(default_factory=list)
     dirty_lines: int = 0
+    events: list[tuple[int, ...]] = field(default_factory=list)  # time, code, drive, ref,
+    # fraction ppm, bytes, stripes lost
 
 
 def mask(lo, hi):
@@ -77,7 +90,7 @@ def pieces(arr, lba, nsec):
     """(lun, LUN sector, sectors) of host-volume sectors [lba, lba + nsec)."""
     out = []
     pos, end = lba, lba + nsec
-    nluns = len(arr.lun_group)
+    nluns = len(arr.LN)
     while pos < end:
         if arr.vol_unit > 0:
             chunk = pos // arr.vol_unit
@@ -91,28 +104,71 @@ def pieces(arr, lba, nsec):
     return out
 
 
-def plan(arr, item, parts, write):
-    """The item's operations for its (lun, LUN sector, sectors) parts, in planning order,
-    merged per drive where contiguous."""
+class Maps:
+    """Member maps as (geometry, [drive per member], [offset per member], [[member, cursor]
+    missing, at most three])."""
+
+    def __init__(self, arr):
+        self.geom = [tuple(int(x) for x in g) for g in arr.GR]
+        self.rows = []
+        for r in arr.MP:
+            width = self.geom[int(r[E.MP_GROUP])][1]
+            mem = [(int(r[E.MP_MEM + 2 * k]), int(r[E.MP_MEM + 2 * k + 1]))
+                   for k in range(width)]
+            self.rows.append({"geom": int(r[E.MP_GROUP]), "mem": mem, "miss": []})
+
+    def miss_array(self, row):
+        out = [-1, 0, -1, 0, -1, 0]
+        for j, (k, c) in enumerate(self.rows[row]["miss"]):
+            out[2 * j], out[2 * j + 1] = k, c
+        return np.array(out, np.int64)
+
+    def lost(self, row):
+        kind, width, unit, ds = self.geom[self.rows[row]["geom"]]
+        tol = int(R.tolerance(kind, width))
+        cur = sorted(c for _k, c in self.rows[row]["miss"])
+        if len(cur) <= tol or cur[tol] >= ds:
+            return 0
+        return (ds - cur[tol] + unit - 1) // unit
+
+
+def plan_parts(arr, maps, item, parts, write, share=0):
+    """The item's operations for its (lun, LUN sector, sectors) parts through the extents
+    and member maps, in planning order, merged per drive where contiguous."""
     ops: list[Op] = []
     last: dict[int, Op] = {}
-    plan_buf = np.zeros(8192 * R.OP_NCOLS, dtype=np.int64)
+    buf = np.zeros(16384 * R.OP_NCOLS, dtype=np.int64)
     pick = item if item >= 0 else -item - 1
     for lun, lun_lba, n in parts:
-        g = arr.lun_group[lun]
-        m = R.plan_request(arr.g_kind[g], arr.g_width[g], arr.g_unit[g], arr.g_ds[g], lun_lba,
-                           n, write, pick, plan_buf)
-        for row in plan_buf[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
-            d = int(arr.lun_base[lun] + row[R.OP_DRIVE])
-            o = Op(item, d, int(row[R.OP_SECTOR]), int(row[R.OP_COUNT]), int(row[R.OP_WRITE]),
-                   int(row[R.OP_PHASE]))
-            p = last.get(d)
-            if p is not None and (p.phase, p.write, p.lba + p.n) == (o.phase, o.write, o.lba):
-                p.n += o.n
-                continue
-            last[d] = o
-            ops.append(o)
+        esect = int(arr.LN[lun, E.U_EXT_SECT])
+        pos, end = lun_lba, lun_lba + n
+        while pos < end:
+            e = int(arr.LN[lun, E.U_EXT0]) + pos // esect
+            piece_end = min(end, (pos // esect + 1) * esect)
+            row = int(arr.EX[e, E.EX_ROW])
+            kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
+            m = R.plan_request(kind, width, unit, ds, int(arr.EX[e, E.EX_BASE]) + pos % esect,
+                               piece_end - pos, write, pick, buf, maps.miss_array(row))
+            add_ops(maps, row, buf, m, item, share, ops, last)
+            pos = piece_end
     return ops
+
+
+def add_ops(maps, row, buf, m, item, share, ops, last):
+    for r in buf[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
+        d, off = maps.rows[row]["mem"][int(r[R.OP_DRIVE])]
+        o = Op(item, d, off + int(r[R.OP_SECTOR]), int(r[R.OP_COUNT]), int(r[R.OP_WRITE]),
+               int(r[R.OP_PHASE]), share)
+        append(o, ops, last)
+
+
+def append(o, ops, last):
+    p = last.get(o.drive)
+    if p is not None and (p.phase, p.write, p.lba + p.n) == (o.phase, o.write, o.lba):
+        p.n += o.n
+        return
+    last[o.drive] = o
+    ops.append(o)
 
 
 class Cache:
@@ -172,11 +228,14 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
              outstanding=1, think_ns=0, ctrl_ns=0, path_ps=0, bus_ps=0, stream=None,
              phase=None, interval_ns=1_000_000_000, cache_lines=0, line_sectors=64,
              write_back=True, ra_sectors=0, flush_start=0.8, flush_stop=0.8,
-             flush_age_ns=10_000_000_000, destage_depth=0) -> Result:
+             flush_age_ns=10_000_000_000, destage_depth=0, tasks=None,
+             drain=True) -> Result:
     n = len(arrive_ns)
     drives = len(arr.d_model)
     maxinf = [int(x) for x in arr.d_maxinf]
-    queues: list[deque[Op]] = [deque() for _ in range(drives)]
+    host_q: list[deque[Op]] = [deque() for _ in range(drives)]
+    back_q: list[deque[Op]] = [deque() for _ in range(drives)]
+    credit = [0] * drives
     inflight = [0] * drives
     head_pos = [0] * drives
     res = Result([-1] * n, [-1] * n, [-1] * n, [0] * drives, [0] * drives)
@@ -191,17 +250,25 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
     seq = 0
     done_count = 0
     free = {"ctrl": 0, "path": 0, "bus": 0}
+    maps = Maps(arr)
     # the controller cache
     ls = line_sectors
     cache = Cache(cache_lines)
     depth = destage_depth or 2 * drives
     fl_start = max(1, int(flush_start * cache_lines))
     fl_stop = int(flush_stop * cache_lines)
-    nj = depth + 4 * len(arr.lun_group) + 64 if cache_lines else 0
+    fl = [] if tasks is None else [tuple(int(x) for x in r) for r in tasks.FL]
+    af = [] if tasks is None else [tuple(int(x) for x in r) for r in tasks.AF]
+    tk = [] if tasks is None else [[int(x) for x in r] for r in tasks.TK]
+    pc = [] if tasks is None else [[int(x) for x in r] for r in tasks.PC]
+    task_state = {"left": len(tk)}
+    piece_done = [0] * len(pc)
+    piece_finished: list[set[int]] = [set() for _ in pc]
+    nj = (depth + 4 * len(arr.LN) + 64 if cache_lines else 1) + sum(t[E.TK_DEPTH] for t in tk)
     job_ids = list(range(nj - 1, -1, -1))  # a stack: the next job is the last freed
     jobs: dict[int, Job] = {}
     ctl = {"destaging": 0, "flushing": False, "timer": None}
-    lun_cap = [int(x) for x in arr.lun_cap]
+    lun_cap = [int(x) for x in arr.LN[:, E.U_CAP]]
     last_end = [-1] * len(lun_cap)
     ra_end = [0] * len(lun_cap)
     lun_waiters: list[list[int]] = [[] for _ in lun_cap]
@@ -227,8 +294,11 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
 
     def queue(o, now):
         o.qtime = now
-        queues[o.drive].append(o)
+        (back_q if o.share else host_q)[o.drive].append(o)
         count(o.drive, now, 1)
+
+    def event(t, code, drive, ref, frac=0, nbytes=0, lost=0):
+        res.events.append((t, code, drive, ref, frac, nbytes, lost))
 
     # closed loop: streams in id order, phases in value order
     stream = np.zeros(n, np.int64) if stream is None else np.asarray(stream)
@@ -255,8 +325,13 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         for s in sids:
             issue(s, t)
 
+    for f, row in enumerate(fl):  # the failures and tasks, scheduled first
+        push(row[E.FL_T], FAIL, f)
+    for t, row in enumerate(tk):
+        push(row[E.TK_T], TASK, t)
     if closed:
-        start_phase(0)
+        if n:
+            start_phase(0)
     else:
         for r in range(n):  # open loop: after every scheduled event of the same time
             heapq.heappush(events, (int(arrive_ns[r]), ARRIVE, 1 << 60 | r, r))
@@ -285,7 +360,6 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             finish(r, now)
 
     def launch(item, ops, now):
-        """Queue the first phase; returns the number of operations planned."""
         first = 0 if any(o.phase == 0 for o in ops) else 1
         now_ops = [o for o in ops if o.phase == first]
         later = [o for o in ops if o.phase != first]
@@ -299,7 +373,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             queue(o, now)
 
     def to_drives(r, now):
-        ops = plan(arr, r, pieces(arr, int(lba[r]), int(nsec[r])), int(is_write[r]))
+        ops = plan_parts(arr, maps, r, pieces(arr, int(lba[r]), int(nsec[r])), int(is_write[r]))
         res.start[r] = -1
         res.hit[r] = 1
         if not ops:
@@ -360,14 +434,14 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             cache.touch(key)
         return True
 
-    def new_job(kind, lun, a, m):
+    def new_job(kind, a, b, c):
         j = job_ids.pop()
-        jobs[j] = Job(kind, lun, a, m)
+        jobs[j] = Job(kind, a, b, c)
         return j
 
-    def job_ops(j, write, now):
+    def cache_job_ops(j, write, now):
         jb = jobs[j]
-        launch(-j - 1, plan(arr, -j - 1, [(jb.lun, jb.lba, jb.n)], write), now)
+        launch(-j - 1, plan_parts(arr, maps, -j - 1, [(jb.a, jb.b, jb.c)], write), now)
 
     def prefetch(lun, now):
         a = ra_end[lun]
@@ -386,7 +460,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             cache.take(key)
             cache.hold(key, j)
         ra_end[lun] = a + m
-        job_ops(j, 0, now)
+        cache_job_ops(j, 0, now)
         return True
 
     def sequential(r, now):
@@ -417,8 +491,10 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
     def destage_one(now):
         key = next(iter(cache.dirty))
         lun, k = divmod(key, KEY)
-        g = arr.lun_group[lun]
-        stripe = int(arr.g_unit[g]) * int(R.data_drives(arr.g_kind[g], arr.g_width[g]))
+        e = int(arr.LN[lun, E.U_EXT0]) + (k * ls) // int(arr.LN[lun, E.U_EXT_SECT])
+        kind, width, unit, _ds = maps.geom[maps.rows[int(arr.EX[e, E.EX_ROW])]["geom"]]
+        stripe = unit * int(R.data_drives(kind, width))
+        stripe *= max(1, 8192 // stripe)  # whole stripes, up to 4 MiB at once
         s0 = (k * ls) // stripe * stripe
         lo_k, hi_k = s0 // ls, (s0 + stripe - 1) // ls
         k0 = k
@@ -435,7 +511,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         for kk in range(k0, k1 + 1):
             cache.hold(lun * KEY + kk, j)
         ctl["destaging"] += 1
-        job_ops(j, 1, now)
+        cache_job_ops(j, 1, now)
 
     def destage(now):
         if not cache_lines or not write_back:
@@ -471,10 +547,10 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             return
         to_drives(r, now)
 
-    def job_done(j, now):
+    def cache_job_done(j, now):
         jb = jobs.pop(j)
-        for k in range(jb.lba // ls, (jb.lba + jb.n - 1) // ls + 1):
-            key = jb.lun * KEY + k
+        for k in range(jb.b // ls, (jb.b + jb.c - 1) // ls + 1):
+            key = jb.a * KEY + k
             ln = cache.lines.get(key)
             if ln is None or ln.job != j:
                 continue
@@ -489,8 +565,8 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                     cache.ndirty -= 1
                     cache.clean[key] = None
             else:
-                lo = max(jb.lba, k * ls) - k * ls
-                hi = min(jb.lba + jb.n, (k + 1) * ls) - k * ls
+                lo = max(jb.b, k * ls) - k * ls
+                hi = min(jb.b + jb.c, (k + 1) * ls) - k * ls
                 ln.valid |= mask(lo, hi)
                 if ln.dirty:
                     ln.rewritten = False
@@ -504,12 +580,145 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         if jb.kind == DESTAGE:
             ctl["destaging"] -= 1
         else:
-            for r in lun_waiters[jb.lun]:
+            for r in lun_waiters[jb.a]:
                 push(now, RETRY, r)
-            lun_waiters[jb.lun] = []
+            lun_waiters[jb.a] = []
         destage(now)
 
-    while done_count < n:
+    # -- failures and tasks
+
+    def fail(f, now):
+        t_, d, af0, naf = fl[f]
+        event(now, FAILURE, d, -1)
+        lost = 0
+        for row, k in af[af0:af0 + naf]:
+            before = maps.lost(row)
+            miss = maps.rows[row]["miss"]
+            if all(m != k for m, _c in miss):
+                if len(miss) == 3:
+                    continue
+                miss.append([k, 0])
+            lost += maps.lost(row) - before
+        if lost > 0:
+            event(now, DATA_LOSS, d, -1, 0, 0, lost)
+
+    def task_start(t, now):
+        row = tk[t]
+        row[E.TK_STATE] = 1
+        row[E.TK_T0] = now
+        kind = row[E.TK_KIND]
+        if kind == REBALANCE:
+            event(now, REPLACE, row[E.TK_DRIVE], t)
+        code = {REBUILD: REBUILD_START, REBALANCE: REBALANCE_START, INIT: INIT_START}[kind]
+        event(now, code, row[E.TK_DRIVE], t)
+        if kind == REBUILD:
+            for p in range(row[E.TK_P0], row[E.TK_P0] + row[E.TK_NP]):
+                r, k = pc[p][E.PC_ROW], pc[p][E.PC_K]
+                maps.rows[r]["mem"][k] = (pc[p][E.PC_DST], pc[p][E.PC_DOFF])
+                for m in maps.rows[r]["miss"]:
+                    if m[0] == k:
+                        m[1] = 0
+        if row[E.TK_UNITS] == 0:
+            task_end(t, now)
+            return
+        for _i in range(row[E.TK_DEPTH]):
+            task_issue(t, now)
+
+    def task_end(t, now):
+        row = tk[t]
+        row[E.TK_STATE] = 2
+        task_state["left"] -= 1
+        code = {REBUILD: REBUILD_END, REBALANCE: REBALANCE_END, INIT: INIT_END}[row[E.TK_KIND]]
+        event(now, code, row[E.TK_DRIVE], t, PPM, row[E.TK_BDONE])
+
+    def task_issue(t, now):
+        row = tk[t]
+        while row[E.TK_NEXT] < row[E.TK_UNITS]:
+            if row[E.TK_RATE] > 0:
+                allowed = row[E.TK_T0] + row[E.TK_BYTES] * 1_000_000_000 // row[E.TK_RATE]
+                if now < allowed:
+                    push(allowed, TASK, t)
+                    return
+            u = row[E.TK_NEXT]
+            row[E.TK_NEXT] += 1
+            row[E.TK_INFL] += 1
+            p = row[E.TK_P0] + u % row[E.TK_NP]
+            idx = u // row[E.TK_NP]
+            a = idx * row[E.TK_UROWS]
+            rows = min(row[E.TK_UROWS], pc[p][E.PC_ROWS] - a)
+            row[E.TK_BYTES] += rows * 512
+            kind = row[E.TK_KIND]
+            j = new_job(kind, t, p, idx)
+            share = row[E.TK_SHARE]
+            ops: list[Op] = []
+            last: dict[int, Op] = {}
+            if kind == REBALANCE:
+                append(Op(-j - 1, pc[p][E.PC_SRC], pc[p][E.PC_SOFF] + a, rows, 0, 0, share),
+                       ops, last)
+                append(Op(-j - 1, pc[p][E.PC_DST], pc[p][E.PC_DOFF] + a, rows, 1, 1, share),
+                       ops, last)
+            else:
+                r = pc[p][E.PC_ROW]
+                gk, gw, gu, _ds = maps.geom[maps.rows[r]["geom"]]
+                buf = np.zeros((rows // gu + 2) * (gw + 2) * R.OP_NCOLS, dtype=np.int64)
+                if kind == REBUILD:
+                    m = R.plan_rebuild(gk, gw, pc[p][E.PC_K], a, rows, maps.miss_array(r), buf)
+                else:
+                    m = R.plan_init(gk, gw, gu, a // gu, (rows + gu - 1) // gu, buf)
+                add_ops(maps, r, buf, m, -j - 1, share, ops, last)
+            if ops:
+                launch(-j - 1, ops, now)
+                return
+            if unit_complete(j, now):
+                return
+
+    def unit_complete(j, now):
+        jb = jobs.pop(j)
+        job_ids.append(j)
+        t, p, idx = jb.a, jb.b, jb.c
+        row = tk[t]
+        piece_finished[p].add(idx)
+        while piece_done[p] in piece_finished[p]:
+            piece_finished[p].discard(piece_done[p])
+            piece_done[p] += 1
+        urows = row[E.TK_UROWS]
+        done_rows = min(piece_done[p] * urows, pc[p][E.PC_ROWS])
+        row[E.TK_BDONE] += min(urows, pc[p][E.PC_ROWS] - idx * urows) * 512
+        r, k = pc[p][E.PC_ROW], pc[p][E.PC_K]
+        if row[E.TK_KIND] == REBUILD:
+            miss = maps.rows[r]["miss"]
+            for m in miss:
+                if m[0] == k:
+                    if done_rows >= pc[p][E.PC_ROWS]:
+                        miss.remove(m)
+                    else:
+                        m[1] = done_rows
+                    break
+        elif row[E.TK_KIND] == REBALANCE and done_rows >= pc[p][E.PC_ROWS]:
+            maps.rows[r]["mem"][k] = (pc[p][E.PC_DST], pc[p][E.PC_DOFF])
+        row[E.TK_DONE] += 1
+        row[E.TK_INFL] -= 1
+        units = row[E.TK_UNITS]
+        while row[E.TK_PROG] < 9 and row[E.TK_DONE] * 10 >= (row[E.TK_PROG] + 1) * units:
+            row[E.TK_PROG] += 1
+            code = {REBUILD: REBUILD_PROGRESS, REBALANCE: REBALANCE_PROGRESS,
+                    INIT: INIT_PROGRESS}[row[E.TK_KIND]]
+            event(now, code, row[E.TK_DRIVE], t, row[E.TK_DONE] * PPM // units, row[E.TK_BDONE])
+        if row[E.TK_DONE] == units:
+            task_end(t, now)
+            return True
+        return False
+
+    def pick(d):
+        """Host work first; when both queues hold work, background work first while its time
+        credit is positive. Returns (op, the waiting background share when both held work)."""
+        contended = back_q[d][0].share if (back_q[d] and host_q[d]) else 0
+        if back_q[d] and (not host_q[d] or contended >= PPM or credit[d] > 0):
+            return back_q[d].popleft(), contended
+        return pick_host(host_q[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
+                         head_pos[d]), contended
+
+    while done_count < n or (drain and task_state["left"] > 0):
         now, kind, _s, ident = heapq.heappop(events)
         if kind == ARRIVE:
             res.arrive[ident] = now
@@ -538,6 +747,13 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         elif kind == TIMER:
             ctl["timer"] = None
             destage(now)
+        elif kind == FAIL:
+            fail(ident, now)
+        elif kind == TASK:
+            if tk[ident][E.TK_STATE] == 0:
+                task_start(ident, now)
+            elif tk[ident][E.TK_STATE] == 1:
+                task_issue(ident, now)
         elif kind == DONE:
             o = ident
             inflight[o.drive] -= 1
@@ -551,8 +767,10 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                         jb.pending = len(later)
                         for w in later:
                             queue(w, now)
-                    else:
-                        job_done(-o.item - 1, now)
+                    elif jb.kind in (DESTAGE, PREFETCH):
+                        cache_job_done(-o.item - 1, now)
+                    elif not unit_complete(-o.item - 1, now):
+                        task_issue(jb.a, now)
             else:
                 r = o.item
                 pending[r] -= 1
@@ -571,13 +789,18 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                         else:
                             finish(r, now)
         for d in range(drives):
-            while inflight[d] < maxinf[d] and queues[d]:
-                o = pick(queues[d], int(arr.d_sched[d]), int(arr.d_depth[d]), head_pos[d])
+            while inflight[d] < maxinf[d] and (host_q[d] or back_q[d]):
+                o, contended = pick(d)
                 head_pos[d] = o.lba + o.n
                 done = now + per_op_ns + per_sector_ns * o.n
                 if bus_ps > 0:
                     free["bus"] = max(now, free["bus"]) + (o.n * 512 * bus_ps + 999) // 1000
                     done = max(done, free["bus"])
+                if 0 < contended < PPM:  # the background work's share of the drive's time
+                    if o.share:
+                        credit[d] -= done - now
+                    else:
+                        credit[d] += (done - now) * contended // (PPM - contended)
                 if o.item >= 0:
                     if res.start[o.item] == -1:
                         res.start[o.item] = now
@@ -586,16 +809,21 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                 res.ops[d] += 1
                 spread(res.busy_bins[d], now, done, 1)
                 inflight[d] += 1
-                kind_code = 0 if o.item >= 0 else jobs[-o.item - 1].kind
+                if o.item >= 0:
+                    kind_code = 0
+                else:
+                    jk = jobs[-o.item - 1].kind
+                    kind_code = jk + o.write if jk == REBUILD else jk
                 res.records.append((d, o.item if o.item >= 0 else -1, kind_code, o.qtime, now,
                                     done, o.lba, o.n))
                 heapq.heappush(events, (done, DONE, seq, o))
                 seq += 1
     res.dirty_lines = cache.ndirty
+    res.maps = maps
     return res
 
 
-def pick(queue, policy, depth, pos):
+def pick_host(queue, policy, depth, pos):
     """FCFS: the oldest. SSTF: nearest LBA to where the last operation ended. C-LOOK: lowest
     LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest."""
     if policy == 0:

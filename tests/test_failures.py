@@ -1,0 +1,248 @@
+"""Drive failures, rebuilds, rebalances and initializations (issue 5): the engine against the
+plain-Python reference on random arrays with failures; pool placement balanced and stable;
+storage pool slices round-robin; rebuild accounting; the run folder's events."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from blocklab.kernels import engine as E
+from blocklab.pipeline import placement as PL
+from blocklab.pipeline.array import plan
+from blocklab.pipeline.cli import app
+from blocklab.pipeline.config import ConfigError, parse_array
+from blocklab.pipeline.replay import build_array, run_engine
+
+from .conftest import ROOT
+from .reference import engine as ref
+
+
+@st.composite
+def failing_array(draw):
+    """A small array with failures (and for a pool, perhaps a replacement), with rebuild
+    units large enough that a whole drive is a few dozen units."""
+    layout = draw(st.sampled_from(["raid1", "raid10", "raid5", "raid6", "ddp", "pool"]))
+    rebuild = {"priority": draw(st.sampled_from(["lowest", "medium", "high", "highest"])),
+               "unit": "256MiB", "depth": draw(st.integers(1, 4)),
+               "rate_mb_s": draw(st.sampled_from([0, 0, 50000])),
+               "start_delay_s": draw(st.sampled_from([0, 0.00001]))}
+    g = {"name": "g", "layout": layout, "drive": "atlas10k", "stripe_unit": "64KiB"}
+    if layout == "ddp":
+        g.update(width=12, preservation=1, piece="1GiB", count=1)
+    elif layout == "pool":
+        g.update(width=6, raid="raid5", group_width=3, slice="256MiB", count=2, hot_spares=1)
+    else:
+        width = {"raid1": 2, "raid10": 4, "raid5": 4, "raid6": 5}[layout]
+        g.update(width=width, hot_spares=draw(st.integers(0, 2)))
+    toml = {"group": [g], "rebuild": rebuild}
+    drives = g["width"] + g.get("hot_spares", 0)
+    nfail = draw(st.integers(1, min(3, drives)))
+    failed = draw(st.lists(st.integers(0, drives - 1), min_size=nfail, max_size=nfail,
+                           unique=True))
+    times = sorted(draw(st.lists(st.integers(0, 200), min_size=nfail, max_size=nfail)))
+    toml["failure"] = [{"drive": d, "at_s": t / 1e6} for d, t in zip(failed, times,
+                                                                     strict=True)]
+    if layout == "ddp" and draw(st.booleans()):
+        toml["replace"] = [{"drive": failed[0], "at_s": (times[-1] + 100) / 1e6}]
+    if layout in ("raid5", "raid6", "raid10") and draw(st.booleans()):
+        toml["init"] = [{"group": "g", "at_s": 0}]
+    return toml
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(failing_array(), st.data())
+def test_engine_with_failures_equals_reference(toml, data):
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(
+        data.draw(st.sampled_from([2000, 5000])), data.draw(st.sampled_from([0, 1]))))
+    tasks = plan(arr)
+    n = data.draw(st.integers(0, 40))
+    arrive = np.cumsum(data.draw(st.lists(st.integers(0, 20_000), min_size=n, max_size=n)))
+    nsec = np.array(data.draw(st.lists(st.integers(1, 300), min_size=n, max_size=n)))
+    span = min(arr.capacity, 1 << 22)
+    lba = np.array([data.draw(st.integers(0, span - int(k))) for k in nsec], dtype=np.int64)
+    w = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    kw = dict(ctrl_ns=data.draw(st.sampled_from([0, 500])))
+    got = run_engine(arr, arrive.astype(np.int64), lba, nsec.astype(np.int64),
+                     w.astype(np.int64), drive_ops=True, tasks=tasks,
+                     chunk=data.draw(st.sampled_from([3, 1000])), **kw)
+    want = ref.simulate(arr, arrive, lba, nsec, w, int(arr.models.fixed[0]),
+                        int(arr.models.fixed[1]), tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"], **kw)
+    assert got["arrive"].tolist() == want.arrive
+    assert got["done"].tolist() == want.done
+    assert got["busy_ns"].tolist() == want.busy
+    assert [tuple(e) for e in got["events"].tolist()] == want.events
+    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
+                                                             "start", "done", "lba", "n")),
+                        strict=True))
+    assert recorded == want.records
+    # every rebuild that started ended, and rebuilt every row of every piece
+    ev = got["events"]
+    for t in np.flatnonzero(tasks.TK[:, E.TK_KIND] == E.JOB_REBUILD):
+        ends = ev[(ev[:, E.EV_CODE] == E.X_REBUILD_END) & (ev[:, E.EV_REF] == t)]
+        assert len(ends) == 1
+        p0, npc = tasks.TK[t, E.TK_P0], tasks.TK[t, E.TK_NP]
+        assert ends[0, E.EV_BYTES] == tasks.PC[p0:p0 + npc, E.PC_ROWS].sum() * 512
+
+
+def test_rebuild_fans_out_and_accounts_for_every_lost_block():
+    """A RAID-5 of 5 with a spare loses drive 2: the rebuild reads each row of every survivor
+    once and writes every row of the spare once, and the spare then holds the member."""
+    toml = {"group": [{"name": "g", "layout": "raid5", "width": 5, "hot_spares": 1,
+                       "drive": "atlas10k", "stripe_unit": "64KiB"}],
+            "rebuild": {"unit": "512MiB", "depth": 2}, "failure": [{"drive": 2, "at_s": 0}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(1000, 0))
+    tasks = plan(arr)
+    got = run_engine(arr, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), drive_ops=True, tasks=tasks)
+    rows = int(arr.GR[0, E.G_DS])
+    for d in (0, 1, 3, 4):
+        sel = got["op_drive"] == d
+        assert (got["op_kind"][sel] == 3).all() and got["op_n"][sel].sum() == rows
+    sel = got["op_drive"] == 5
+    assert (got["op_kind"][sel] == 4).all() and got["op_n"][sel].sum() == rows
+    assert not (got["op_drive"] == 2).any()
+    mp = got["mp"]
+    assert mp[0, E.MP_MEM + 2 * 2] == 5 and mp[0, E.MP_MISS] == -1  # the spare, whole
+
+
+def test_second_failure_before_rebuild_ends_loses_data():
+    toml = {"group": [{"name": "g", "layout": "raid5", "width": 4, "hot_spares": 1,
+                       "drive": "atlas10k", "stripe_unit": "64KiB"}],
+            "rebuild": {"unit": "512MiB", "priority": "lowest"},
+            "failure": [{"drive": 0, "at_s": 0}, {"drive": 1, "at_s": 0.001}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(1_000_000, 10))
+    got = run_engine(arr, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), tasks=plan(arr))
+    ev = got["events"]
+    loss = ev[ev[:, E.EV_CODE] == E.X_DATA_LOSS]
+    stripes = int(arr.GR[0, E.G_DS]) // 128
+    # drive 1 fails 1 ms into drive 0's rebuild: nearly every stripe is lost
+    assert len(loss) == 1 and 0.9 * stripes < loss[0, E.EV_LOST] <= stripes
+
+
+def test_pool_placement_is_balanced_and_stable():
+    """60 drives, 560 slots each, 3 drives preserved: the load is as balanced as a uniform
+    random placement makes it (the spread of the drives' piece counts within 1.5 times the
+    binomial standard deviation, no drive more than 15 % from the mean); after a failure only
+    the failed drive's pieces move, each to a drive not already in its D-stripe, and the load
+    stays balanced."""
+    pl = PL.place(60, 560, 3, seed=7)
+    load = np.bincount(pl.members.ravel(), minlength=60)
+    assert load.sum() == len(pl.members) * 10 and len(pl.members) == 57 * 560 // 10
+    assert load.std() < 1.5 * np.sqrt(load.mean())
+    assert np.abs(load / load.mean() - 1).max() < 0.15
+    assert all(len(set(row)) == 10 for row in pl.members)
+    before = pl.members.copy()
+    hit = np.flatnonzero((before == 13).any(axis=1))
+    moved = []
+    for i in hit:
+        got = PL.replacement(pl, int(i), set(before[i].tolist()), {13})
+        assert got is not None
+        d = got[0]
+        assert d != 13 and d not in before[i]
+        moved.append(d)
+    new_load = np.bincount(moved, minlength=60) + load
+    new_load[13] = 0
+    live = np.delete(new_load, 13)
+    assert live.std() < 1.5 * np.sqrt(live.mean()) and live.max() <= 560
+    # stability: the draws of a D-stripe do not depend on the other drives
+    d1 = PL.draws(np.arange(50), 60, 7)
+    d2 = PL.draws(np.arange(50), 61, 7)
+    assert np.array_equal(d1, d2[:, :60])
+    assert len(moved) == len(hit) == load[13]
+
+
+def test_storage_pool_slices_round_robin():
+    toml = {"group": [{"name": "p", "layout": "pool", "width": 10, "raid": "raid5",
+                       "group_width": 5, "slice": "1GiB", "count": 2, "fill": 0.5,
+                       "drive": "atlas10k"}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"))
+    assert arr.lun_names == ["p.0"]
+    # LUN p.0's slices alternate over the two private groups, each slice further into them
+    ex = arr.EX[arr.LN[0, E.U_EXT0]:arr.LN[0, E.U_EXT0] + 6]
+    assert ex[:, 0].tolist() == [0, 1, 0, 1, 0, 1]
+    assert ex[:, 1].tolist() == [0, 0, 1 << 21, 1 << 21, 2 << 21, 2 << 21]
+
+
+@pytest.mark.parametrize("toml,key,msg", [
+    ({"failure": [{"drive": 9, "at_s": 1}]}, "failure[0].drive", "no drive 9"),
+    ({"rebuild": {"priority": "urgent"}}, "rebuild.priority", "expected one of lowest"),
+    ({"init": [{"group": "nope"}]}, "init[0].group", "no group 'nope'"),
+])
+def test_bad_failure_config(tmp_path, toml, key, msg):
+    base = {"group": [{"name": "g", "layout": "raid5", "width": 4, "drive": "atlas10k"}]}
+    with pytest.raises(ConfigError) as e:
+        parse_array(base | toml, tmp_path / "a.toml")
+    assert str(e.value).startswith(f"{tmp_path / 'a.toml'}: {key}") and msg in str(e.value)
+
+
+def test_pool_smaller_than_stripe_plus_preservation(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        parse_array({"group": [{"name": "p", "layout": "ddp", "width": 12, "preservation": 3,
+                                "drive": "atlas10k"}]}, tmp_path / "a.toml")
+    assert "group[0].width: a pool of 12 drives is smaller than its stripe width 10 plus its " \
+           "preservation capacity 3" in str(e.value)
+
+
+SMALL = ROOT / "traces" / "samples" / "tracefs-fio-loop0-vda.txt.xz"
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    from blocklab.pipeline.ingest import ingest
+
+    t = tmp_path_factory.mktemp("trace") / "t.parquet"
+    ingest([str(SMALL)], str(t), device="7:0")
+    return t
+
+
+def _array(tmp_path, extra=""):
+    toml = tmp_path / "a.toml"
+    toml.write_text('[[group]]\nname = "r5"\nlayout = "raid5"\nwidth = 5\nhot_spares = 1\n'
+                    'drive = "savvio_15k3_300g"\n[rebuild]\nunit = "64MiB"\n' + extra)
+    return toml
+
+
+def test_replay_with_a_failure_writes_events(tmp_path, small_trace):
+    run = tmp_path / "run"
+    res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(_array(tmp_path)),
+                                   "-o", str(run), "--fail", "2@0.5", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    (rb,) = out["rebuilds"]
+    assert rb["drive"] == 2 and rb["failed_s"] == 0.5 and rb["window_s"] > 0
+    ev = pq.read_table(run / "events.parquet").to_pydict()
+    names = ev["event"]
+    assert names[0] == "failure" and names[1] == "rebuild_start" and names[-1] == "rebuild_end"
+    assert names.count("rebuild_progress") == 9
+    assert ev["time_ns"] == sorted(ev["time_ns"]) and set(ev["group"]) == {"r5"}
+    end = ev["time_ns"][-1]
+    assert (end - ev["time_ns"][0]) / 1e9 == pytest.approx(rb["window_s"])
+    fr = [f for f in ev["fraction"] if f is not None]
+    assert fr == sorted(fr) and fr[-1] == 1.0
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["failures"] == [{"drive": 2, "at_s": 0.5}]
+    assert meta["tasks"][0]["kind"] == "rebuild"
+    # the rebuild's own operations are in drive_busy: the spare (drive 5) was written
+    busy = pq.read_table(run / "drive_busy.parquet").to_pydict()
+    assert sum(o for d, o in zip(busy["drive"], busy["ops"], strict=True) if d == 5) > 0
+
+
+@pytest.mark.parametrize("fail,msg", [
+    ("9@0.5", "no drive 9: the array has drives 0 to 5"),
+    ("2@999", "outside the trace"),
+    ("two@1", "expected DRIVE@SECONDS"),
+])
+def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
+    res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(_array(tmp_path)),
+                                   "-o", str(tmp_path / "run"), "--fail", fail])
+    assert res.exit_code == 2 and msg in res.stderr and len(res.stderr.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
