@@ -46,8 +46,9 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    *Destage*: when the dirty lines reach ``flush_start`` the controller destages until they
    are at most ``flush_stop``; the oldest dirty line is also destaged once it is
    ``flush_age_ns`` old. At most ``destage_depth`` destage jobs run at once; each takes the
-   oldest dirty line with the dirty lines next to it within its RAID stripe and writes their
-   dirty extent through the layout (a full stripe needs no reads). A timer event wakes the
+   oldest dirty line with the dirty lines next to it within its window of whole RAID stripes
+   (as many as fit in 4 MiB, at least one) and writes their dirty extent through the layout
+   (full stripes need no reads). A timer event wakes the
    controller when the oldest dirty data comes of age.
 4. **Planning.** A request is cut at the host volume's stripe-unit boundaries into pieces, one
    per LUN; each LUN's layout (``kernels.layout.raid``) turns a piece into drive operations in
@@ -83,9 +84,11 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    replacement and is missing above a cursor that follows the units completed in order; a
    rebalance switches a member to its new drive when the piece is copied. Task operations wait
    in the drive's background queue: a drive serves its host queue first, but when both hold
-   work, background work gets its task's share of the picks (a host pick earns it
-   share / (1 - share) of a pick; share 1 goes first). Events: failure, data loss, start,
-   progress every tenth (rebuilds), end, replacement.
+   work, background work gets its task's share of the drive's time: it goes first while its
+   credit is positive; an operation picked while both wait adds share / (1 - share) of its
+   service time to the credit (host work) or takes its service time off (background work);
+   share 1 always goes first. Events: failure, data loss, start, progress every tenth, end,
+   replacement.
 
 Per-drive statistics are kept in time bins of ``S[S_INTERVAL]`` ns: busy time, operations and
 bytes started, and the integral of the operations at the drive (queued or in service); when
@@ -116,11 +119,13 @@ EV_DONE, EV_RETRY, EV_XFER, EV_CTRL, EV_TIMER, EV_FAIL, EV_TASK, EV_ARRIVE = ran
 JOB_DESTAGE, JOB_PREFETCH, JOB_REBUILD, JOB_INIT, JOB_REBALANCE = 1, 2, 3, 5, 6
 # run events (traces/schema.py EVENT_NAMES)
 (X_FAILURE, X_REBUILD_START, X_REBUILD_PROGRESS, X_REBUILD_END, X_DATA_LOSS, X_REPLACE,
- X_REBALANCE_START, X_REBALANCE_END, X_INIT_START, X_INIT_END) = range(10)
+ X_REBALANCE_START, X_REBALANCE_END, X_INIT_START, X_INIT_END, X_REBALANCE_PROGRESS,
+ X_INIT_PROGRESS) = range(12)
 PPM = 1_000_000
 # cache lookup outcomes
 HIT, FILLING, MISS = 0, 1, 2
 NONE = -1
+DESTAGE_SECTORS = 8192  # a destage writes at most this many sectors of whole stripes
 
 # The loop's state in the int64 array S (kept between calls); the cache's list heads and
 # counts follow from S_CACHE (kernels/cache.py CH_*).
@@ -342,28 +347,26 @@ def _candidate(W, d, ncand):
 
 @njit(inline="always", nrt=False)
 def _pick(OP, DR, d):
-    """Take the next operation off drive ``d``'s queues (see the module docstring, 5): host
-    work first, except that when both queues hold work, background work gets its share of
-    the picks."""
+    """Take the next operation off drive ``d``'s queues (see the module docstring, 9): host
+    work first, except that when both queues hold work, background work goes first while its
+    time credit is positive. Returns (operation, the waiting background work's share when both
+    queues held work, else 0)."""
     h = D_QHEAD
+    contended = 0
     if DR[d, D_BQHEAD] != NONE:
         if DR[d, D_QHEAD] == NONE:
             h = D_BQHEAD
         else:
-            share = OP[DR[d, D_BQHEAD], O_SHARE]
-            if share >= PPM or DR[d, D_CREDIT] >= PPM:
+            contended = OP[DR[d, D_BQHEAD], O_SHARE]
+            if contended >= PPM or DR[d, D_CREDIT] > 0:
                 h = D_BQHEAD
-                if share < PPM:
-                    DR[d, D_CREDIT] -= PPM
-            else:  # a host pick earns background work share / (1 - share) of a pick
-                DR[d, D_CREDIT] += share * PPM // (PPM - share)
     if h == D_BQHEAD:  # background work: first come, first served
         best = DR[d, h]
         DR[d, h] = OP[best, O_NEXT]
         if DR[d, h + 1] == best:
             DR[d, h + 1] = NONE
         OP[best, O_NEXT] = NONE
-        return best
+        return best, contended
     best = DR[d, D_QHEAD]
     best_prev = NONE
     policy = DR[d, D_SCHED]
@@ -398,7 +401,7 @@ def _pick(OP, DR, d):
     if DR[d, D_QTAIL] == best:
         DR[d, D_QTAIL] = best_prev
     OP[best, O_NEXT] = NONE
-    return best
+    return best, contended
 
 
 @njit(inline="always", nrt=False)
@@ -449,7 +452,7 @@ def _start_drives(cfg, W, ncand, now):
         DR[d, D_CANDF] = 0
         while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and (DR[d, D_QHEAD] != NONE
                                                         or DR[d, D_BQHEAD] != NONE):
-            s = _pick(OP, DR, d)
+            s, contended = _pick(OP, DR, d)
             DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
             g = OP[s, O_ITEM]
             done, hit = _service(W.M, DR, d, now, OP[s, O_LBA], OP[s, O_N], OP[s, O_WRITE])
@@ -464,6 +467,11 @@ def _start_drives(cfg, W, ncand, now):
                     RQ[slot, RQ_O_START] = now
                 if hit == 0:
                     RQ[slot, RQ_O_HIT] = 0
+            if 0 < contended < PPM:  # a share of the drive's time while both wait
+                if OP[s, O_SHARE] > 0:
+                    DR[d, D_CREDIT] -= done - now
+                else:
+                    DR[d, D_CREDIT] += (done - now) * contended // (PPM - contended)
             DR[d, D_BUSY] += done - now
             DR[d, D_NOPS] += 1
             DR[d, D_INFLIGHT] += 1
@@ -1006,6 +1014,7 @@ def _destage_one(cfg, W, now, ncand):
     grp = W.MP[W.EX[W.LN[lun, U_EXT0] + (k * cfg.line_sectors) // W.LN[lun, U_EXT_SECT],
                      EX_ROW], MP_GROUP]
     stripe = W.GR[grp, G_UNIT] * R.data_drives(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH])
+    stripe *= max(1, DESTAGE_SECTORS // stripe)  # whole stripes, up to 4 MiB at once
     ls = cfg.line_sectors
     s0 = (k * ls) // stripe * stripe
     lo_k = s0 // ls
@@ -1406,9 +1415,10 @@ def _unit_complete(W, j, now):
     units = TK[t, TK_UNITS]
     while TK[t, TK_PROG] < 9 and TK[t, TK_DONE] * 10 >= (TK[t, TK_PROG] + 1) * units:
         TK[t, TK_PROG] += 1
-        if kind == JOB_REBUILD:
-            _event(W, now, X_REBUILD_PROGRESS, TK[t, TK_DRIVE], t,
-                   TK[t, TK_DONE] * PPM // units, TK[t, TK_BDONE], 0)
+        code = X_REBUILD_PROGRESS if kind == JOB_REBUILD else (
+            X_REBALANCE_PROGRESS if kind == JOB_REBALANCE else X_INIT_PROGRESS)
+        _event(W, now, code, TK[t, TK_DRIVE], t, TK[t, TK_DONE] * PPM // units,
+               TK[t, TK_BDONE], 0)
     if TK[t, TK_DONE] == units:
         _task_end(W, t, now)
         return True

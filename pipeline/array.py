@@ -6,10 +6,11 @@ issue 5, deliverables 1-4).
 - A **RAID group** (``count`` identical groups) is one member map per group, each one LUN of
   one extent; its hot spares follow its members.
 - A **storage pool** (layout ``pool``) cuts its ``width`` drives into private groups of
-  ``group_width`` (layout ``raid``), one member map each; its ``count`` LUNs take ``fill`` of
-  the pool's capacity in slices of ``slice``, handed out round-robin over the private groups in
-  the order the LUNs are carved, as mid-range arrays' virtual pools do. Its hot spares serve
-  every private group.
+  ``group_width`` (layout ``raid``; the drives left over make a smaller last group), one
+  member map each; its ``count`` LUNs take ``fill`` of the pool's capacity in slices of
+  ``slice``, handed out round-robin over the private groups that have room, in the order the
+  LUNs are carved, as mid-range arrays' virtual pools do. Its hot spares serve every private
+  group.
 - A **dynamic disk pool** (layout ``ddp``) places RAID-6 8+2 D-stripes of ``piece`` sectors per
   member by straw2 draws (``pipeline/placement.py``), keeping ``preservation`` drives' worth of
   slots free; one member map per D-stripe; its ``count`` volumes take ``fill`` of the
@@ -224,25 +225,33 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
 def _storage_pool(b: _Builder, g: GroupConfig, gi: int, base: int, unit: int,
                   blocks: int) -> None:
     kind = R.KIND_NAMES.index(g.raid)
-    gw = g.group_width
     ds = (blocks // unit) * unit if kind != R.KIND_JBOD else blocks
-    geom = b.geom(kind, gw, unit, ds)
-    cap = int(R.capacity(kind, gw, unit, ds))
     slice_ = g.slice_bytes // SECTOR
-    rows = [b.row(geom, list(range(base + i * gw, base + (i + 1) * gw)), [0] * gw, gi)
-            for i in range(g.width // gw)]
-    per_group = cap // slice_
-    total = per_group * len(rows)
+    widths = [g.group_width] * (g.width // g.group_width)
+    if g.width % g.group_width:  # the drives left over make a smaller last group
+        widths.append(g.width % g.group_width)
+    rows, room = [], []
+    first = base
+    for w in widths:
+        rows.append(b.row(b.geom(kind, w, unit, ds), list(range(first, first + w)), [0] * w,
+                          gi))
+        room.append(int(R.capacity(kind, w, unit, ds)) // slice_)
+        first += w
+    total = sum(room)
     per_lun = int(total * g.fill) // g.count
     if per_lun == 0:
         raise BlocklabError(f"{g.name}: the pool's {total} slices of {g.slice_bytes} bytes "
                             f"do not make {g.count} LUNs")
+    used = [0] * len(rows)
     c = 0
     for i in range(g.count):
-        ext = []
-        for _s in range(per_lun):
-            ext.append((rows[c % len(rows)], (c // len(rows)) * slice_))
+        ext: list[tuple[int, int]] = []
+        while len(ext) < per_lun:  # round-robin over the private groups that have room
+            r = c % len(rows)
             c += 1
+            if used[r] < room[r]:
+                ext.append((rows[r], used[r] * slice_))
+                used[r] += 1
         b.lun(g.name if g.count == 1 else f"{g.name}.{i}", ext, slice_, per_lun * slice_)
 
 

@@ -46,6 +46,10 @@ sweep_app = typer.Typer(
     help="Replay a grid of configurations (layouts, drives, loads, traces, failures) on Dask "
     "distributed: one run folder per point plus a Parquet summary.", no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
+scenario_app = typer.Typer(
+    help="Published array studies as runnable comparisons: each names its study, its setup, "
+    "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
+app.add_typer(scenario_app, name="scenario")
 
 out = Console()
 err = Console(stderr=True)
@@ -932,6 +936,114 @@ def risk(
                       "D-stripe", highlight=False, soft_wrap=True)
         for note in r.notes:
             out.print(f"{r.run}: {note}", highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------
+# blocklab scenario
+
+_SCENARIO_COLUMNS = {
+    "rebuild": ("case", "drive", "failed_s", "window_s", "mb_per_s", "first_tenth_mb_per_s",
+                "stripes_lost"),
+    "phases": ("case", "phase", "op", "requests", "mb_per_s", "iops", "mean_ms", "p99_ms"),
+    "init": ("case", "seconds", "mb_per_s", "first_tenth_mb_per_s"),
+    "links": ("case", "links", "mtu", "read_mb_per_s", "write_mb_per_s"),
+    "oio": ("case", "outstanding", "iops", "mean_latency_ms", "p99_latency_ms"),
+    "spc1": ("case", "bsu", "iops", "mean_latency_ms", "capped", "replays"),
+}
+_SCENARIO_TITLES = {
+    "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
+    "phases": "what the host saw, before / while rebuilding / after the failure",
+    "init": "parity initialization (MB/s per member drive)",
+    "links": "sequential MB/s through 1 GbE host links",
+    "oio": "IOPS and latency against outstanding I/Os",
+    "spc1": "the highest SPC-1 BSU count within the response-time limit",
+}
+
+
+@scenario_app.command("list")
+def scenario_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The built-in scenarios: name, cases and title."""
+    from . import scenario as sc
+
+    try:
+        rows = [sc.load(n) for n in sc.names()]
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps([{"name": s.name, "title": s.title, "study": s.study,
+                           "cases": [c.name for c in s.cases]} for s in rows], indent=2))
+        return
+    t = Table("name", "cases", "title")
+    for s in rows:
+        t.add_row(s.name, str(len(s.cases)), escape(s.title))
+    out.print(t)
+
+
+@scenario_app.command("show")
+def scenario_show(
+    name: Annotated[str, typer.Argument(help="Scenario name (blocklab scenario list).")],
+) -> None:
+    """A scenario's study, setup, assumptions and cases."""
+    from . import scenario as sc
+
+    try:
+        s = sc.load(name)
+    except BlocklabError as e:
+        _fail(e)
+    out.print(f"{s.name}: {escape(s.title)}\n\nStudy: {escape(s.study)}\n\nSetup:\n"
+              f"{escape(s.setup)}\n\nAssumptions:\n{escape(s.assumptions)}\n",
+              highlight=False, soft_wrap=True)
+    t = Table("case", "measures", "failures", "label")
+    for c in s.cases:
+        t.add_row(c.name, ", ".join(c.measure),
+                  ", ".join(f"drive {d} at {at:g} s" for d, at in c.failures) or "-",
+                  escape(c.label))
+    out.print(t)
+
+
+@scenario_app.command("run")
+def scenario_run(
+    name: Annotated[str, typer.Argument(help="Scenario name (blocklab scenario list).")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Output folder (default scenario-NAME): per case its array, "
+        "trace and run folder, and scenario.json with every figure.")] = None,
+    case: Annotated[list[str] | None, typer.Option(
+        "--case", help="Run only this case (repeat for more).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Run a scenario: generate each case's workload on its array, replay it (with its
+    failures), and print the figures the study reports. The run folders can be read with
+    blocklab query and blocklab report."""
+    from . import scenario as sc
+
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed:.0f}/{task.total:.0f} cases"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task(name, total=None)
+
+        def progress(case_name: str, i: int, n: int) -> None:
+            bar.update(task, description=f"{name}: {case_name}", completed=i, total=n)
+
+        try:
+            r = sc.run(name, output, case or None, progress)
+        except BlocklabError as e:
+            bar.stop()
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2, default=str))
+        return
+    out.print(f"{r.scenario}: {escape(r.title)}", highlight=False, soft_wrap=True)
+    for measure, rows in r.tables().items():
+        cols = _SCENARIO_COLUMNS[measure]
+        t = Table(*cols, title=_SCENARIO_TITLES[measure])
+        for row in rows:
+            t.add_row(*(escape(_cell(row.get(c))) for c in cols))
+        out.print(t)
+    out.print(f"{len(r.cases)} case(s) in {r.elapsed_s:.1f} s; run folders and scenario.json "
+              f"in {r.output}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -400,8 +400,9 @@ def _pool_keys(c: _Ctx, k: str, g: dict[str, Any], layout: str, width: int,
         if gw < MIN_WIDTH[raid]:
             raise c.fail(f"{k}.group_width", f"{raid} needs at least {MIN_WIDTH[raid]} drives, "
                          f"found {gw}")
-        if width % gw:
-            raise c.fail(f"{k}.width", f"{width} drives do not make private groups of {gw}")
+        if width % gw and width % gw < MIN_WIDTH[raid]:
+            raise c.fail(f"{k}.width", f"{width} drives in private {raid} groups of {gw} leave "
+                         f"{width % gw}, too few for a last {raid} group")
         sl = c.size(f"{k}.slice", g.get("slice", "1GiB"))
         if sl % unit:
             raise c.fail(f"{k}.slice", f"{sl} bytes is not a multiple of the stripe unit "

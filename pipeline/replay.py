@@ -815,8 +815,8 @@ def _write_events(folder: Path, arr: ArrayModel, drv: Driver, tasks: Plan) -> No
     group = [tasks.task_group[int(r)] if r >= 0 else (arr.d_group[int(d)] if d >= 0 else "")
              for r, d in zip(ref.tolist(), drive.tolist(), strict=True)]
     code = ev[:, E.EV_CODE]
-    progress = np.isin(code, [E.X_REBUILD_PROGRESS, E.X_REBUILD_END, E.X_REBALANCE_END,
-                              E.X_INIT_END])
+    progress = np.isin(code, [E.X_REBUILD_PROGRESS, E.X_REBUILD_END, E.X_REBALANCE_PROGRESS,
+                              E.X_REBALANCE_END, E.X_INIT_PROGRESS, E.X_INIT_END])
     loss = code == E.X_DATA_LOSS
     pq.write_table(pa.table({
         "time_ns": ev[:, E.EV_T],

@@ -41,6 +41,7 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
     "latency-summary": (["runs"], {}),
     "bandwidth": (["runs"], {"interval_s": "0.5"}),
     "rebuild-windows": (["runs"], {}),
+    "phases": (["runs"], {}),
     "drive-utilization": (["runs"], {}),
     "btt": (["bt.parquet"], {}),
     "workload": (["trace.parquet", "runs"], {"extent_kib": "64", "top": "5"}),

@@ -367,6 +367,73 @@ def test_rebuild_windows_property(tmp_path_factory, n, seed, t_fail, w, before):
                    _rebuild_reference(ios, [(t_fail * ms, "g", 0)], ends, before * ms))
 
 
+def _phases_reference(ios, failures, ends) -> list[tuple]:
+    """The phases query in plain Python: (phase, op, requests, MB/s, IOPS, mean ms)."""
+    arr = [int(x) for x in ios["arrival_ns"]]
+    comp = [a + int(x) for a, x in zip(arr, ios["latency_ns"], strict=False)]
+    ops = [int(o) for o in ios["op"]]
+    size = [int(x) for x in ios["size_bytes"]]
+    t0, t1 = min(arr), max(comp)
+    if failures:
+        f = min(failures)
+        later = [e for e in ends if e >= f]
+        end = max(later) if later else None
+        spans = [("before", t0, f), ("rebuilding", f, end if end is not None else t1 + 1)]
+        if end is not None and end <= t1:
+            spans.append(("after", end, t1 + 1))
+    else:
+        spans = [("all", t0, t1 + 1)]
+    out = []
+    for name, a, b in spans:
+        for op in sorted(set(ops)):
+            idx = [i for i in range(len(arr)) if ops[i] == op]
+            oa = min(arr[i] for i in idx)
+            ob = max(comp[i] for i in idx) + 1
+            act = max(min(b, ob) - max(a, oa), 0) / 1e9
+            sel = [i for i in idx if a <= comp[i] < b]
+            nbytes = sum(size[i] for i in sel)
+            mean = (sum(comp[i] - arr[i] for i in sel) / len(sel) / 1e6) if sel else None
+            out.append((name, "read" if op == 0 else "write", len(sel),
+                        nbytes / 1e6 / act if act else None, len(sel) / act if act else None,
+                        mean))
+    return out
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 50), seed=st.integers(0, 2**31),
+       fail=st.one_of(st.none(), st.integers(0, 12_000)),
+       w=st.one_of(st.none(), st.integers(0, 12_000)))
+def test_phases_property(tmp_path_factory, n, seed, fail, w):
+    rng = np.random.default_rng(seed)
+    ms = 1_000_000
+    ios = {"arrival_ns": np.sort(rng.integers(0, 10_000, n)) * ms,
+           "latency_ns": rng.integers(1, 500, n) * ms, "op": rng.integers(0, 2, n),
+           "size_bytes": rng.integers(1, 64, n) * 512}
+    ev, failures, ends = [], [], []
+    if fail is not None:
+        ev.append(event(fail * ms, "failure", "g", 0))
+        failures.append(fail * ms)
+        if w is not None:
+            ev.append(event((fail + w) * ms, "rebuild_end", "g", 0))
+            ends.append((fail + w) * ms)
+    run = make_run(tmp_path_factory.mktemp("p") / "r", ios, ev)
+    rows = q([run], "phases")
+    ref = _phases_reference(ios, failures, ends)
+    assert [(r["phase"], r["op"], r["requests"]) for r in rows] == [x[:3] for x in ref]
+    for r, x in zip(rows, ref, strict=False):
+        for got, want in ((r["mb_per_s"], x[3]), (r["iops"], x[4]), (r["mean_ms"], x[5])):
+            assert (got is None) == (want is None) and (want is None or close(got, want))
+
+
+def test_phases_of_a_replay_with_a_failure(runs):
+    rows = q([runs["raid5"]], "phases")
+    ios = ios_of(runs["raid5"])
+    ref = _phases_reference(ios, [golden.FAILURE_NS], [golden.REBUILD_END_NS])
+    assert [(r["phase"], r["op"], r["requests"]) for r in rows] == [x[:3] for x in ref]
+    assert sum(r["requests"] for r in rows) == len(ios["arrival_ns"])
+
+
 # ---------------------------------------------------------------------------------------------
 # btt: the real btt, and plain Python
 

@@ -31,7 +31,7 @@ KEY = 1 << 40
 PPM = 1_000_000
 # event codes, as traces/schema.py EVENT_NAMES lists them
 (FAILURE, REBUILD_START, REBUILD_PROGRESS, REBUILD_END, DATA_LOSS, REPLACE, REBALANCE_START,
- REBALANCE_END, INIT_START, INIT_END) = range(10)
+ REBALANCE_END, INIT_START, INIT_END, REBALANCE_PROGRESS, INIT_PROGRESS) = range(12)
 
 
 @dataclass
@@ -494,6 +494,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         e = int(arr.LN[lun, E.U_EXT0]) + (k * ls) // int(arr.LN[lun, E.U_EXT_SECT])
         kind, width, unit, _ds = maps.geom[maps.rows[int(arr.EX[e, E.EX_ROW])]["geom"]]
         stripe = unit * int(R.data_drives(kind, width))
+        stripe *= max(1, 8192 // stripe)  # whole stripes, up to 4 MiB at once
         s0 = (k * ls) // stripe * stripe
         lo_k, hi_k = s0 // ls, (s0 + stripe - 1) // ls
         k0 = k
@@ -700,31 +701,22 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         units = row[E.TK_UNITS]
         while row[E.TK_PROG] < 9 and row[E.TK_DONE] * 10 >= (row[E.TK_PROG] + 1) * units:
             row[E.TK_PROG] += 1
-            if row[E.TK_KIND] == REBUILD:
-                event(now, REBUILD_PROGRESS, row[E.TK_DRIVE], t, row[E.TK_DONE] * PPM // units,
-                      row[E.TK_BDONE])
+            code = {REBUILD: REBUILD_PROGRESS, REBALANCE: REBALANCE_PROGRESS,
+                    INIT: INIT_PROGRESS}[row[E.TK_KIND]]
+            event(now, code, row[E.TK_DRIVE], t, row[E.TK_DONE] * PPM // units, row[E.TK_BDONE])
         if row[E.TK_DONE] == units:
             task_end(t, now)
             return True
         return False
 
     def pick(d):
-        """Host work first; when both queues hold work, background work gets its share."""
-        q = host_q[d]
-        if back_q[d]:
-            if not host_q[d]:
-                q = back_q[d]
-            else:
-                share = back_q[d][0].share
-                if share >= PPM or credit[d] >= PPM:
-                    q = back_q[d]
-                    if share < PPM:
-                        credit[d] -= PPM
-                else:
-                    credit[d] += share * PPM // (PPM - share)
-        if q is back_q[d]:
-            return q.popleft()
-        return pick_host(q, int(arr.d_sched[d]), int(arr.d_depth[d]), head_pos[d])
+        """Host work first; when both queues hold work, background work first while its time
+        credit is positive. Returns (op, the waiting background share when both held work)."""
+        contended = back_q[d][0].share if (back_q[d] and host_q[d]) else 0
+        if back_q[d] and (not host_q[d] or contended >= PPM or credit[d] > 0):
+            return back_q[d].popleft(), contended
+        return pick_host(host_q[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
+                         head_pos[d]), contended
 
     while done_count < n or (drain and task_state["left"] > 0):
         now, kind, _s, ident = heapq.heappop(events)
@@ -798,12 +790,17 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                             finish(r, now)
         for d in range(drives):
             while inflight[d] < maxinf[d] and (host_q[d] or back_q[d]):
-                o = pick(d)
+                o, contended = pick(d)
                 head_pos[d] = o.lba + o.n
                 done = now + per_op_ns + per_sector_ns * o.n
                 if bus_ps > 0:
                     free["bus"] = max(now, free["bus"]) + (o.n * 512 * bus_ps + 999) // 1000
                     done = max(done, free["bus"])
+                if 0 < contended < PPM:  # the background work's share of the drive's time
+                    if o.share:
+                        credit[d] -= done - now
+                    else:
+                        credit[d] += (done - now) * contended // (PPM - contended)
                 if o.item >= 0:
                     if res.start[o.item] == -1:
                         res.start[o.item] = now

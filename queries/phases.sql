@@ -1,0 +1,42 @@
+-- phases: what the host saw, per op, before the first failure, while rebuilding (from the
+-- failure to the last rebuild_end after it, or to the run's end if a rebuild never ended) and
+-- after: requests, MB/s (10^6 bytes per second over the part of the phase in which that op
+-- was active: from its first arrival to its last completion), IOPS, mean and p99 latency in
+-- ms. A run with no failure has one phase, "all".
+-- Views: ios, events.
+WITH f AS (
+    SELECT run, min(time_ns) AS failure_ns FROM events WHERE event = 'failure' GROUP BY run
+), e AS (
+    SELECT f.run, f.failure_ns,
+           (SELECT max(time_ns) FROM events x WHERE x.run = f.run AND x.event = 'rebuild_end'
+              AND x.time_ns >= f.failure_ns) AS end_ns
+    FROM f
+), r AS (
+    SELECT run, min(arrival_ns) AS t0, max(complete_ns) AS t1 FROM ios GROUP BY run
+), ph AS (
+    SELECT r.run, 'all' AS phase, 0 AS k, r.t0 AS a, r.t1 + 1 AS b FROM r
+    WHERE r.run NOT IN (SELECT run FROM f)
+    UNION ALL SELECT r.run, 'before', 1, r.t0, e.failure_ns FROM r JOIN e USING (run)
+    UNION ALL SELECT r.run, 'rebuilding', 2, e.failure_ns, coalesce(e.end_ns, r.t1 + 1)
+    FROM r JOIN e USING (run)
+    UNION ALL SELECT r.run, 'after', 3, e.end_ns, r.t1 + 1 FROM r JOIN e USING (run)
+    WHERE e.end_ns IS NOT NULL AND e.end_ns <= r.t1
+), act AS (
+    SELECT run, op, min(arrival_ns) AS oa, max(complete_ns) + 1 AS ob FROM ios GROUP BY run, op
+)
+SELECT
+    ph.run, ph.phase, CASE WHEN act.op = 0 THEN 'read' ELSE 'write' END AS op,
+    count(i.latency_ns)                                              AS requests,
+    greatest(least(ph.b, act.ob) - greatest(ph.a, act.oa), 0) / 1e9 AS active_s,
+    coalesce(sum(i.size_bytes), 0) / 1e6
+        / nullif(greatest(least(ph.b, act.ob) - greatest(ph.a, act.oa), 0) / 1e9, 0)
+                                                                     AS mb_per_s,
+    count(i.latency_ns)
+        / nullif(greatest(least(ph.b, act.ob) - greatest(ph.a, act.oa), 0) / 1e9, 0) AS iops,
+    avg(i.latency_ns) / 1e6                                          AS mean_ms,
+    quantile_cont(i.latency_ns, 0.99) / 1e6                          AS p99_ms
+FROM ph JOIN act ON act.run = ph.run
+LEFT JOIN ios i ON i.run = ph.run AND i.op = act.op AND i.complete_ns >= ph.a
+                 AND i.complete_ns < ph.b
+GROUP BY ph.run, ph.phase, ph.k, act.op, ph.a, ph.b, act.oa, act.ob
+ORDER BY ph.run, ph.k, act.op

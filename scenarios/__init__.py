@@ -1,0 +1,1 @@
+"""The built-in scenarios (``blocklab scenario list``): one TOML file per published study."""
