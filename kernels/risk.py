@@ -9,7 +9,8 @@ sets (a pool drive is in hundreds of D-stripes).
 One **trial** is one period of ``period_h`` hours. Every slot starts with a new drive; a drive
 fails at the end of a lifetime drawn from a Weibull distribution of shape ``k`` and scale
 ``eta`` hours (shape 1 is the exponential of mean ``eta``); the slot is then *exposed* for its
-rebuild window ``win_h`` (hours) and holds a new drive, of age 0, from the end of the window.
+rebuild window ``win_h`` (hours) and holds a new drive, of age 0, from the end of the window
+(a window of 0: the drive is replaced at once and never exposed).
 A failure **loses data** when, in a set that contains the failing slot, exactly ``tolerance``
 other members are exposed at that instant (the set goes beyond its tolerance: one data-loss
 event, however many sets it hits). Exposure is half-open, [failure, failure + window): a drive
