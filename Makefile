@@ -29,13 +29,14 @@ tools: ## install blkparse/btt/fio and chromium from Debian when missing (needs 
 	    (apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq chromium >/dev/null 2>&1) || \
 	    echo "note: chromium not installed (not root or no apt-get)"; }
 
-demo: setup ## ingest the bundled real capture, print its statistics, replay it on two arrays
+demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tables and an HTML report (a few minutes)
 	@mkdir -p demo-out
 	$(BIN)/blocklab ingest traces/samples/tracefs-fio-loop0-vda.txt.xz -o demo-out/trace.parquet
 	$(BIN)/blocklab trace stats demo-out/trace.parquet
-	$(BIN)/blocklab trace head demo-out/trace.parquet -n 8
-	$(BIN)/blocklab replay demo-out/trace.parquet --array examples/arrays/raid6-4p2-x8.toml -o demo-out/raid6
-	$(BIN)/blocklab replay demo-out/trace.parquet --array examples/arrays/raid5-entry.toml -o demo-out/raid5 --wrap
+	$(BIN)/blocklab scenario run ddp-vs-raid6 -o demo-out/ddp-vs-raid6
+	$(BIN)/blocklab query demo-out/ddp-vs-raid6 compare
+	$(BIN)/blocklab report demo-out/ddp-vs-raid6 -o demo-out/report.html --title "ddp-vs-raid6: one drive failed under IOR"
+	@echo "open demo-out/report.html (self-contained, works offline)"
 
 test: setup tools ## run the test suite (installs blktrace/fio when root)
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q

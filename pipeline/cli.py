@@ -950,6 +950,11 @@ _SCENARIO_COLUMNS = {
     "oio": ("case", "outstanding", "iops", "mean_latency_ms", "p99_latency_ms"),
     "spc1": ("case", "bsu", "iops", "mean_latency_ms", "capped", "replays"),
 }
+_SCENARIO_HEADERS = {"first_tenth_mb_per_s": "first 10% MB/s", "mb_per_s": "MB/s",
+                     "stripes_lost": "lost", "read_mb_per_s": "read MB/s",
+                     "write_mb_per_s": "write MB/s", "mean_latency_ms": "mean ms",
+                     "p99_latency_ms": "p99 ms", "mean_ms": "mean ms", "p99_ms": "p99 ms",
+                     "window_s": "window s", "failed_s": "failed s", "outstanding": "oio"}
 _SCENARIO_TITLES = {
     "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
     "phases": "what the host saw, before / while rebuilding / after the failure",
@@ -1038,8 +1043,10 @@ def scenario_run(
     out.print(f"{r.scenario}: {escape(r.title)}", highlight=False, soft_wrap=True)
     for measure, rows in r.tables().items():
         cols = _SCENARIO_COLUMNS[measure]
-        t = Table(*cols, title=_SCENARIO_TITLES[measure])
+        t = Table(*(_SCENARIO_HEADERS.get(c, c) for c in cols), title=_SCENARIO_TITLES[measure])
         for row in rows:
+            if measure == "phases" and not row["requests"]:
+                continue  # an op the workload had no requests of in that phase
             t.add_row(*(escape(_cell(row.get(c))) for c in cols))
         out.print(t)
     out.print(f"{len(r.cases)} case(s) in {r.elapsed_s:.1f} s; run folders and scenario.json "

@@ -121,7 +121,7 @@ def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 def _bandwidth_chart(bw: list[dict[str, Any]], windows: list[dict[str, Any]],
                      step: float) -> alt.TopLevelMixin:
     data = alt.Data(values=bw)
-    x = alt.X("t_s:Q", title="time (s)")
+    x = alt.X("t_s:Q", title="time (s)", axis=alt.Axis(labelOverlap="greedy"))
     color = alt.Color("run:N", title="run")
     dash = alt.StrokeDash("op:N", title="op")
     tip = ["run:N", "op:N", "t_s:Q", "mb_per_s:Q", "iops:Q"]
@@ -133,12 +133,13 @@ def _bandwidth_chart(bw: list[dict[str, Any]], windows: list[dict[str, Any]],
             tooltip=tip).properties(width=760, height=200)
         if windows:
             wdata = alt.Data(values=windows)
-            shade = alt.Chart(wdata).mark_rect(opacity=0.18, color="#e45756").encode(
-                x="failure_s:Q", x2="window_end_s:Q",
+            # shaded in the colour of the run's lines (the layers share the colour scale)
+            shade = alt.Chart(wdata).mark_rect(opacity=0.15).encode(
+                x="failure_s:Q", x2="window_end_s:Q", color=color,
                 tooltip=["run:N", "group:N", "drive:Q", "failure_s:Q", "window_s:Q",
                          "rebuild_done:N"])
-            rule = alt.Chart(wdata).mark_rule(color="#e45756", strokeWidth=2).encode(
-                x="failure_s:Q")
+            rule = alt.Chart(wdata).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
+                x="failure_s:Q", color=color)
             panels.append(alt.layer(shade, rule, lines))
         else:
             panels.append(lines)
@@ -220,6 +221,7 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
         step = _nice_step(span, TIME_POINTS)
         bw = _rows(named(con, "bandwidth", sources, {"interval_s": repr(step)}))
         rw = _rows(named(con, "rebuild-windows", sources))
+        phases = _rows(named(con, "phases", sources)) if rw else []
         for w in rw:
             w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
         cdf = _rows(named(con, "latency-cdf", sources))
@@ -233,9 +235,9 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
         con.close()
     charts = [
         Chart("bandwidth", "Bandwidth and IOPS over time", _spec(_bandwidth_chart(bw, rw, step)),
-              "Host requests by completion time; red: failures, shaded: until the rebuild "
-              "ended." if rw else "Host requests by completion time; no failures in these "
-              "runs."),
+              "Host requests by completion time; dashed rule: a failure, shaded in the "
+              "run's colour: until its rebuild ended." if rw else
+              "Host requests by completion time; no failures in these runs."),
         Chart("latency-cdf", "Latency distribution", _spec(_cdf_chart(cdf)),
               "Fraction of requests completed within a latency, per operation."),
         Chart("percentiles", "Latency percentiles across runs",
@@ -247,7 +249,7 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
     if is_size_sweep(sweep):
         charts.append(Chart("size-sweep", "Bandwidth against transfer size",
                             _spec(_size_chart(sweep))))
-    return compare, charts, {"rebuild_windows": rw}
+    return compare, charts, {"rebuild_windows": rw, "phases": phases}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +452,13 @@ def render_html(sources: list[Source], compare: list[dict[str, Any]], charts: li
                               "window_s", "rebuild_done", "before_mb_per_s",
                               "window_mb_per_s", "mb_per_s_ratio", "before_p99_ms",
                               "window_p99_ms", "p99_ratio"])]
+        ph = [r for r in extra.get("phases") or [] if r["requests"]]
+        if ph:
+            parts += ['<p class="note">Per operation before the first failure, while '
+                      "rebuilding and after (the <code>phases</code> query): MB/s and IOPS "
+                      "over the part of the phase in which the operation was active.</p>",
+                      _table(ph, ["run", "phase", "op", "requests", "mb_per_s", "iops",
+                                  "mean_ms", "p99_ms"])]
     for c in charts:
         parts.append(f"<h2>{html.escape(c.title)}</h2>")
         if c.note:

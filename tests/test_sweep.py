@@ -366,6 +366,34 @@ def test_missing_summary_is_written_from_the_run_folder(work, cluster, tmp_path)
     assert {d["x"]: d["rebuild_window_s"] for d in data} == {1: None, 2: 3.0}
 
 
+def test_failure_axis(work, cluster, tmp_path):
+    """An axis over the array's [[failure]] list: the point without a failure has no window,
+    the others have the window events.parquet shows (rebuild end minus failure), and a replay
+    of the same configuration one by one agrees."""
+    (work / "spare.toml").write_text(BASE + "hot_spares = 1\n[rebuild]\nunit = \"4MiB\"\n")
+    f = sweep_file(work, "fail.toml", 'array = "spare.toml"\ntrace = "t.parquet"\n'
+                   '[[axis]]\nkey = "failure"\nname = "failed"\n'
+                   'values = [[], [{ drive = 1, at_s = 0.3 }], [{ drive = 3, at_s = 0.6 }]]\n')
+    out = tmp_path / "out"
+    r = run_sweep(f, out, scheduler=cluster.scheduler_address)
+    assert (r.done, r.failed) == (3, [])
+    rows = {row[0]: row[1:] for row in duckdb.sql(
+        f"SELECT run, failures, rebuild_window_s, rebuild_done FROM read_parquet("
+        f"'{out}/summary/**/*.parquet', hive_partitioning = true)").fetchall()}
+    points = load_sweep(f).points
+    assert rows[points[0].id] == (0, None, None)
+    for p, (drive, at_ns) in zip(points[1:], [(1, 300_000_000), (3, 600_000_000)],
+                                 strict=True):
+        ev = pq.read_table(out / p.id / "events.parquet").to_pylist()
+        fail = [e for e in ev if e["event"] == "failure"]
+        end = [e for e in ev if e["event"] == "rebuild_end"]
+        assert [(e["drive"], e["time_ns"]) for e in fail] == [(drive, at_ns)]
+        assert len(end) == 1 and end[0]["bytes"] > 0
+        assert rows[p.id] == (1, pytest.approx((end[0]["time_ns"] - at_ns) / 1e9), True)
+    one = replay(work / "t.parquet", out / f"{points[1].id}.toml", tmp_path / "one")
+    assert one.rebuilds[0]["window_s"] == pytest.approx(rows[points[1].id][1])
+
+
 # ---------------------------------------------------------------------------------------------
 # bad input: one line, exit status 2, before any work
 
