@@ -214,7 +214,7 @@ def _describe(g: GroupConfig) -> str:
     if g.layout == "ddp":
         return f"{g.name}: ddp of {g.width} (8+2 D-stripes, preservation {g.preservation})"
     if g.layout == "pool":
-        return (f"{g.name}: pool of {g.width // g.group_width} x {g.raid} of {g.group_width}"
+        return (f"{g.name}: pool of {g.width} in private {g.raid} groups of {g.group_width}"
                 f"{spares}")
     count = f"{g.count} x " if g.count > 1 else ""
     return f"{g.name}: {count}{g.layout} of {g.width}{spares}"
