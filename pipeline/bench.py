@@ -644,6 +644,9 @@ def main(argv: list[str] | None = None) -> int:
           f"speed-up {sw['speedup_2_over_1']:.2f} x")
     print(f"    whole command (cluster start, warm-up): 1 worker {sw['w1_whole_s']:.1f} s, "
           f"2 workers {sw['w2_whole_s']:.1f} s ({sw['speedup_2_over_1_whole']:.2f} x)")
+    from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
+
+    print(bench_line())
     return 0
 
 

@@ -861,6 +861,84 @@ def sweep_run(
 
 
 # --------------------------------------------------------------------------------------------
+# blocklab risk
+
+
+def _g(v: float | None, spec: str = ".3g") -> str:
+    return "-" if v is None else "inf" if v == float("inf") else format(v, spec)
+
+
+@app.command()
+def risk(
+    runs: Annotated[list[str], typer.Argument(
+        help="Run folders of `replay --fail` (their rebuild windows are measured), folders "
+        "holding run folders, or array configurations (TOML) with --window-s.")],
+    window_s: Annotated[float | None, typer.Option(
+        "--window-s", help="Rebuild window in seconds for every group, instead of the "
+        "measured ones (needed by a run without a finished rebuild, and by a TOML).")] = None,
+    afr: Annotated[float | None, typer.Option(
+        "--afr", help="Annual failure rate, a fraction in (0, 1): exponential lifetimes "
+        "(default 0.02, field replacement rates per Schroeder and Gibson, FAST 2007).")] = None,
+    weibull_shape: Annotated[float | None, typer.Option(
+        "--weibull-shape", help="Weibull lifetimes: shape k (1 = exponential, < 1 infant "
+        "mortality, > 1 wear-out); with --weibull-scale-hours.")] = None,
+    weibull_scale: Annotated[float | None, typer.Option(
+        "--weibull-scale-hours", help="Weibull lifetimes: scale (characteristic life) in "
+        "hours.")] = None,
+    years: Annotated[float, typer.Option(
+        "--years", help="The period assessed, in years of 8760 hours.")] = 5.0,
+    trials: Annotated[int, typer.Option(
+        "--trials", help="Periods simulated per array.", min=1)] = 1_000_000,
+    seed: Annotated[int, typer.Option(
+        "--seed", help="Random seed (the same seed gives the same answer).", min=0)] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Probability of data loss over a period and mean time to data loss (Monte Carlo, 95 %
+    intervals) of each array, from its rebuild windows and a drive failure model, beside the
+    analytic Markov MTTDL for exponential lifetimes."""
+    from .risk import risk as run
+
+    with Progress(TextColumn("risk {task.fields[name]}"), BarColumn(),
+                  TextColumn("{task.completed:,}/{task.total:,} trials"), TimeRemainingColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("risk", total=trials, name="")
+
+        def progress(name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, name=name)
+
+        try:
+            results = run(runs, window_s, afr, weibull_shape, weibull_scale, years, trials,
+                          seed, progress)
+        except BlocklabError as e:
+            _fail(e)
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+        return
+    first = results[0]
+    t = Table("run", "drives", "window s", f"P(loss) in {years:g} y [95 %]",
+              "losses", "MTTDL years [95 %]", "Markov MTTDL years\nclassical / independent",
+              title=f"{first.failure_model}; {trials:,} trials of {years:g} years, seed {seed}")
+    for r in results:
+        win = sorted(set(r.windows_s.values()))
+        t.add_row(
+            escape(r.run) + "\n" + escape("; ".join(r.array)),
+            str(r.drives),
+            " / ".join(_g(w, ",.1f") for w in win),
+            f"{_g(r.p_loss)}\n[{_g(r.p_loss_ci[0])}, {_g(r.p_loss_ci[1])}]",
+            f"{_g(r.expected_losses)}\n({r.losses_counted:,} counted)",
+            f"{_g(r.mttdl_years)}\n[{_g(r.mttdl_ci_years[0])}, {_g(r.mttdl_ci_years[1])}]",
+            f"{_g(r.mttdl_markov_years)} / {_g(r.mttdl_independent_years)}",
+        )
+    Console(width=max(out.width, 150) if not out.is_terminal else None).print(t)
+    for r in results:
+        for share in r.ddp_triple_share.items():
+            out.print(f"{r.run}: pool {share[0]}: {share[1]:.4f} of its drive triples share a "
+                      "D-stripe", highlight=False, soft_wrap=True)
+        for note in r.notes:
+            out.print(f"{r.run}: {note}", highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------
 # blocklab scenario
 
 _SCENARIO_COLUMNS = {
