@@ -18,11 +18,12 @@ Reads go to the plane that holds the page: logical pages are striped channel fir
 then plane (static mapping). A read goes ahead of the programs waiting in its plane's backlog
 (the firmware serves reads first and programs buffered writes behind them): it waits only for
 the operation in progress, whose end is estimated as the backlog's end less whole programs of
-the plane's last program time, and pushes the backlog back by its own read time. Writes are log-structured: pages are programmed on the planes in
-turn (a write pointer), as a page-mapping FTL allocates them. A write is acknowledged once it
-is in the drive's buffer (power-loss-protected DRAM, ``P_BUF_PAGES`` pages): a page enters the
-buffer when the page ``P_BUF_PAGES`` before it has been programmed, so a write completes at
-once while the flash keeps up and at the flash's pace when it does not.
+the plane's last program time, and pushes the backlog back by its own read time. Writes are
+log-structured: pages are programmed on the planes in turn (a write pointer), as a page-mapping FTL
+allocates them. A write is acknowledged once it is in the drive's buffer (power-loss-protected
+DRAM, ``P_BUF_PAGES`` pages): a page enters the buffer when the page ``P_BUF_PAGES`` before it
+has been programmed, so a write completes at once while the flash keeps up and at the flash's
+pace when it does not.
 
 **Garbage collection (steady state).** Under sustained random writes every page the host
 writes costs ``wa`` programs on average: the page itself plus ``wa - 1`` valid pages copied out
