@@ -6,6 +6,7 @@ exit status 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -24,9 +25,12 @@ from . import __version__
 app = typer.Typer(
     name="blocklab",
     help=(
-        "Trace-driven replay and analysis of block storage. Ingest block traces (blktrace, "
-        "blkparse, tracefs, MSR, SPC, Alibaba, Tencent, fio, DiskSim, MQSim) into one "
-        "Parquet schema and read them back."
+        "Trace-driven replay and analysis of block storage. Capture (tracefs), ingest "
+        "(blktrace, blkparse, MSR, SPC, Alibaba, Tencent, fio, DiskSim, MQSim) or synthesize "
+        "(SPC-1, IOR, Iometer, Orion) block traces into one Parquet schema; replay them on "
+        "models of RAID layouts, pools, controllers and drives, with drive failures and "
+        "rebuilds; ask questions in SQL, draw reports, sweep configurations on Dask and "
+        "estimate the risk of data loss."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -1107,6 +1111,19 @@ def formats(
     for name, f in reg.items():
         t.add_row(name, escape(f.description))
     out.print(t)
+
+
+def _one_line_summaries(*apps: typer.Typer) -> None:
+    """A command list shows each command's first docstring paragraph as one flowing line
+    (Typer's rich mode would keep the docstring's line breaks)."""
+    for a in apps:
+        for info in a.registered_commands:
+            doc = inspect.cleandoc(info.callback.__doc__ or "") if info.callback else ""
+            if info.short_help is None and doc:
+                info.short_help = " ".join(doc.split("\n\n")[0].split())
+
+
+_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app)
 
 
 def main() -> None:
