@@ -61,7 +61,8 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    ``maxinf`` operations at once (1 for a disk, its queue depth for an SSD); when it may start
    one, its scheduler picks among the first ``depth`` queued: FCFS the oldest, SSTF the one
    nearest the end of the last operation started, C-LOOK the lowest sector at or past it, else
-   the lowest (ties: the oldest). Service times come from the drive's model (``MODEL_*``).
+   the lowest (ties: the oldest); but when the oldest queued operation has waited at least the
+   drive's ``max_wait`` (aging; 0: no limit), it goes first. Service times come from the drive's model (``MODEL_*``).
    After every event, drives that can start do so in drive order.
 6. **Completion.** A read completes when its data has crossed the data path; a write when its
    last drive operation completes (or its data is in a write-back cache). Then, in closed
@@ -146,8 +147,9 @@ O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME, O_SHARE = range(
 O_N_COLS = 9
 # DR: one row per drive (a queue for host work and one for background work).
 (D_QHEAD, D_QTAIL, D_INFLIGHT, D_MAXINF, D_SCHED, D_DEPTH, D_POS, D_MODEL, D_MPARAM, D_BUSY,
- D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST, D_BQHEAD, D_BQTAIL, D_CREDIT, D_FAILED) = range(19)
-D_N = 19
+ D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST, D_BQHEAD, D_BQTAIL, D_CREDIT, D_FAILED,
+ D_MAXWAIT) = range(20)
+D_N = 20
 # JB: one row per background job: a cache job's LUN and range, or a task's unit.
 J_KIND, J_A, J_B, J_C, J_PENDING, J_PHASE1, J_WAIT = range(7)
 J_LUN, J_LBA, J_N = J_A, J_B, J_C  # cache jobs
@@ -346,10 +348,10 @@ def _candidate(W, d, ncand):
 
 
 @njit(inline="always", nrt=False)
-def _pick(OP, DR, d):
-    """Take the next operation off drive ``d``'s queues (see the module docstring, 9): host
-    work first, except that when both queues hold work, background work goes first while its
-    time credit is positive. Returns (operation, the waiting background work's share when both
+def _pick(OP, DR, d, now):
+    """Take the next operation off drive ``d``'s queues (see the module docstring, 5 and 9):
+    host work first, except that when both queues hold work, background work goes first while
+    its time credit is positive. Returns (operation, the waiting background work's share when both
     queues held work, else 0)."""
     h = D_QHEAD
     contended = 0
@@ -370,6 +372,9 @@ def _pick(OP, DR, d):
     best = DR[d, D_QHEAD]
     best_prev = NONE
     policy = DR[d, D_SCHED]
+    maxwait = DR[d, D_MAXWAIT]
+    if maxwait > 0 and now - OP[best, O_QTIME] >= maxwait:
+        policy = SCHED_FCFS  # the oldest has waited long enough: it goes first
     if policy != SCHED_FCFS:
         pos = DR[d, D_POS]
         prev = NONE
@@ -452,7 +457,7 @@ def _start_drives(cfg, W, ncand, now):
         DR[d, D_CANDF] = 0
         while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and (DR[d, D_QHEAD] != NONE
                                                         or DR[d, D_BQHEAD] != NONE):
-            s, contended = _pick(OP, DR, d)
+            s, contended = _pick(OP, DR, d, now)
             DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
             g = OP[s, O_ITEM]
             done, hit = _service(W.M, DR, d, now, OP[s, O_LBA], OP[s, O_N], OP[s, O_WRITE])

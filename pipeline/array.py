@@ -62,6 +62,7 @@ class ArrayModel:
     d_mparam: np.ndarray
     d_sched: np.ndarray
     d_depth: np.ndarray
+    d_maxwait: np.ndarray  # ns an operation may wait before it is served first (0: no limit)
     d_maxinf: np.ndarray
     d_group: list[str]  # per drive: its group's name
     d_role: list[str]  # per drive: "member", "spare" or "pool"
@@ -150,7 +151,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     mset = [sum(1 for m in models[:i] if m.kind == models[i].kind) for i in range(len(models))]
     b = _Builder()
     drive_cols: dict[str, list[Any]] = {k: [] for k in (
-        "model", "mparam", "sched", "depth", "maxinf", "group", "role", "name")}
+        "model", "mparam", "sched", "depth", "maxwait", "maxinf", "group", "role", "name")}
     spares: dict[int, list[int]] = {}
     pools: dict[int, tuple[PL.Placement, int, np.ndarray]] = {}
     base = 0
@@ -163,6 +164,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         drive_cols["mparam"] += [0 if fixed_ns else mset[m]] * n
         drive_cols["sched"] += [SCHEDULERS[g.scheduler]] * n
         drive_cols["depth"] += [g.queue_depth] * n
+        drive_cols["maxwait"] += [round(g.max_wait_ms * 1e6)] * n
         drive_cols["maxinf"] += [mod.queue_depth] * n
         drive_cols["group"] += [g.name] * n
         drive_cols["name"] += [refs[m].label] * n
@@ -214,6 +216,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         GR=np.array(b.geoms, dtype=np.int64).reshape(-1, E.G_N), MP=MP,
         d_model=i64(drive_cols["model"]), d_mparam=i64(drive_cols["mparam"]),
         d_sched=i64(drive_cols["sched"]), d_depth=i64(drive_cols["depth"]),
+        d_maxwait=i64(drive_cols["maxwait"]),
         d_maxinf=i64(drive_cols["maxinf"]), d_group=drive_cols["group"],
         d_role=drive_cols["role"], d_name=drive_cols["name"],
         models=_models([] if fixed_ns else models, fixed_ns),

@@ -3,7 +3,8 @@
 An array is an optional host volume striped over LUNs, one or more RAID groups (each a LUN,
 or ``count`` identical LUNs) of drives, and a controller. A group also says how its drives
 schedule their queues (``scheduler`` fcfs, sstf or clook; ``queue_depth``: how many queued
-operations the drive chooses among). Every size takes a unit (``512``
+operations the drive chooses among; ``max_wait_ms``: queue aging, an operation that has
+waited that long goes first, 500 ms by default). Every size takes a unit (``512``
 is bytes; ``"128KiB"``, ``"1MiB"``, ``"2048s"`` for sectors). Worked examples are in
 ``examples/arrays/``. Errors name the file and the key: ``array.toml: group[1].width: raid6
 needs at least 4 drives, found 3``.
@@ -84,6 +85,10 @@ class GroupConfig:
     drive: DriveRef
     scheduler: str = "fcfs"  # the drives' queue scheduling: fcfs, sstf, clook
     queue_depth: int = 1  # how many queued operations a drive's scheduler looks at
+    # queue aging: an operation that has waited this long is served next, whatever the
+    # scheduler prefers (0: never). The default is the read deadline of Linux's own deadline
+    # elevator (block/mq-deadline.c, read_expire = HZ / 2); drive firmware's is not published.
+    max_wait_ms: float = 500.0
     # ddp: preservation capacity (drives' worth of reserved space) and the D-piece size
     preservation: int = 2
     piece_bytes: int = 512 << 20
@@ -265,7 +270,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     for i, g in enumerate(raw_groups):
         k = f"group[{i}]"
         c.keys(k, g, {"name", "layout", "width", "stripe_unit", "count", "hot_spares", "drive",
-                      "scheduler", "queue_depth", "preservation", "piece", "raid",
+                      "scheduler", "queue_depth", "max_wait_ms", "preservation", "piece", "raid",
                       "group_width", "slice", "fill"})
         sched = g.get("scheduler", "fcfs")
         if sched not in ("fcfs", "sstf", "clook"):
@@ -295,6 +300,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
             drive=_drive(c, f"{k}.drive", g["drive"]),
             scheduler=sched,
             queue_depth=c.integer(f"{k}.queue_depth", g.get("queue_depth", 1), 1),
+            max_wait_ms=c.number(f"{k}.max_wait_ms", g.get("max_wait_ms", 500.0)),
             **extra,
         ))
     names = [g.name for g in groups]

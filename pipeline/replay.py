@@ -173,6 +173,7 @@ class Driver:
         DR[:, E.D_MAXINF] = arr.d_maxinf
         DR[:, E.D_SCHED] = arr.d_sched
         DR[:, E.D_DEPTH] = arr.d_depth
+        DR[:, E.D_MAXWAIT] = arr.d_maxwait
         DR[:, E.D_MODEL] = arr.d_model
         DR[:, E.D_MPARAM] = arr.d_mparam
         task_depth = int(tasks.TK[:, E.TK_DEPTH].sum()) if tasks.tasks else 0

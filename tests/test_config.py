@@ -41,6 +41,7 @@ def test_catalog_drives_import(name):
 BASE = '[[group]]\nname = "a"\nlayout = "raid5"\nwidth = 5\nstripe_unit = "64KiB"\ndrive = "atlas10k"\n'
 BAD = [
     (BASE.replace('"raid5"', '"raid7"'), "group[0].layout", "unknown layout 'raid7'"),
+    (BASE + "max_wait_ms = -1\n", "group[0].max_wait_ms", "must be at least 0"),
     (BASE.replace('"raid5"', '"raid6"').replace("width = 5", "width = 3"), "group[0].width",
      "raid6 needs at least 4 drives, found 3"),
     (BASE.replace('"64KiB"', "1000"), "group[0].stripe_unit", "not a multiple of the 512-byte"),

@@ -35,7 +35,9 @@ def scenario(draw):
     toml = {"group": [{"name": "g", "layout": layout, "width": width, "stripe_unit": unit,
                        "count": count, "drive": "atlas10k",
                        "scheduler": draw(st.sampled_from(["fcfs", "sstf", "clook"])),
-                       "queue_depth": draw(st.sampled_from([1, 2, 8, 64]))}]}
+                       "queue_depth": draw(st.sampled_from([1, 2, 8, 64])),
+                       # aging: 0 (never), limits a queue of a few ms reaches, the default
+                       "max_wait_ms": draw(st.sampled_from([0, 0.2, 3, 500]))}]}
     if volume:
         toml["volume"] = {"stripe_unit": draw(st.sampled_from(["8KiB", "64KiB"]))}
     # coarse times make ties (equal event times) common: the tie-break rules get exercised;
@@ -332,3 +334,28 @@ def test_closed_loop_flag_on_open_trace(tmp_path):
     for t in a[::50]:
         assert ((a <= t) & (d > t)).sum() <= 4
     assert (a[4:] >= np.sort(d)[:-4] + 50_000).all()
+
+
+@pytest.mark.parametrize("max_wait_ms", [0, 20])
+def test_queue_aging_bounds_a_starved_operation(max_wait_ms):
+    """C-LOOK starves an operation beyond a sequential stream that keeps the queue full just
+    ahead of the head: it waits for the whole backlog. With aging it waits its limit and at
+    most the operation in service (1 ms) more."""
+    toml = {"group": [{"name": "g", "layout": "jbod", "width": 1, "drive": "atlas10k",
+                       "scheduler": "clook", "queue_depth": 64, "max_wait_ms": max_wait_ms}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(1_000_000, 0))
+    n = 400  # 4 KiB sequential every 0.9 ms against 1 ms of service: the queue keeps growing
+    arrive = (np.arange(n) * 900_000).astype(np.int64)
+    lba = (np.arange(n) * 8).astype(np.int64)
+    far = 200  # arrives behind a backlog of about 20 and goes far beyond the stream
+    lba[far] = 1_000_000
+    nsec = np.full(n, 8, dtype=np.int64)
+    w = np.zeros(n, dtype=np.int64)
+    got = run_engine(arr, arrive, lba, nsec, w)
+    wait = int(got["done"][far] - arrive[far])
+    want = ref.simulate(arr, arrive, lba, nsec, w, 1_000_000, 0)
+    assert got["done"].tolist() == want.done
+    if max_wait_ms == 0:
+        assert wait > (n - far - 64) * 1_000_000  # behind the stream until the trace ends
+    else:
+        assert max_wait_ms * 1e6 <= wait <= max_wait_ms * 1e6 + 2_000_000

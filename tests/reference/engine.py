@@ -716,7 +716,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         if back_q[d] and (not host_q[d] or contended >= PPM or credit[d] > 0):
             return back_q[d].popleft(), contended
         return pick_host(host_q[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
-                         head_pos[d]), contended
+                         head_pos[d], int(arr.d_maxwait[d]), now), contended
 
     while done_count < n or (drain and task_state["left"] > 0):
         now, kind, _s, ident = heapq.heappop(events)
@@ -823,10 +823,11 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
     return res
 
 
-def pick_host(queue, policy, depth, pos):
+def pick_host(queue, policy, depth, pos, maxwait=0, now=0):
     """FCFS: the oldest. SSTF: nearest LBA to where the last operation ended. C-LOOK: lowest
-    LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest."""
-    if policy == 0:
+    LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest.
+    Aging: the oldest goes first once it has waited ``maxwait`` ns (0: never)."""
+    if policy == 0 or (maxwait > 0 and now - queue[0].qtime >= maxwait):
         return queue.popleft()
     seen = list(queue)[:depth]
     if policy == 1:
