@@ -93,7 +93,10 @@ def _validation_speeds() -> dict[str, dict[str, float]] | str:
         return f"no validation traces at {shared} (set BLOCKLAB_SHARED)"
     out = {}
     for name, base in DISKSIM_SPEED.items():
-        r = validate_disksim(catalog_path(name.lower()), shared / f"{name}.trace")
+        # a replay of these traces takes milliseconds: the median of five runs
+        runs = [validate_disksim(catalog_path(name.lower()), shared / f"{name}.trace")
+                for _ in range(5)]
+        r = sorted(runs, key=lambda x: x.requests_per_s)[2]
         out[name] = {"requests_per_s": r.requests_per_s, "vs_disksim": r.requests_per_s / base,
                      "demerit_ms": r.demerit_ms}
     return out
