@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -135,6 +135,133 @@ def test_service_matches_reference(shared, name, steps, start):
     want = ref.replay(d, reqs)
     got = _replay(params, *(np.array([r[i] for r in reqs]) for i in range(4)))
     assert got == pytest.approx(want, abs=1e-6)
+
+
+def _edges(d, lay):
+    """Blocks where a media walk crosses something: zone starts and ends, slipped sectors (or
+    tracks), the ends of sparing ranges, the disk's last block."""
+    out = {0, lay.total - 1}
+    for zz in lay.zones:
+        z = zz["z"]
+        out |= {zz["first"], zz["first"] + zz["lbns"] - 1}
+        unit = zz["bpt"] if d.sparing_scheme == 1 else 1
+        for i, s in enumerate(z.slips):
+            out.add(zz["first"] + (s - i) * unit - z.empty_front)
+        if d.sparing_scheme == 8:  # spare sectors at the end of each range of cylinders
+            rl = zz["bpt"] * d.surfaces * d.range_size_for_sparing - z.spares
+            out |= {zz["first"] + k * rl - z.empty_front for k in (1, 2, 3)}
+    return sorted(x for x in out if 0 <= x < lay.total)
+
+
+# requests that make the lazily computed read-ahead walk resume in every way: sequential
+# streams of long requests (longer than the read-ahead, so that it ends within a request)
+# across zone ends, slips and sparing ranges; requests a little behind the last (served partly
+# from what the read-ahead read before the request's first block) or a little ahead; idle
+# times that land before, during and after a read-ahead or a destage
+_edge_step = st.tuples(
+    st.sampled_from(["seq", "seq", "back", "skip", "jump"]), st.integers(1, 300),
+    st.integers(1, 400), st.sampled_from([False, False, False, True]),
+    st.one_of(st.sampled_from([0.0, 0.05, 0.3, 1.0, 3.0]), st.floats(0, 8)))
+
+
+@pytest.mark.parametrize("name", list(DISKSIM))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_edge_step, min_size=1, max_size=25), edge=st.integers(0, 2**20),
+       before=st.integers(0, 900))
+def test_service_at_edges_matches_reference(shared, name, steps, edge, before):
+    d, (p, zones, cd, ct) = _drive(shared, name)
+    lay = ref.Layout(d)
+    edges = _edges(d, lay)
+    total = lay.total
+    disk = ref.RefDisk(d)
+    state = H.new_state()
+    a = max(edges[edge % len(edges)] - before, 0)
+    prev_end = a
+    t = 0.0
+    for kind, delta, n, w, idle in steps:
+        if kind == "seq":
+            a = prev_end
+        elif kind == "back":
+            a = prev_end - delta
+        elif kind == "skip":
+            a = prev_end + delta
+        else:
+            a = edges[(edge + delta) % len(edges)] - delta
+        a = min(max(a, 0), total - n)
+        if disk.pf is not None and not w:
+            # left out: a read that starts in the read-ahead's segment before the block the
+            # read-ahead started at and goes past it. The kernel sends the blocks before that
+            # block in no time and the reference takes their times from the end of its list
+            # (a negative index): both are wrong there, differently (reported, not changed by
+            # the speed work)
+            seg, _t0, _c0, _h0, first, _nblk = disk.pf
+            assume(not disk.segs[seg][0] <= a < first < a + n)
+        want, want_hit = disk.service(t, a, n, w)
+        got, got_hit = H.service(p, zones, cd, ct, state, 0, t, a, n, w)
+        assert got == pytest.approx(want, abs=1e-6)
+        assert got_hit == want_hit
+        prev_end = a + n
+        t = want + idle
+
+
+@pytest.mark.parametrize("name", list(DISKSIM))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=2, max_size=30), start=st.integers(0, 2**40),
+       settle_at=st.sets(st.integers(0, 29)))
+def test_service_does_not_depend_on_how_far_the_walk_was_computed(shared, name, steps, start,
+                                                                   settle_at):
+    """A request gets the same answer, to the last bit, whether the read-ahead's walk had been
+    computed only as far as earlier requests needed or (``settle``) to its end: in the second
+    case the request's time is behind the computed walk and the kernel walks again from its
+    start."""
+    d, (p, zones, cd, ct) = _drive(shared, name)
+    lazy = H.new_state()
+    settled = H.new_state()
+    total = int(p[H.P_BLOCKS])
+    a = start % (total - 200)
+    prev_end = a
+    t = 0.0
+    for k, (kind, delta, n, w, idle) in enumerate(steps):
+        a = {"seq": prev_end, "near": prev_end + delta, "same": a,
+             "far": (a * 7919 + delta * 104729 + 12345) % total}[kind]
+        a = min(max(a, 0), total - n)
+        if k in settle_at:
+            H.settle(p, zones, cd, ct, settled, 0)
+        got = H.service(p, zones, cd, ct, settled, 0, t, a, n, w)
+        want = H.service(p, zones, cd, ct, lazy, 0, t, a, n, w)
+        assert got == want
+        prev_end = a + n
+        t = want[0] + idle
+
+
+@pytest.mark.parametrize("name", list(DISKSIM))
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=30), start=st.integers(0, 2**40))
+def test_settle_gives_the_read_ahead_end(shared, name, steps, start):
+    """``settle`` completes the state that service leaves lazy: the mechanism's free time and
+    head position are those of the reference's read-ahead walked to its end."""
+    d, (p, zones, cd, ct) = _drive(shared, name)
+    disk = ref.RefDisk(d)
+    state = H.new_state()
+    total = int(p[H.P_BLOCKS])
+    a = start % (total - 200)
+    prev_end = a
+    t = 0.0
+    for kind, delta, n, w, idle in steps:
+        a = {"seq": prev_end, "near": prev_end + delta, "same": a,
+             "far": (a * 7919 + delta * 104729 + 12345) % total}[kind]
+        a = min(max(a, 0), total - n)
+        done, _hit = disk.service(t, a, n, w)
+        H.service(p, zones, cd, ct, state, 0, t, a, n, w)
+        prev_end = a + n
+        t = done + idle
+    H.settle(p, zones, cd, ct, state, 0)
+    assert state[H.S_FREE] == pytest.approx(disk.free, abs=1e-6)
+    assert (state[H.S_CYL], state[H.S_HEAD]) == (disk.cyl, disk.head)
+    assert (state[H.S_PF_SEG] >= 0) == (disk.pf is not None)
 
 
 @pytest.mark.parametrize("name", ["barracuda", "cheetah9LP", "hp_c2247a"])

@@ -101,13 +101,28 @@ Z_N = 13
 # Per-drive state vector (float64) indices: head position when the mechanism is next free,
 # that time, the previous request (write?, its end), an LRU clock, the read-ahead in progress
 # (segment, when and where its media walk began, its first block and length), the segment
-# being destaged, then SEG_MAX segments of (first block, end block, last use).
+# being destaged, the read-ahead's walk as far as it has been computed (below), then SEG_MAX
+# segments of (first block, end block, last use).
+#
+# The read-ahead's walk is computed lazily: a read miss computes it only as far as the
+# request's last block, and a later request only as far as its own arrival (or its last
+# block). ``S_RA_END`` says whether the walk's end is known; until it is, ``S_FREE``, ``S_CYL``
+# and ``S_HEAD`` are stale while a read-ahead is in progress (``settle`` computes them). The
+# walk so far is kept as its next run (``S_M_*``): the run's first block (walk offset), the
+# time the run before it ended, when the head is on its track and when its first sector comes
+# under the head, that wait, its length on the platter (not cut at the walk's end), its
+# cylinder and head, and its physical place (zone base, zone sector, next slip). A run depends
+# only on the geometry and on when the run before it ended, so resuming the walk there gives
+# the very numbers the walk from its start gives.
 (S_CYL, S_HEAD, S_FREE, S_PREV_WRITE, S_PREV_END, S_CLOCK, S_PF_SEG, S_PF_T, S_PF_C0, S_PF_H0,
- S_PF_LBN, S_PF_N, S_DS_SEG, S_SEGS) = range(14)
+ S_PF_LBN, S_PF_N, S_DS_SEG, S_RA_END, S_M_J, S_M_TP, S_M_TS, S_M_TR, S_M_WAIT, S_M_GEO, S_M_C,
+ S_M_H, S_M_ZB, S_M_Q, S_M_NXT, S_SEGS) = range(26)
 S_N = S_SEGS + 3 * SEG_MAX
 
 _INF = 1e300
 _EPS = 1e-9  # ms: float slack when the head arrives exactly at a sector boundary
+_BIG = 1 << 62  # blocks: no limit
+_USE_MAX = (1 << 53) - 1  # segment use clocks below this (9e15 requests) rank exactly
 
 
 def new_state(drives: int = 1) -> np.ndarray:
@@ -190,16 +205,23 @@ def _phys(p, zones, lbn):
     return b, rng * rs + x + k, i0 + k
 
 
+@njit(nrt=False)
+def _phys_call(p, zones, lbn):
+    """``_phys`` as a call: inlined into ``service`` its loops made LLVM compile the whole
+    function worse (measured: a random read on the Savvio 15K.3 went from 128 to 190 ns)."""
+    return _phys(p, zones, lbn)
+
+
 @njit(inline="always", nrt=False)
 def _where(p, zones, b, q):
     """(cylinder, head, angle of the sector's start in sectors from the index) of physical
     sector ``q`` of the zone at ``b``."""
     surf = int(p[P_SURFACES])
     bpt = int(zones[b + Z_BPT])
-    bpc = bpt * surf
-    cz = q // bpc
-    trk = (q - cz * bpc) // bpt
-    sec = q % bpt
+    tz = q // bpt  # track within the zone (two divisions where five were)
+    sec = q - tz * bpt
+    cz = tz // surf
+    trk = tz - cz * surf
     cyl = int(zones[b + Z_FIRST_CYL]) + cz
     head = trk
     serp = p[P_SERP]
@@ -222,7 +244,7 @@ def _run_len(p, zones, b, lbn, q, nxt, left):
     rs = int(zones[b + Z_RANGE])
     rl = int(zones[b + Z_RANGE_LBNS])
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
-    rng = q // rs
+    rng = 0 if q < rs else q // rs  # (one range per zone: no division)
     m = min(m, (rng + 1) * rl - off)  # the range's spares follow its last block
     if nxt < int(zones[b + Z_SLIP0] + zones[b + Z_NSLIP]) and zones[nxt] < (rng + 1) * rs:
         m = min(m, int(zones[nxt]) - q)
@@ -295,12 +317,11 @@ def seek_ms(p, curve_d, curve_t, dist):
     if dist >= curve_d[n - 1]:  # extrapolate the last segment, as DiskSim does
         lo = n - 2
     else:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if curve_d[mid] <= dist:
-                lo = mid
-            else:
-                hi = mid
+        while hi - lo > 1:  # bisection with arithmetic, not branches (random seeks
+            mid = (lo + hi) >> 1  # mispredicted half of them)
+            c = int(curve_d[mid] <= dist)
+            lo += c * (mid - lo)
+            hi = mid + c * (hi - mid)
     f = (dist - curve_d[lo]) / (curve_d[lo + 1] - curve_d[lo])
     return curve_t[lo] + f * (curve_t[lo + 1] - curve_t[lo])
 
@@ -309,7 +330,7 @@ def seek_ms(p, curve_d, curve_t, dist):
 def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
     """Time to bring the head from (c0, h0) to (c1, h1): the seek or the head switch, whichever
     is longer, plus the write settling delay if anything moved."""
-    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0))
+    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0)) if c1 != c0 else 0.0
     if h1 != h0 and p[P_HEAD_SWITCH] > s:
         s = p[P_HEAD_SWITCH]
     if write and s > 0:
@@ -327,50 +348,196 @@ def _wait(rot, bpt, t, ang):
     return w
 
 
+@njit(inline="always", nrt=False)
+def _step(p, zones, zb, q, nxt, lbn, cnt):
+    """Physical place (zone base, zone sector, next slip) of ``lbn + cnt``, where ``[lbn,
+    lbn + cnt)`` is a whole run starting at zone sector ``q`` of the zone at ``zb`` (``nxt``
+    its next slip): the next sector, past any slipped sectors (or tracks) there, without the
+    searches of ``_phys`` unless the run ends a zone or a sparing range."""
+    nl = lbn + cnt
+    first = int(zones[zb + Z_FIRST_LBN])
+    if nl >= first + int(zones[zb + Z_NLBN]):
+        return _phys(p, zones, nl)
+    send = int(zones[zb + Z_SLIP0] + zones[zb + Z_NSLIP])
+    q2 = q + cnt
+    if p[P_TRACK_SPARING] > 0:
+        bpt = int(zones[zb + Z_BPT])
+        while nxt < send and zones[nxt] == q2 // bpt:
+            q2 += bpt
+            nxt += 1
+        return zb, q2, nxt
+    rl = zones[zb + Z_RANGE_LBNS]
+    if rl < p[P_BLOCKS]:  # sparing ranges: a new range starts after the old one's spares
+        dead = int(zones[zb + Z_DEAD])
+        if (nl - first + dead) // int(rl) != (lbn - first + dead) // int(rl):
+            return _phys(p, zones, nl)
+    while nxt < send and zones[nxt] == q2:
+        q2 += 1
+        nxt += 1
+    return zb, q2, nxt
+
+
+@njit(inline="always", nrt=False)
+def _run_at(p, zones, curve_d, curve_t, t, c, h, lbn, zb, q, nxt):
+    """The run of a read that starts at ``lbn`` (physical place ``zb, q, nxt``) with the head
+    at (c, h) at time ``t``: (time on the track, time at its first sector, that wait, its
+    length on the platter, cylinder, head)."""
+    geo = _run_len(p, zones, zb, lbn, q, nxt, _BIG)
+    c1, h1, ang = _where(p, zones, zb, q)
+    ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
+    wt = _wait(p[P_ROT_MS], zones[zb + Z_BPT], ts, ang)
+    return ts, ts + wt, wt, geo, c1, h1
+
+
+@njit(inline="always", nrt=False)
+def _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt):
+    st[b + S_M_J] = j
+    st[b + S_M_TP] = tp
+    st[b + S_M_TS] = ts
+    st[b + S_M_TR] = tr
+    st[b + S_M_WAIT] = wt
+    st[b + S_M_GEO] = geo
+    st[b + S_M_C] = c
+    st[b + S_M_H] = h
+    st[b + S_M_ZB] = zb
+    st[b + S_M_Q] = q
+    st[b + S_M_NXT] = nxt
+
+
+@njit(inline="always", nrt=False)
+def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
+    """Put the read-ahead's walk back at its first run (whose physical place is ``zb, q, nxt``,
+    or is looked up if ``zb < 0``)."""
+    t = st[b + S_PF_T]
+    lbn = int(st[b + S_PF_LBN])
+    if zb < 0:
+        zb, q, nxt = _phys(p, zones, lbn)
+    ts, tr, wt, geo, c1, h1 = _run_at(p, zones, curve_d, curve_t, t, int(st[b + S_PF_C0]),
+                                      int(st[b + S_PF_H0]), lbn, zb, q, nxt)
+    _memo_put(st, b, 0, t, ts, tr, wt, geo, c1, h1, zb, q, nxt)
+
+
+@njit(inline="always", nrt=False)
+def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, nxt):
+    """Start a media read of ``nblk`` blocks from ``lbn`` (physical place ``zb, q, nxt``, or
+    ``zb < 0``) into segment ``seg`` at ``t`` from (c, h), the mechanism busy until it ends
+    (computed when needed). Returns the rotational wait before its first block."""
+    st[b + S_PF_SEG] = seg
+    st[b + S_PF_T] = t
+    st[b + S_PF_C0] = c
+    st[b + S_PF_H0] = h
+    st[b + S_PF_LBN] = lbn
+    st[b + S_PF_N] = nblk
+    st[b + S_RA_END] = 0
+    _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt)
+    return st[b + S_M_WAIT]
+
+
 @njit(nrt=False)
-def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, bus_at, resel,
-               xfer, cut):
-    """Read ``n`` blocks from ``lbn``, positioning from (c, h) at time ``t``; stop early at the
-    first block boundary at or after ``cut`` (DiskSim stops a read-ahead there).
-
-    The host receives walk blocks ``bus_from .. bus_from+nbus-1``: it starts ``resel`` after
-    both ``bus_at`` and the moment the ``wm``-th of them is read, and sends one block per
-    ``xfer`` but none before it is read.
-
-    Returns (blocks read, time the walk ends or stops, cylinder, head, time the host has the
-    last block (0 if nbus == 0), rotational wait before the first block)."""
+def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
+    """Where the read-ahead in progress is at time ``cut``, which stops it at the first block
+    boundary at or after ``cut`` (DiskSim stops a read-ahead there): (blocks read, time it
+    stops or ends, cylinder, head, True if it is still going at ``cut``). When it has ended by
+    ``cut``, its end is kept in ``S_FREE``, ``S_CYL``, ``S_HEAD``."""
+    n = int(st[b + S_PF_N])
+    if st[b + S_RA_END] > 0 and cut >= st[b + S_FREE]:
+        return n, st[b + S_FREE], int(st[b + S_CYL]), int(st[b + S_HEAD]), False
+    if st[b + S_M_TP] > cut:  # the walk got past cut earlier (a request out of time order)
+        _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0)
     rot = p[P_ROT_MS]
-    j = 0
+    lbn = int(st[b + S_PF_LBN])
+    j = int(st[b + S_M_J])
+    tp = st[b + S_M_TP]
+    ts = st[b + S_M_TS]
+    tr = st[b + S_M_TR]
+    wt = st[b + S_M_WAIT]
+    geo = int(st[b + S_M_GEO])
+    c = int(st[b + S_M_C])
+    h = int(st[b + S_M_H])
+    zb = int(st[b + S_M_ZB])
+    q = int(st[b + S_M_Q])
+    nxt = int(st[b + S_M_NXT])
+    while True:
+        if cut < ts:
+            stop = ts
+            break
+        if cut < tr:
+            stop = tr
+            break
+        s = rot / zones[zb + Z_BPT]
+        cnt = min(geo, n - j)
+        if cut < tr + cnt * s:
+            k = int((cut - tr) / s)
+            stop = tr + (k + 1) * s
+            _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+            return j + k, stop, c, h, True
+        t_end = tr + cnt * s
+        if j + cnt == n:  # the walk ends before cut
+            _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+            st[b + S_RA_END] = 1
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = c
+            st[b + S_HEAD] = h
+            return n, t_end, c, h, False
+        zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
+        j += cnt
+        tp = t_end
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+    _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+    return j, stop, c, h, True
+
+
+@njit(nrt=False)
+def _ra_bus(p, zones, curve_d, curve_t, st, b, bus_from, nbus, wm, bus_at, resel, xfer):
+    """When the host has the read-ahead's walk blocks ``bus_from .. bus_from+nbus-1``: it
+    starts ``resel`` after both ``bus_at`` and the moment the ``wm``-th of them is read, and
+    sends one block per ``xfer`` but none before it is read. The walk is computed as far as
+    that (and kept up to the last run read wholly before the host has its last block)."""
+    rot = p[P_ROT_MS]
+    n = int(st[b + S_PF_N])
+    lbn = int(st[b + S_PF_LBN])
+    host_end = bus_from + nbus
     bus = 0.0
-    wait0 = 0.0
     known = wm <= 0
     if known:
         bus = bus_at + resel
     pre = 0
-    while j < n:
-        a = lbn + j
-        b, q, nxt = _phys(p, zones, a)
-        cnt = _run_len(p, zones, b, a, q, nxt, n - j)
-        c1, h1, ang = _where(p, zones, b, q)
-        bpt = zones[b + Z_BPT]
-        ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
-        c = c1
-        h = h1
-        if cut < ts:
-            return j, ts, c, h, bus, wait0
-        wt = _wait(rot, bpt, ts, ang)
-        if j == 0:
-            wait0 = wt
-        tr = ts + wt
-        if cut < tr:
-            return j, tr, c, h, bus, wait0
-        s = rot / bpt
-        if cut < tr + cnt * s:
-            k = int((cut - tr) / s)
-            return j + k, tr + (k + 1) * s, c, h, bus, wait0
+    j = int(st[b + S_M_J])
+    if j > max(bus_from, 0):  # (the host's blocks may start before the walk's)
+        if not known or st[b + S_M_TP] > bus_at:
+            _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0)
+            j = 0
+        else:
+            # the host's blocks before the walk's next run were all read before ``bus_at``:
+            # each of their runs sends them one after the other (for such a run the walk's
+            # formula below gives exactly ``bus + (hi - lo) * xfer``)
+            x = max(bus_from, 0)
+            lim = min(j, host_end)
+            zb, q, nxt = _phys(p, zones, lbn + x)
+            while x < lim:
+                g = _run_len(p, zones, zb, lbn + x, q, nxt, _BIG)
+                m = min(g, lim - x)
+                bus = bus + m * xfer
+                if x + m >= lim:
+                    break
+                zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + x, g)
+                x += g
+    tp = st[b + S_M_TP]
+    ts = st[b + S_M_TS]
+    tr = st[b + S_M_TR]
+    wt = st[b + S_M_WAIT]
+    geo = int(st[b + S_M_GEO])
+    c = int(st[b + S_M_C])
+    h = int(st[b + S_M_H])
+    zb = int(st[b + S_M_ZB])
+    q = int(st[b + S_M_Q])
+    nxt = int(st[b + S_M_NXT])
+    while True:
+        s = rot / zones[zb + Z_BPT]
+        cnt = min(geo, n - j)
         # the host's share of this run: walk blocks [lo, hi)
         lo = max(j, bus_from)
-        hi = min(j + cnt, bus_from + nbus)
+        hi = min(j + cnt, host_end)
         if hi > lo:
             m_first = tr + (lo - j + 1) * s
             m_last = tr + (hi - j) * s
@@ -384,9 +551,32 @@ def _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, n, bus_from, nbus, wm, 
                     pre += hi - lo
             if known:
                 bus = max(max(bus, m_first) + (hi - lo) * xfer, m_last + xfer)
-        t = tr + cnt * s
+        if j + cnt > host_end:  # the run goes on after the host's last block
+            break
+        t_end = tr + cnt * s
+        if j + cnt == n:
+            st[b + S_RA_END] = 1
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = c
+            st[b + S_HEAD] = h
+            break
+        zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
         j += cnt
-    return n, t, c, h, bus, wait0
+        tp = t_end
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+        if j >= host_end:
+            break
+    _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
+    return bus
+
+
+@njit(nrt=False)
+def settle(p, zones, curve_d, curve_t, st, d):
+    """Compute the end of drive ``d``'s read-ahead in progress, if not yet known, into its
+    ``S_FREE``, ``S_CYL`` and ``S_HEAD`` (service computes it only when a request needs it)."""
+    b = d * S_N
+    if st[b + S_PF_SEG] >= 0:
+        _ra_cut(p, zones, curve_d, curve_t, st, b, _INF)
 
 
 @njit(nrt=False)
@@ -398,9 +588,12 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
     rot = p[P_ROT_MS]
     j = 0
     first = True
+    cnt = 0
+    b, q, nxt = _phys(p, zones, lbn)
     while j < n:
         a = lbn + j
-        b, q, nxt = _phys(p, zones, a)
+        if j > 0:  # the run before was a whole one
+            b, q, nxt = _step(p, zones, b, q, nxt, a - cnt, cnt)
         cnt = _run_len(p, zones, b, a, q, nxt, n - j)
         c1, h1, ang = _where(p, zones, b, q)
         bpt = zones[b + Z_BPT]
@@ -435,18 +628,21 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
 
 
 @njit(inline="always", nrt=False)
-def _ra_limit(p, zones, a, n):
-    """One past the last block a read of ``n`` blocks at ``a`` reads ahead to."""
+def _ra_limit(p, zones, a, n, zb, q, nxt):
+    """One past the last block a read of ``n`` blocks at ``a`` (physical place ``zb, q, nxt``)
+    reads ahead to."""
     end = a + n
     kind = p[P_RA_KIND]
     total = p[P_BLOCKS]
     if p[P_CACHE_ON] <= 0 or kind == RA_NONE or end >= total:
         return min(end, total)
     if kind == RA_DEC:  # to the end of the track holding the next block, or the one after
+        bpt = int(zones[zb + Z_BPT])
+        if n < _run_len(p, zones, zb, a, q, nxt, _BIG):  # the next block is on a's track
+            return min(_lbns_before(p, zones, zb, (q // bpt + 1) * bpt), total)
         lo, hi = track_bounds(p, zones, end)
         if a < lo:
-            b = _zone(p, zones, a)
-            hi += int(zones[b + Z_BPT])
+            hi += bpt
         return min(hi, total)
     lim = end + p[P_MAX_RA] if p[P_MAX_RA] > 0 else a + p[P_SEG_BLOCKS]
     if kind == RA_TRACK or kind == RA_CYL:  # the read-ahead never leaves the track / cylinder
@@ -473,38 +669,41 @@ def _seg_set(st, b, k, lo, hi):
 
 @njit(inline="always", nrt=False)
 def _pick_read_seg(p, st, b, a, n, pf):
-    """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss)."""
+    """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss).
+
+    Each segment gets a preference: an empty one 3; an almost hit on the read-ahead 5; one
+    not holding ``a`` 1 if it is the read-ahead's, else 2; one holding ``a`` 9 if it is the
+    read-ahead's, 10 if it is being destaged, else 8, 4 less if it does not hold the whole
+    request. The most preferred wins, the least recently used among equals, the first among
+    those. Computed without branches (which segment wins is as unpredictable as the LRU order;
+    mispredicted branches made this loop a third of a random read's cost): each segment's
+    rank is one integer, preference, then age, then index, then kind of hit, and the largest
+    wins."""
     nseg = int(p[P_NSEGS]) - (1 if p[P_WSEG] > 0 else 0)
+    almost = int(p[P_ALMOST] > 0)
+    ds = int(st[b + S_DS_SEG])
+    end = a + n
     best = -1
-    best_v = 0
-    best_use = _INF
-    kind = 0
     for k in range(nseg):
-        lo, hi = _seg_bounds(st, b, k)
-        use = st[b + S_SEGS + 3 * k + 2]
-        if hi <= lo:
-            v = 3
-            hk = 0
-        elif k == pf and a == hi and p[P_ALMOST] > 0:  # an almost hit on the read-ahead
-            v = 5
-            hk = 1
-        elif a < lo or a >= hi:
-            v = 1 if k == pf else 2
-            hk = 0
-        else:
-            v = 9 if k == pf else (10 if k == int(st[b + S_DS_SEG]) else 8)
-            hk = 2
-            if hi < a + n:
-                v -= 4
-                hk = 1
-        if v > best_v or (v == best_v and use < best_use):
-            best = k
-            best_v = v
-            best_use = use
-            kind = hk
+        lo = st[b + S_SEGS + 3 * k]
+        hi = st[b + S_SEGS + 3 * k + 1]
+        use = int(min(st[b + S_SEGS + 3 * k + 2], _USE_MAX))
+        e = int(hi <= lo)
+        ip = int(k == pf)
+        al = ip * int(a == hi) * almost
+        h = int(a >= lo) * int(a < hi)
+        pt = int(hi < end)
+        v_in = 8 + ip + 2 * int(k == ds) * (1 - ip) - 4 * pt
+        v = e * 3 + (1 - e) * (al * 5 + (1 - al) * (h * v_in + (1 - h) * (2 - ip)))
+        hk = (1 - e) * (al + (1 - al) * h * (2 - pt))
+        rank = (v << 59) | ((_USE_MAX - use) << 6) | ((15 - k) << 2) | hk
+        best = max(best, rank)
+    if nseg <= 0:
+        return -1, 0
+    kind = best & 3
     if p[P_CACHE_ON] <= 0:
         kind = 0
-    return best, kind
+    return 15 - ((best >> 2) & 15), kind
 
 
 @njit(inline="always", nrt=False)
@@ -536,31 +735,15 @@ def _pick_write_seg(p, st, b, a, n, pf):
 
 @njit(inline="always", nrt=False)
 def _drop_overlaps(p, st, b, keep, a, n):
-    """A write empties every other segment holding any of its blocks."""
+    """A write empties every other segment holding any of its blocks (stores rather than
+    branches: whether a segment overlaps a random write is a coin toss)."""
+    end = a + n
     for k in range(int(p[P_NSEGS])):
-        if k != keep:
-            lo, hi = _seg_bounds(st, b, k)
-            if hi > lo and a < hi and lo < a + n:
-                st[b + S_SEGS + 3 * k] = -1
-                st[b + S_SEGS + 3 * k + 1] = -1
-
-
-@njit(inline="always", nrt=False)
-def _start_readahead(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk):
-    """Record a media read of ``nblk`` blocks from ``lbn`` into segment ``seg`` starting at
-    ``t`` from (c, h); the mechanism is busy until it ends. Returns its end time."""
-    _k, t_end, ce, he, _bus, _w = _walk_read(p, zones, curve_d, curve_t, t, c, h, lbn, nblk, 0,
-                                             0, 0, 0.0, 0.0, 0.0, _INF)
-    st[b + S_PF_SEG] = seg
-    st[b + S_PF_T] = t
-    st[b + S_PF_C0] = c
-    st[b + S_PF_H0] = h
-    st[b + S_PF_LBN] = lbn
-    st[b + S_PF_N] = nblk
-    st[b + S_FREE] = t_end
-    st[b + S_CYL] = ce
-    st[b + S_HEAD] = he
-    return t_end
+        lo = st[b + S_SEGS + 3 * k]
+        hi = st[b + S_SEGS + 3 * k + 1]
+        gone = (k != keep) & (hi > lo) & (a < hi) & (lo < end)
+        st[b + S_SEGS + 3 * k] = -1.0 if gone else lo
+        st[b + S_SEGS + 3 * k + 1] = -1.0 if gone else hi
 
 
 # ---------------------------------------------------------------- one request
@@ -587,19 +770,18 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     stop_t = free
     stop_c = cyl
     stop_h = head
-    if pf >= 0:
-        got = pf_n
-        if t < free:
-            got, stop_t, stop_c, stop_h, _bus, _w = _walk_read(
-                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
-                int(st[b + S_PF_H0]), pf_lbn, pf_n, 0, 0, 0, 0.0, 0.0, 0.0, t)
+    if pf >= 0:  # (free, cyl, head: the read-ahead's end, computed when it has ended)
+        got, stop_t, stop_c, stop_h, going = _ra_cut(p, zones, curve_d, curve_t, st, b, t)
         lo, hi = _seg_bounds(st, b, pf)
         hi = pf_lbn + got
         st[b + S_SEGS + 3 * pf + 1] = hi
         st[b + S_SEGS + 3 * pf] = max(lo, hi - seg_n)
-        if t >= free:
+        if not going:
             pf = -1
             st[b + S_PF_SEG] = -1
+            free = stop_t
+            cyl = stop_c
+            head = stop_h
     elif t < free:
         destaging = True
     else:
@@ -610,7 +792,10 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
         ov_hit = p[P_OV_RHW] if prev_write else p[P_OV_RHR]
         xr = p[P_XFER_R]
         k, kind = _pick_read_seg(p, st, b, a, n, pf)
-        lim = _ra_limit(p, zones, a, n)
+        zb_a, q_a, nxt_a = -1, 0, 0  # a's physical place, when needed
+        if p[P_RA_KIND] == RA_DEC or p[P_READ_ARRIVAL] > 0:
+            zb_a, q_a, nxt_a = _phys_call(p, zones, a)
+        lim = _ra_limit(p, zones, a, n, zb_a, q_a, nxt_a)
         if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
             st[b + S_PF_SEG] = -1
             free = stop_t
@@ -627,25 +812,21 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             _seg_set(st, b, k, lo, hi)
             if k == pf:  # the read-ahead goes on, now for this request too
                 if lim > pf_lbn + pf_n:
-                    _start_readahead(p, zones, curve_d, curve_t, st, b, pf, st[b + S_PF_T],
-                                     int(st[b + S_PF_C0]), int(st[b + S_PF_H0]), pf_lbn,
-                                     int(lim) - pf_lbn)
+                    st[b + S_PF_N] = int(lim) - pf_lbn
+                    st[b + S_RA_END] = 0
             elif p[P_RA_IDLE_HIT] > 0 and hi < lim:
-                _start_readahead(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free),
-                                 cyl, head, int(hi), int(lim - hi))
+                _ra_new(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free), cyl, head,
+                        int(hi), int(lim - hi), -1, 0, 0)
         elif kind == 1 and k == pf:  # the rest is coming in from the read-ahead
             new_n = max(pf_n, int(lim) - pf_lbn)
-            _g, t_end, ce, he, bus, _w = _walk_read(
-                p, zones, curve_d, curve_t, st[b + S_PF_T], int(st[b + S_PF_C0]),
-                int(st[b + S_PF_H0]), pf_lbn, new_n, a - pf_lbn, n, 0,
-                t + ov_hit + p[P_DATA_PREP], 0.0, xr, _INF)
+            if new_n > pf_n:
+                st[b + S_PF_N] = new_n
+                st[b + S_RA_END] = 0
+            bus = _ra_bus(p, zones, curve_d, curve_t, st, b, a - pf_lbn, n, 0,
+                          t + ov_hit + p[P_DATA_PREP], 0.0, xr)
             done = bus + p[P_COMPL_R]
             lo, hi = _seg_bounds(st, b, k)
             _seg_set(st, b, k, lo, hi)
-            st[b + S_PF_N] = new_n
-            st[b + S_FREE] = t_end
-            st[b + S_CYL] = ce
-            st[b + S_HEAD] = he
         else:  # a miss, or a partial hit on a segment nobody is filling
             lo, hi = _seg_bounds(st, b, k)
             if kind == 1:  # send what is there, read the rest from the segment's end
@@ -667,26 +848,20 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
                 wm = min(wm, n)
             start = max(t + ov_miss, free)
             nblk = int(max(lim, a + n)) - rd
-            _g, t_end, ce, he, bus, wait0 = _walk_read(
-                p, zones, curve_d, curve_t, start, cyl, head, rd, nblk, 0, a + n - rd, wm,
-                bus_at, resel, xr, _INF)
+            if rd != a:
+                zb_a = -1
+            wait0 = _ra_new(p, zones, curve_d, curve_t, st, b, k, start, cyl, head, rd, nblk,
+                            zb_a, q_a, nxt_a)
+            bus = _ra_bus(p, zones, curve_d, curve_t, st, b, 0, a + n - rd, wm, bus_at, resel,
+                          xr)
             if kind == 0 and p[P_READ_ARRIVAL] > 0 and p[P_CACHE_ON] > 0:
                 # the drive reads from the moment the head settles on the track: the sectors
                 # that pass before the first one wanted are kept too
-                tr_lo, _tr_hi = track_bounds(p, zones, a)
-                bpt = zones[_zone(p, zones, a) + Z_BPT]
+                bpt = zones[zb_a + Z_BPT]
+                tr_lo = _lbns_before(p, zones, zb_a, (q_a // int(bpt)) * int(bpt))
                 lo = max(tr_lo, a - int(wait0 / p[P_ROT_MS] * bpt))
             done = bus + p[P_COMPL_R]
             _seg_set(st, b, k, lo, rd)
-            st[b + S_PF_SEG] = k
-            st[b + S_PF_T] = start
-            st[b + S_PF_C0] = cyl
-            st[b + S_PF_H0] = head
-            st[b + S_PF_LBN] = rd
-            st[b + S_PF_N] = nblk
-            st[b + S_FREE] = t_end
-            st[b + S_CYL] = ce
-            st[b + S_HEAD] = he
         st[b + S_PREV_WRITE] = 0
     else:
         xw = p[P_XFER_W]
