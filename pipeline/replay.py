@@ -182,6 +182,8 @@ class Driver:
         S = np.zeros(E.S_N, dtype=i64)
         S[E.S_TOTAL] = total
         S[E.S_INTERVAL] = opts.interval_ns
+        S[E.S_NB] = opts.nbins
+        S[E.S_BINS_END] = opts.nbins * opts.interval_ns
         S[E.S_FREE_JOBS] = nj
         S[[E.S_TIMER, E.S_WW_HEAD, E.S_WW_TAIL]] = -1
         S[E.S_TASKS_LEFT] = tasks.tasks
