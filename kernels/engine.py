@@ -664,7 +664,7 @@ def _xfer(S, nbytes, path_ps, now):
     return t
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _try_issue(S, RQ, SM, HQ, s, t):
     """Closed loop: stream ``s`` issues what its window allows at time ``t``."""
     cap = RQ.shape[0] - 1
@@ -707,7 +707,7 @@ def _next_phase(S, RQ, SM, PH, HQ, t):
             _try_issue(S, RQ, SM, HQ, s, t)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _stream_done(S, RQ, SM, PH, HQ, s, now):
     """Closed loop: a request of stream ``s`` completed at ``now``."""
     SM[s, SM_INFLIGHT] -= 1
