@@ -133,7 +133,8 @@ DESTAGE_SECTORS = 8192  # a destage writes at most this many sectors of whole st
 (S_SEQ, S_HSIZE, S_NXT, S_LOADED, S_FINAL, S_NDONE, S_TOTAL, S_CTRL_FREE, S_PATH_FREE,
  S_FREE_OPS, S_REC, S_MARGIN_OPS, S_MARGIN_HEAP, S_MARGIN_REC, S_PHASE, S_PHASE_LEFT,
  S_NSTARVED, S_INTERVAL, S_STARTED, S_FREE_JOBS, S_DESTAGING, S_FLUSHING, S_TIMER,
- S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_EVN, S_MARGIN_EV, S_TASKS_LEFT, S_CACHE) = range(30)
+ S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_EVN, S_MARGIN_EV, S_TASKS_LEFT, S_NB, S_BINS_END,
+ S_CACHE) = range(32)
 S_N = S_CACHE + CA.CH_N
 
 # Table columns. RQ: one row per request slot (inputs, outputs, state).
@@ -272,7 +273,7 @@ def _fit(W, t):
     """Make the bins reach time ``t`` (merge pairs and double the interval as needed)."""
     BN = W.BN
     nd = W.DR.shape[0]
-    nb = BN.shape[1] // nd
+    nb = W.S[S_NB]
     while t >= nb * W.S[S_INTERVAL]:
         for d in range(nd):
             base = d * nb
@@ -282,6 +283,7 @@ def _fit(W, t):
                 for b in range(nb // 2, nb):
                     BN[r, base + b] = 0
         W.S[S_INTERVAL] *= 2
+    W.S[S_BINS_END] = nb * W.S[S_INTERVAL]
 
 
 @njit(inline="always", nrt=False)
@@ -300,11 +302,11 @@ def _spread(BN, row, base, iv, t0, t1, weight):
 def _count(W, d, t, delta):
     """The operations at drive ``d`` change by ``delta`` at ``t``: integrate the old count."""
     DR = W.DR
-    if t >= W.BN.shape[1] // DR.shape[0] * W.S[S_INTERVAL]:
+    if t >= W.S[S_BINS_END]:
         _fit(W, t)
     if DR[d, D_CNT] > 0 and t > DR[d, D_TLAST]:
-        nb = W.BN.shape[1] // DR.shape[0]
-        _spread(W.BN, B_QINT, d * nb, W.S[S_INTERVAL], DR[d, D_TLAST], t, DR[d, D_CNT])
+        _spread(W.BN, B_QINT, d * W.S[S_NB], W.S[S_INTERVAL], DR[d, D_TLAST], t,
+                DR[d, D_CNT])
     DR[d, D_TLAST] = t
     DR[d, D_CNT] += delta
 
@@ -451,7 +453,7 @@ def _start_drives(cfg, W, ncand, now):
             CAND[j + 1] = CAND[j]
             j -= 1
         CAND[j + 1] = x
-    nb = W.BN.shape[1] // DR.shape[0]
+    nb = S[S_NB]
     for i in range(ncand):
         d = CAND[i]
         DR[d, D_CANDF] = 0
@@ -480,11 +482,12 @@ def _start_drives(cfg, W, ncand, now):
             DR[d, D_BUSY] += done - now
             DR[d, D_NOPS] += 1
             DR[d, D_INFLIGHT] += 1
-            if done >= nb * S[S_INTERVAL]:
+            if done >= S[S_BINS_END]:
                 _fit(W, done)
             iv = S[S_INTERVAL]
-            W.BN[B_OPS, d * nb + now // iv] += 1
-            W.BN[B_BYTES, d * nb + now // iv] += OP[s, O_N] * 512
+            bnow = d * nb + now // iv
+            W.BN[B_OPS, bnow] += 1
+            W.BN[B_BYTES, bnow] += OP[s, O_N] * 512
             _spread(W.BN, B_BUSY, d * nb, iv, now, done, 1)
             if cfg.record:
                 k = S[S_REC]
@@ -666,7 +669,7 @@ def _xfer(S, nbytes, path_ps, now):
     return t
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _try_issue(S, RQ, SM, HQ, s, t):
     """Closed loop: stream ``s`` issues what its window allows at time ``t``."""
     cap = RQ.shape[0] - 1
@@ -709,7 +712,7 @@ def _next_phase(S, RQ, SM, PH, HQ, t):
             _try_issue(S, RQ, SM, HQ, s, t)
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _stream_done(S, RQ, SM, PH, HQ, s, now):
     """Closed loop: a request of stream ``s`` completed at ``now``."""
     SM[s, SM_INFLIGHT] -= 1

@@ -39,47 +39,77 @@ def less(h, i, j):
 
 
 @njit(inline="always", nrt=False)
-def _swap(h, i, j):
-    for c in range(4):
-        h[i, c], h[j, c] = h[j, c], h[i, c]
+def _before(t, kind, seq, h, j):
+    """Whether the entry (t, kind, seq) comes before row ``j``."""
+    if t != h[j, 0]:
+        return t < h[j, 0]
+    if kind != h[j, 1]:
+        return kind < h[j, 1]
+    return seq < h[j, 2]
+
+
+@njit(inline="always", nrt=False)
+def _after(t, kind, seq, h, j):
+    """Whether the entry (t, kind, seq) comes after row ``j``."""
+    if t != h[j, 0]:
+        return t > h[j, 0]
+    if kind != h[j, 1]:
+        return kind > h[j, 1]
+    return seq > h[j, 2]
+
+
+@njit(inline="always", nrt=False)
+def _move(h, dst, src):
+    h[dst, 0] = h[src, 0]
+    h[dst, 1] = h[src, 1]
+    h[dst, 2] = h[src, 2]
+    h[dst, 3] = h[src, 3]
 
 
 @njit(inline="always", nrt=False)
 def push(h, size, t, kind, seq, ident):
-    """Insert an event; returns the new size. The caller keeps room (it raises when full)."""
+    """Insert an event; returns the new size. The caller keeps room (it raises when full).
+    The new entry's place is found first (its parents move down into the hole) and it is
+    written once; the order of the entries is total, so where equal-looking rows sit cannot
+    change what pops."""
     if size >= h.shape[0]:
         raise IndexError("replay: event heap full (the caller sized it too small)")
     i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _before(t, kind, seq, h, parent):
+            break
+        _move(h, i, parent)
+        i = parent
     h[i, 0] = t
     h[i, 1] = kind
     h[i, 2] = seq
     h[i, 3] = ident
-    while i > 0:
-        parent = (i - 1) >> 1
-        if less(h, i, parent):
-            _swap(h, i, parent)
-            i = parent
-        else:
-            break
     return size + 1
 
 
 @njit(inline="always", nrt=False)
 def pop(h, size):
-    """Remove the top event (read it from row 0 first); returns the new size."""
+    """Remove the top event (read it from row 0 first); returns the new size. The last entry
+    sinks from the top through a hole (children move up) and is written once."""
     size -= 1
-    _swap(h, 0, size)
+    t = h[size, 0]
+    kind = h[size, 1]
+    seq = h[size, 2]
+    ident = h[size, 3]
     i = 0
     while True:
-        left = 2 * i + 1
-        right = left + 1
-        m = i
-        if left < size and less(h, left, m):
-            m = left
-        if right < size and less(h, right, m):
-            m = right
-        if m == i:
+        c = 2 * i + 1
+        if c >= size:
             break
-        _swap(h, i, m)
-        i = m
+        if c + 1 < size and less(h, c + 1, c):
+            c += 1
+        if not _after(t, kind, seq, h, c):
+            break
+        _move(h, i, c)
+        i = c
+    h[i, 0] = t
+    h[i, 1] = kind
+    h[i, 2] = seq
+    h[i, 3] = ident
     return size

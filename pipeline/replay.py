@@ -183,6 +183,8 @@ class Driver:
         S = np.zeros(E.S_N, dtype=i64)
         S[E.S_TOTAL] = total
         S[E.S_INTERVAL] = opts.interval_ns
+        S[E.S_NB] = opts.nbins
+        S[E.S_BINS_END] = opts.nbins * opts.interval_ns
         S[E.S_FREE_JOBS] = nj
         S[[E.S_TIMER, E.S_WW_HEAD, E.S_WW_TAIL]] = -1
         S[E.S_TASKS_LEFT] = tasks.tasks
@@ -257,21 +259,39 @@ class Driver:
         loaded = int(self.W.S[E.S_LOADED])
         if loaded == self.retired:
             return
-        g = np.arange(self.retired, loaded, dtype=np.int64)
-        slots = g & (len(RQ) - 1)
-        undone = np.flatnonzero(RQ[slots, E.RQ_O_DONE] < 0)
-        k = int(undone[0]) if len(undone) else len(g)
+        cap = len(RQ)
+        lo = self.retired & (cap - 1)
+        # the live slots are at most two runs of the ring: [lo, lo + n1) and [0, n - n1)
+        n = loaded - self.retired
+        n1 = min(n, cap - lo)
+        runs = [(lo, lo + n1)] + ([(0, n - n1)] if n > n1 else [])
+        k = 0
+        for a, b in runs:
+            undone = np.flatnonzero(RQ[a:b, E.RQ_O_DONE] < 0)
+            if len(undone):
+                k += int(undone[0])
+                break
+            k += b - a
         if k == 0:
             return
-        rows = RQ[slots[:k]]
-        self.t_end = max(self.t_end, int(rows[:, E.RQ_O_DONE].max()))
-        sink({"row": rows[:, E.RQ_ROW], "arrive": rows[:, E.RQ_O_ARRIVE],
-              "start": rows[:, E.RQ_O_START], "done": rows[:, E.RQ_O_DONE],
-              "hit": rows[:, E.RQ_O_HIT], "write": rows[:, E.RQ_WRITE],
-              "lba": rows[:, E.RQ_LBA], "nsec": rows[:, E.RQ_NSEC],
-              "stream": rows[:, E.RQ_SID]})
-        RQ[slots[:k], E.RQ_O_DONE] = -1
-        RQ[slots[:k], E.RQ_GIDX] = -1
+        runs = [(lo, lo + min(k, n1))] + ([(0, k - n1)] if k > n1 else [])
+
+        def col(c: int) -> np.ndarray:
+            # slices of the ring, copied (whole rows gathered by index cost ~10x more)
+            if len(runs) == 1:
+                return RQ[runs[0][0]:runs[0][1], c].copy()
+            return np.concatenate([RQ[a:b, c] for a, b in runs])
+
+        done = col(E.RQ_O_DONE)
+        self.t_end = max(self.t_end, int(done.max()))
+        sink({"row": col(E.RQ_ROW), "arrive": col(E.RQ_O_ARRIVE),
+              "start": col(E.RQ_O_START), "done": done,
+              "hit": col(E.RQ_O_HIT), "write": col(E.RQ_WRITE),
+              "lba": col(E.RQ_LBA), "nsec": col(E.RQ_NSEC),
+              "stream": col(E.RQ_SID)})
+        for a, b in runs:
+            RQ[a:b, E.RQ_O_DONE] = -1
+            RQ[a:b, E.RQ_GIDX] = -1
         self.retired += k
 
     def _load(self, chunk: Chunk, start: int) -> int:
@@ -282,12 +302,15 @@ class Driver:
         k = min(len(chunk["arrive"]) - start, cap - (loaded - self.retired))
         if k <= 0:
             return 0
-        g = np.arange(loaded, loaded + k, dtype=np.int64)
-        s = g & (cap - 1)
-        W.RQ[s, E.RQ_GIDX] = g
-        for name, col in _RQ_COLUMN.items():
-            W.RQ[s, col] = chunk[name][start:start + k]
-        W.RQ[s, E.RQ_O_DONE] = -1
+        lo = loaded & (cap - 1)
+        k1 = min(k, cap - lo)  # the free slots are at most two runs of the ring
+        for a, b, src in ((lo, lo + k1, start), (0, k - k1, start + k1)):
+            if b <= a:
+                continue
+            W.RQ[a:b, E.RQ_GIDX] = np.arange(loaded + src - start, loaded + src - start + b - a)
+            for name, col in _RQ_COLUMN.items():
+                W.RQ[a:b, col] = chunk[name][src:src + b - a]
+            W.RQ[a:b, E.RQ_O_DONE] = -1
         nmax = int(chunk["nsec"][start:start + k].max())
         if nmax > self.max_nsec:
             self.max_nsec = nmax
@@ -437,16 +460,20 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         cols["phase"] = phase
     opts = Options(closed=closed, record=drive_ops, **engine)
     drv = Driver(arr, opts, n, streams, tasks)
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("arrive", "start", "done", "hit")}
+    # requests retire in order: each batch fills the next rows of the outputs
+    res: dict[str, Any] = {k: np.zeros(n, np.int64) for k in ("arrive", "start", "done", "hit")}
+    filled = 0
     recs: list[np.ndarray] = []
 
     def sink(c: dict[str, np.ndarray]) -> None:
-        for k in out:
-            out[k].append(c[k])
+        nonlocal filled
+        k = len(c["done"])
+        for name in ("arrive", "start", "done", "hit"):
+            res[name][filled:filled + k] = c[name]
+        filled += k
 
     drv.run(_array_chunks(cols, chunk), sink, recs.append)
-    res: dict[str, Any] = {k: (np.concatenate(v) if v else np.zeros(0, np.int64))
-                           for k, v in out.items()}
+    assert filled == n
     res["busy_ns"] = drv.W.DR[:, E.D_BUSY].copy()
     res["ops"] = drv.W.DR[:, E.D_NOPS].copy()
     res["bins"] = drv.bins()

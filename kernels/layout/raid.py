@@ -169,7 +169,7 @@ def _put(ops, n, drive, sector, count, write, phase, role):
     return n + 1
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops,
                  miss):
     """The drive operations of one request, into the flattened ``ops`` rows; returns how many.
@@ -232,7 +232,7 @@ def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirro
     return n
 
 
-@njit(nrt=False)
+@njit(inline="always", nrt=False)
 def _plan_parity_write(kind, width, unit, d, stripe, pos, seg_end, base, ops, n):
     """RAID-5/6 write of LUN sectors [pos, seg_end) within one stripe."""
     first = stripe * d * unit
