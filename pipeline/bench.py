@@ -124,7 +124,9 @@ def _replay_speeds() -> dict[str, float]:
             lba = (np.arange(n, dtype=np.int64) * size_sectors) % (arr.capacity - size_sectors)
         else:
             lba = rng.integers(0, (arr.capacity - size_sectors) // 8, n).astype(np.int64) * 8
-        arrive = np.cumsum(rng.exponential(1e9 / iops, n)).astype(np.int64)
+        # closed loop: every request is ready at 0, so 64 are always outstanding
+        arrive = (np.zeros(n) if closed else
+                  np.cumsum(rng.exponential(1e9 / iops, n))).astype(np.int64)
         nsec = np.full(n, size_sectors, dtype=np.int64)
         w = (rng.random(n) < 0.3).astype(np.int64)
         run_engine(arr, arrive[:64], lba[:64], nsec[:64], w[:64], closed=closed > 0,
@@ -136,8 +138,9 @@ def _replay_speeds() -> dict[str, float]:
     # 400 requests/s of 4 KiB, 30 % writes (read-modify-write: 4 operations) keep the eight
     # drives about two-thirds busy: a steady state, not a queue growing without bound
     run("random_4k_open_requests_per_s", 1_000_000, 8, False, 400)
-    run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 40)
-    run("random_4k_closed64_requests_per_s", 500_000, 8, False, 1, closed=64, arr=clook)
+    # 20 requests/s of 1 MiB (30 % writes): busy drives, not a queue growing without bound
+    run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 20)
+    run("random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=clook)
     # the reference simulator, on a trace small enough for Python
     import importlib.util
 
