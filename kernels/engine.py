@@ -62,8 +62,8 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    one, its scheduler picks among the first ``depth`` queued: FCFS the oldest, SSTF the one
    nearest the end of the last operation started, C-LOOK the lowest sector at or past it, else
    the lowest (ties: the oldest); but when the oldest queued operation has waited at least the
-   drive's ``max_wait`` (aging; 0: no limit), it goes first. Service times come from the drive's model (``MODEL_*``).
-   After every event, drives that can start do so in drive order.
+   drive's ``max_wait`` (aging; 0: no limit), it goes first. Service times come from the
+   drive's model (``MODEL_*``). After every event, drives that can start do so in drive order.
 6. **Completion.** A read completes when its data has crossed the data path; a write when its
    last drive operation completes (or its data is in a write-back cache). Then, in closed
    loop, its stream issues its next request. The replay ends when every host request has
