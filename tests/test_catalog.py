@@ -55,6 +55,18 @@ def _mb_s(arr, start, n=400, size=2048, write=0, qd=1):
     return n * size * 512 / (r["done"].max() / 1e9) / 1e6
 
 
+def _random_4k_iops(name, n, seed, write_share):
+    """IOPS of ``n`` random 4 KiB requests (a ``write_share`` of them writes) over the whole
+    span of one drive, closed loop at its queue depth."""
+    arr = _jbod(name)
+    rng = np.random.default_rng(seed)
+    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
+    w = (rng.random(n) < write_share).astype(np.int64)
+    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), w, closed=True,
+                   outstanding=ENTRIES[name].values()["queue_depth"])
+    return n / (r["done"].max() / 1e9)
+
+
 @pytest.mark.parametrize("name", HDDS)
 def test_hdd_sustained_rates_match_the_datasheet(name):
     """Sequential 1 MiB reads at the outer and inner edge stream at the stated sustained
@@ -131,15 +143,10 @@ def test_ssd_rated_figures(name):
     time per command is derived from (within 5 %); sequential reads run at the host link's
     rate or the flash channels', whichever is lower (within 10 %)."""
     v = ENTRIES[name].values()
-    arr = _jbod(name)
-    n = 20000
-    rng = np.random.default_rng(3)
-    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
-    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), np.zeros(n, np.int64),
-                   closed=True, outstanding=v["queue_depth"])
-    assert n / (r["done"].max() / 1e9) == pytest.approx(1e6 / v["command_us"], rel=0.05)
+    got = _random_4k_iops(name, 20000, 3, 0.0)
+    assert got == pytest.approx(1e6 / v["command_us"], rel=0.05)
     flash = v["channels"] * v["channel_mb_s"]
-    seq = _mb_s(arr, 0, n=200, qd=4)
+    seq = _mb_s(_jbod(name), 0, n=200, qd=4)
     assert seq == pytest.approx(min(flash, v["interface_mb_s"]), rel=0.10)
 
 
@@ -153,19 +160,14 @@ def test_ssd_steady_state_random_writes(name):
     from blocklab.pipeline.catalog import write_amplification
 
     v = ENTRIES[name].values()
-    arr = _jbod(name)
-    n = 400_000
-    rng = np.random.default_rng(5)
-    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
-    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), np.ones(n, np.int64),
-                   closed=True, outstanding=v["queue_depth"])
+    got = _random_4k_iops(name, 400_000, 5, 1.0)
     wa = write_amplification(v["overprovisioning"])
     planes = v["channels"] * v["dies"] * v["planes"]
     per_page_us = (v["program_us"] + (wa - 1) * (v["read_us"] + v["program_us"])
                    + wa * v["erase_ms"] * 1000 / v["pages_per_block"])
     flash_iops = planes / (per_page_us * 4096 / v["page_bytes"]) * 1e6
     want = min(1e6 / v["write_command_us"], flash_iops)
-    assert n / (r["done"].max() / 1e9) == pytest.approx(want, rel=0.05)
+    assert got == pytest.approx(want, rel=0.05)
 
 
 #: Random 4 KiB 70/30 IOPS where the datasheet states them: Intel SSD DC P3700 product
@@ -181,14 +183,7 @@ def test_ssd_mixed_random_io(name):
     harmonic mean of the rated read and write IOPS (its time per command, weighted), within
     5 %."""
     v = ENTRIES[name].values()
-    arr = _jbod(name)
-    n = 200_000
-    rng = np.random.default_rng(11)
-    lba = rng.integers(0, arr.capacity // 8 - 1, n) * 8
-    w = (rng.random(n) < 0.3).astype(np.int64)
-    r = run_engine(arr, np.zeros(n, np.int64), lba, np.full(n, 8), w, closed=True,
-                   outstanding=v["queue_depth"])
-    got = n / (r["done"].max() / 1e9)
+    got = _random_4k_iops(name, 200_000, 11, 0.3)
     if name in STATED_MIXED:  # where the datasheet states the mix, against that figure
         assert got == pytest.approx(STATED_MIXED[name], rel=0.10)
     else:
