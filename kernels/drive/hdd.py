@@ -405,6 +405,14 @@ def _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt):
 
 
 @njit(inline="always", nrt=False)
+def _memo_get(st, b):
+    """The walk's state as ``_memo_put`` left it (all but the run index)."""
+    return (st[b + S_M_TP], st[b + S_M_TS], st[b + S_M_TR], st[b + S_M_WAIT],
+            int(st[b + S_M_GEO]), int(st[b + S_M_C]), int(st[b + S_M_H]), int(st[b + S_M_ZB]),
+            int(st[b + S_M_Q]), int(st[b + S_M_NXT]))
+
+
+@njit(inline="always", nrt=False)
 def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
     """Put the read-ahead's walk back at its first run (whose physical place is ``zb, q, nxt``,
     or is looked up if ``zb < 0``)."""
@@ -447,16 +455,7 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
     rot = p[P_ROT_MS]
     lbn = int(st[b + S_PF_LBN])
     j = int(st[b + S_M_J])
-    tp = st[b + S_M_TP]
-    ts = st[b + S_M_TS]
-    tr = st[b + S_M_TR]
-    wt = st[b + S_M_WAIT]
-    geo = int(st[b + S_M_GEO])
-    c = int(st[b + S_M_C])
-    h = int(st[b + S_M_H])
-    zb = int(st[b + S_M_ZB])
-    q = int(st[b + S_M_Q])
-    nxt = int(st[b + S_M_NXT])
+    tp, ts, tr, wt, geo, c, h, zb, q, nxt = _memo_get(st, b)
     while True:
         if cut < ts:
             stop = ts
@@ -522,16 +521,7 @@ def _ra_bus(p, zones, curve_d, curve_t, st, b, bus_from, nbus, wm, bus_at, resel
                     break
                 zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + x, g)
                 x += g
-    tp = st[b + S_M_TP]
-    ts = st[b + S_M_TS]
-    tr = st[b + S_M_TR]
-    wt = st[b + S_M_WAIT]
-    geo = int(st[b + S_M_GEO])
-    c = int(st[b + S_M_C])
-    h = int(st[b + S_M_H])
-    zb = int(st[b + S_M_ZB])
-    q = int(st[b + S_M_Q])
-    nxt = int(st[b + S_M_NXT])
+    tp, ts, tr, wt, geo, c, h, zb, q, nxt = _memo_get(st, b)
     while True:
         s = rot / zones[zb + Z_BPT]
         cnt = min(geo, n - j)
