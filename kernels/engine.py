@@ -1578,3 +1578,52 @@ def link_streams(RQ, SM, first, count):
         else:
             RQ[SM[s, SM_TAIL] & cap, RQ_SNEXT] = g
         SM[s, SM_TAIL] = g
+
+
+#: Columns ``retire_rows`` copies out of the ring, in this order (pipeline/replay.py names them).
+RETIRE_COLS = (RQ_ROW, RQ_O_ARRIVE, RQ_O_START, RQ_O_DONE, RQ_O_HIT, RQ_WRITE, RQ_LBA, RQ_NSEC,
+               RQ_SID)
+
+
+@njit(nrt=False)
+def load_rows(RQ, loaded, start, count, row, arrive, lba, nsec, write, stream, think, phase,
+              outst, sid):
+    """Copy requests ``start .. start+count-1`` of a chunk's columns into the ring slots of
+    requests ``loaded .. loaded+count-1`` (free slots: the caller checked), row by row (one pass
+    over each slot instead of a strided pass per column)."""
+    cap = RQ.shape[0] - 1
+    for i in range(count):
+        slot = (loaded + i) & cap
+        j = start + i
+        RQ[slot, RQ_GIDX] = loaded + i
+        RQ[slot, RQ_ROW] = row[j]
+        RQ[slot, RQ_ARRIVE] = arrive[j]
+        RQ[slot, RQ_LBA] = lba[j]
+        RQ[slot, RQ_NSEC] = nsec[j]
+        RQ[slot, RQ_WRITE] = write[j]
+        RQ[slot, RQ_STREAM] = stream[j]
+        RQ[slot, RQ_THINK] = think[j]
+        RQ[slot, RQ_PHASE] = phase[j]
+        RQ[slot, RQ_OUTST] = outst[j]
+        RQ[slot, RQ_SID] = sid[j]
+        RQ[slot, RQ_O_DONE] = NONE
+
+
+@njit(nrt=False)
+def retire_rows(RQ, first, loaded, OUT):
+    """Copy the completed requests from ``first`` on, in order up to the first one not done
+    (at most ``OUT``'s width), into ``OUT`` (one row per RETIRE_COLS column) and free their
+    slots. Returns how many."""
+    cap = RQ.shape[0] - 1
+    lim = min(loaded - first, OUT.shape[1])
+    k = 0
+    while k < lim:
+        slot = (first + k) & cap
+        if RQ[slot, RQ_O_DONE] < 0:
+            break
+        for c in range(len(RETIRE_COLS)):
+            OUT[c, k] = RQ[slot, RETIRE_COLS[c]]
+        RQ[slot, RQ_O_DONE] = NONE
+        RQ[slot, RQ_GIDX] = NONE
+        k += 1
+    return k

@@ -132,10 +132,10 @@ def _new_reqs(cap: int) -> np.ndarray:
     return r
 
 
-#: Request table column of each chunk column.
-_RQ_COLUMN = {"row": E.RQ_ROW, "arrive": E.RQ_ARRIVE, "lba": E.RQ_LBA, "nsec": E.RQ_NSEC,
-              "write": E.RQ_WRITE, "stream": E.RQ_STREAM, "think": E.RQ_THINK,
-              "phase": E.RQ_PHASE, "outst": E.RQ_OUTST, "sid": E.RQ_SID}
+#: The chunk columns ``E.load_rows`` takes, in its order.
+_LOADED = ("row", "arrive", "lba", "nsec", "write", "stream", "think", "phase", "outst", "sid")
+#: The names of the columns ``E.retire_rows`` copies out (``E.RETIRE_COLS``), as sinks get them.
+_RETIRED = ("row", "arrive", "start", "done", "hit", "write", "lba", "nsec", "stream")
 
 
 class Driver:
@@ -212,6 +212,7 @@ class Driver:
                                   sst=np.zeros((nd, arr.ssd_width), np.int64)))
         self.max_nsec = 0
         self.t_end = 0
+        self.out = np.empty((len(E.RETIRE_COLS), 0), np.int64)  # retire_rows' buffer
         self.events: list[np.ndarray] = []
 
     def _plan_scratch(self, S: np.ndarray, nsec: int) -> np.ndarray:
@@ -254,44 +255,22 @@ class Driver:
         self.W = self.W._replace(RQ=new)
 
     def _retire(self, sink: Callable[[dict[str, np.ndarray]], None]) -> None:
-        """Hand completed requests, in order, to ``sink`` and free their slots."""
+        """Hand completed requests, in order, to ``sink`` and free their slots. The arrays
+        ``sink`` gets are views of a buffer the next call reuses: a sink that keeps them
+        copies them (reused memory costs no page faults; fresh arrays per batch cost more
+        than the copies themselves)."""
         RQ = self.W.RQ
         loaded = int(self.W.S[E.S_LOADED])
         if loaded == self.retired:
             return
-        cap = len(RQ)
-        lo = self.retired & (cap - 1)
-        # the live slots are at most two runs of the ring: [lo, lo + n1) and [0, n - n1)
-        n = loaded - self.retired
-        n1 = min(n, cap - lo)
-        runs = [(lo, lo + n1)] + ([(0, n - n1)] if n > n1 else [])
-        k = 0
-        for a, b in runs:
-            undone = np.flatnonzero(RQ[a:b, E.RQ_O_DONE] < 0)
-            if len(undone):
-                k += int(undone[0])
-                break
-            k += b - a
+        if self.out.shape[1] < len(RQ):
+            self.out = np.empty((len(E.RETIRE_COLS), len(RQ)), np.int64)
+        k = int(E.retire_rows(RQ, self.retired, loaded, self.out))
         if k == 0:
             return
-        runs = [(lo, lo + min(k, n1))] + ([(0, k - n1)] if k > n1 else [])
-
-        def col(c: int) -> np.ndarray:
-            # slices of the ring, copied (whole rows gathered by index cost ~10x more)
-            if len(runs) == 1:
-                return RQ[runs[0][0]:runs[0][1], c].copy()
-            return np.concatenate([RQ[a:b, c] for a, b in runs])
-
-        done = col(E.RQ_O_DONE)
-        self.t_end = max(self.t_end, int(done.max()))
-        sink({"row": col(E.RQ_ROW), "arrive": col(E.RQ_O_ARRIVE),
-              "start": col(E.RQ_O_START), "done": done,
-              "hit": col(E.RQ_O_HIT), "write": col(E.RQ_WRITE),
-              "lba": col(E.RQ_LBA), "nsec": col(E.RQ_NSEC),
-              "stream": col(E.RQ_SID)})
-        for a, b in runs:
-            RQ[a:b, E.RQ_O_DONE] = -1
-            RQ[a:b, E.RQ_GIDX] = -1
+        c = dict(zip(_RETIRED, self.out[:, :k], strict=True))
+        self.t_end = max(self.t_end, int(c["done"].max()))
+        sink(c)
         self.retired += k
 
     def _load(self, chunk: Chunk, start: int) -> int:
@@ -302,15 +281,8 @@ class Driver:
         k = min(len(chunk["arrive"]) - start, cap - (loaded - self.retired))
         if k <= 0:
             return 0
-        lo = loaded & (cap - 1)
-        k1 = min(k, cap - lo)  # the free slots are at most two runs of the ring
-        for a, b, src in ((lo, lo + k1, start), (0, k - k1, start + k1)):
-            if b <= a:
-                continue
-            W.RQ[a:b, E.RQ_GIDX] = np.arange(loaded + src - start, loaded + src - start + b - a)
-            for name, col in _RQ_COLUMN.items():
-                W.RQ[a:b, col] = chunk[name][src:src + b - a]
-            W.RQ[a:b, E.RQ_O_DONE] = -1
+        E.load_rows(W.RQ, loaded, start, k,
+                    *(np.ascontiguousarray(chunk[name], np.int64) for name in _LOADED))
         nmax = int(chunk["nsec"][start:start + k].max())
         if nmax > self.max_nsec:
             self.max_nsec = nmax
@@ -491,12 +463,28 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
     return res
 
 
+def dense_ids(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of ``x`` ascending, each element's index among them): what
+    ``np.unique(x, return_inverse=True)`` gives, by counting instead of sorting when the values
+    span a range not much larger than ``x`` (stream and phase numbers do; sorting half a million
+    equal stream ids cost more than a tenth of a closed-loop replay)."""
+    x = np.asarray(x, np.int64)
+    if len(x) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo = int(x.min())
+    span = int(x.max()) - lo + 1
+    if span > 4 * len(x) + 4096:
+        ids, inv = np.unique(x, return_inverse=True)
+        return ids.astype(np.int64), inv.reshape(-1).astype(np.int64)
+    present = np.bincount(x - lo, minlength=span) > 0
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present).astype(np.int64) + lo, rank[x - lo]
+
+
 def closed_streams(stream: np.ndarray, phase: np.ndarray, outst: np.ndarray) -> Streams:
     """The streams and phases of a closed-loop trace (phases must not decrease)."""
-    ids = np.unique(stream)
-    phases = np.unique(phase)
-    si = np.searchsorted(ids, stream)
-    pi = np.searchsorted(phases, phase)
+    ids, si = dense_ids(stream)
+    phases, pi = dense_ids(phase)
     ph_cnt = np.bincount(pi * len(ids) + si, minlength=len(ids) * len(phases))
     win = np.zeros(len(ids), dtype=np.int64)
     np.maximum.at(win, si, outst)
@@ -581,10 +569,13 @@ def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, S
                                         "rows must be in phase order")
                 if len(ph):
                     last_phase = int(ph[-1])
-            pairs, n = np.unique(np.stack([ph, st]), axis=1, return_counts=True)
-            for (p_, s_), c in zip(pairs.T.tolist(), n.tolist(), strict=True):
+            ids, inv = dense_ids(st)
+            pv, pinv = dense_ids(ph)
+            keys, n = dense_ids(pinv * len(ids) + inv)
+            n = np.bincount(n)
+            for k, c in zip(keys.tolist(), n.tolist(), strict=True):
+                p_, s_ = int(pv[k // len(ids)]), int(ids[k % len(ids)])
                 counts[(p_, s_)] = counts.get((p_, s_), 0) + c
-            ids, inv = np.unique(st, return_inverse=True)
             wmax = np.zeros(len(ids), np.int64)
             np.maximum.at(wmax, inv, ou)
             for s_, w_ in zip(ids.tolist(), wmax.tolist(), strict=True):
