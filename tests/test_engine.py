@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.config import parse_array
 from blocklab.pipeline.ingest import ingest
-from blocklab.pipeline.replay import build_array, run_engine
+from blocklab.pipeline.replay import build_array, dense_ids, run_engine
 
 from .conftest import ROOT
 from .reference import engine as ref
@@ -359,3 +359,14 @@ def test_queue_aging_bounds_a_starved_operation(max_wait_ms):
         assert wait > (n - far - 64) * 1_000_000  # behind the stream until the trace ends
     else:
         assert max_wait_ms * 1e6 <= wait <= max_wait_ms * 1e6 + 2_000_000
+
+
+@given(st.lists(st.one_of(st.integers(-50, 50), st.integers(-(1 << 62), 1 << 62)), max_size=60))
+def test_dense_ids_is_numpys_unique(values):
+    """Stream and phase numbering by counting gives what sorting (np.unique) gives, whether
+    the values span a small range (counted) or a huge one (sorted)."""
+    x = np.array(values, dtype=np.int64)
+    ids, idx = dense_ids(x)
+    want, inv = np.unique(x, return_inverse=True)
+    assert ids.tolist() == want.tolist()
+    assert idx.tolist() == inv.reshape(-1).tolist()
