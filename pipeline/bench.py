@@ -120,6 +120,7 @@ def _replay_speeds() -> dict[str, float]:
         "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")))
 
     def run(name, n, size_sectors, sequential, iops, closed=0, arr=arr):
+        rng = np.random.default_rng(3)  # the same requests for the HDD and fixed-time runs
         if sequential:
             lba = (np.arange(n, dtype=np.int64) * size_sectors) % (arr.capacity - size_sectors)
         else:
@@ -129,11 +130,15 @@ def _replay_speeds() -> dict[str, float]:
                   np.cumsum(rng.exponential(1e9 / iops, n))).astype(np.int64)
         nsec = np.full(n, size_sectors, dtype=np.int64)
         w = (rng.random(n) < 0.3).astype(np.int64)
-        run_engine(arr, arrive[:64], lba[:64], nsec[:64], w[:64], closed=closed > 0,
-                   outstanding=max(closed, 1))
-        t = time.perf_counter()
-        run_engine(arr, arrive, lba, nsec, w, closed=closed > 0, outstanding=max(closed, 1))
-        out[name] = n / (time.perf_counter() - t)
+        kw = dict(closed=closed > 0, outstanding=max(closed, 1))
+        run_engine(arr, arrive[:64], lba[:64], nsec[:64], w[:64], **kw)
+        best = 0.0
+        for _ in range(2):  # the better of two: the machine is shared
+            t = time.perf_counter()
+            res = run_engine(arr, arrive, lba, nsec, w, **kw)
+            best = max(best, n / (time.perf_counter() - t))
+        out[name] = best
+        out[name.replace("requests_per_s", "drive_ops_per_request")] = float(res["ops"].sum()) / n
 
     # 400 requests/s of 4 KiB, 30 % writes (read-modify-write: 4 operations) keep the eight
     # drives about two-thirds busy: a steady state, not a queue growing without bound
@@ -141,6 +146,15 @@ def _replay_speeds() -> dict[str, float]:
     # 20 requests/s of 1 MiB (30 % writes): busy drives, not a queue growing without bound
     run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 20)
     run("random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=clook)
+    # the same requests on drives that take a fixed time (5 ms + 1 us a sector): what the
+    # engine costs without the HDD model
+    farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
+    fclook = build_array(parse_array({"group": [{
+        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
+        "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")), fixed_ns=(5_000_000, 1000))
+    run("fixed_random_4k_open_requests_per_s", 1_000_000, 8, False, 400, arr=farr)
+    run("fixed_sequential_1m_open_requests_per_s", 200_000, 2048, True, 20, arr=farr)
+    run("fixed_random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=fclook)
     # the reference simulator, on a trace small enough for Python
     import importlib.util
 
@@ -150,7 +164,6 @@ def _replay_speeds() -> dict[str, float]:
         ref = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = ref  # its dataclasses look their module up
         spec.loader.exec_module(ref)
-        farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
         n = 20_000
         lba = rng.integers(0, farr.capacity // 8 - 1, n).astype(np.int64) * 8
         arrive = np.cumsum(rng.exponential(1e9 / 600, n)).astype(np.int64)
@@ -596,6 +609,13 @@ def main(argv: list[str] | None = None) -> int:
     c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
     print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s, 1 MiB sequential "
           f"{r1m:.2f} M/s, closed 64 with C-LOOK {c64:.2f} M/s (HDD model)")
+    print(f"  the same, fixed-time   : {rp['fixed_random_4k_open_requests_per_s'] / 1e6:.2f}, "
+          f"{rp['fixed_sequential_1m_open_requests_per_s'] / 1e6:.2f} and "
+          f"{rp['fixed_random_4k_closed64_requests_per_s'] / 1e6:.2f} M/s (the engine without the "
+          f"HDD model; drive operations per request "
+          f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
+          f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
+          f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
