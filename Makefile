@@ -39,7 +39,10 @@ demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tabl
 	@echo "open demo-out/report.html (self-contained, works offline)"
 
 test: setup tools ## run the test suite (installs blktrace/fio when root)
-	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
+	@# the replay kernels compile on the second core while the first runs the other tests
+	@$(BIN)/python -m blocklab.pipeline.warm >/dev/null 2>&1 & warm=$$!; \
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q; status=$$?; \
+	wait $$warm; exit $$status
 
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .
