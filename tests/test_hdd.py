@@ -66,6 +66,23 @@ def test_seek_matches_reference(shared, name):
         assert H.seek_ms(p, cd, ct, dist) == pytest.approx(want, abs=1e-9)
 
 
+def test_seek_long_curve_matches_reference():
+    """A measured curve longer than the kernel searches by counting is bisected: the same
+    interpolation as the reference at points, between them and past the end."""
+    rng = np.random.default_rng(5)
+    ds = np.unique(rng.integers(1, 50_000, H._SEEK_COUNT_MAX * 3))
+    ts = np.sort(rng.uniform(0.5, 15.0, len(ds)))
+    curve = list(zip(ds.tolist(), ts.tolist()))
+    p = np.zeros(H.P_N)
+    for n in (H._SEEK_COUNT_MAX, H._SEEK_COUNT_MAX + 1, len(ds)):
+        cd, ct = ds[:n].astype(np.int64), ts[:n].copy()
+        for dist in [0, 1, int(cd[0]), int(cd[1]), int(cd[n // 2]), int(cd[n // 2]) + 1,
+                     int(cd[-2]), int(cd[-1]), int(cd[-1]) + 77,
+                     *rng.integers(1, int(cd[-1]), 200).tolist()]:
+            assert H.seek_ms(p, cd, ct, dist) == pytest.approx(ref.seek_curve(curve[:n], dist),
+                                                               abs=1e-9)
+
+
 @pytest.mark.parametrize("name", list(DISKSIM))
 def test_layout_matches_reference(shared, name):
     """Block to (cylinder, head, angle) as the reference maps it, one slip at a time; every

@@ -123,6 +123,7 @@ _INF = 1e300
 _EPS = 1e-9  # ms: float slack when the head arrives exactly at a sector boundary
 _BIG = 1 << 62  # blocks: no limit
 _USE_MAX = (1 << 53) - 1  # segment use clocks below this (9e15 requests) rank exactly
+_SEEK_COUNT_MAX = 256  # seek curves up to this many points are searched by counting
 
 
 def new_state(drives: int = 1) -> np.ndarray:
@@ -312,11 +313,18 @@ def seek_ms(p, curve_d, curve_t, dist):
     n = curve_d.shape[0]
     if dist <= curve_d[0]:
         return curve_t[0]
-    lo = 0
-    hi = n - 1
     if dist >= curve_d[n - 1]:  # extrapolate the last segment, as DiskSim does
         lo = n - 2
+    elif n <= _SEEK_COUNT_MAX:
+        # the segment starts at the last point at or below dist: count the points (vector
+        # compares, where a bisection is a chain of dependent loads; the same index)
+        c = 0
+        for i in range(n):
+            c += int(curve_d[i] <= dist)
+        lo = c - 1
     else:
+        lo = 0
+        hi = n - 1
         while hi - lo > 1:  # bisection with arithmetic, not branches (random seeks
             mid = (lo + hi) >> 1  # mispredicted half of them)
             c = int(curve_d[mid] <= dist)
