@@ -302,6 +302,13 @@ def track_bounds(p, zones, lbn):
 @njit(nrt=False)
 def seek_ms(p, curve_d, curve_t, dist):
     """Seek time for a move of ``dist`` cylinders (0 for none)."""
+    return _seek(p, curve_d, curve_t, dist)
+
+
+@njit(inline="always", nrt=False)
+def _seek(p, curve_d, curve_t, dist):
+    """``seek_ms`` inlined where the head moves (a call passes each of the three arrays as a
+    seven-word struct)."""
     if dist <= 0:
         return 0.0
     if p[P_SEEK_KIND] == SEEK_HPL:
@@ -338,7 +345,7 @@ def seek_ms(p, curve_d, curve_t, dist):
 def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
     """Time to bring the head from (c0, h0) to (c1, h1): the seek or the head switch, whichever
     is longer, plus the write settling delay if anything moved."""
-    s = seek_ms(p, curve_d, curve_t, abs(c1 - c0)) if c1 != c0 else 0.0
+    s = _seek(p, curve_d, curve_t, abs(c1 - c0)) if c1 != c0 else 0.0
     if h1 != h0 and p[P_HEAD_SWITCH] > s:
         s = p[P_HEAD_SWITCH]
     if write and s > 0:
