@@ -713,29 +713,28 @@ def _pick_read_seg(p, st, b, a, n, pf):
 
 @njit(inline="always", nrt=False)
 def _pick_write_seg(p, st, b, a, n, pf):
-    """DiskSim's choice of segment for a write (the dedicated one if the drive has one)."""
+    """DiskSim's choice of segment for a write (the dedicated one if the drive has one): an
+    empty one 3, the read-ahead's 1, one it overlaps 4, else 2; the most preferred wins, the
+    least recently used among equals, the first among those. Without branches, as for a read:
+    each segment's rank is one integer (preference, age, index) and the largest wins."""
     nseg = int(p[P_NSEGS])
     if p[P_WSEG] > 0:
         return nseg - 1
-    best = 0
-    best_v = -1
-    best_use = _INF
+    end = a + n
+    best = -1
     for k in range(nseg):
-        lo, hi = _seg_bounds(st, b, k)
-        use = st[b + S_SEGS + 3 * k + 2]
-        if hi <= lo:
-            v = 3
-        elif k == pf:
-            v = 1
-        elif a < hi and lo < a + n:
-            v = 4
-        else:
-            v = 2
-        if v > best_v or (v == best_v and use < best_use):
-            best = k
-            best_v = v
-            best_use = use
-    return best
+        lo = st[b + S_SEGS + 3 * k]
+        hi = st[b + S_SEGS + 3 * k + 1]
+        use = int(min(st[b + S_SEGS + 3 * k + 2], _USE_MAX))
+        e = int(hi <= lo)
+        ip = int(k == pf)
+        ov = int(a < hi) * int(lo < end)
+        v = e * 3 + (1 - e) * (ip + (1 - ip) * (2 + 2 * ov))
+        rank = (v << 59) | ((_USE_MAX - use) << 6) | ((15 - k) << 2)
+        best = max(best, rank)
+    if nseg <= 0:
+        return 0
+    return 15 - ((best >> 2) & 15)
 
 
 @njit(inline="always", nrt=False)
