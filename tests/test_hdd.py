@@ -72,7 +72,7 @@ def test_seek_long_curve_matches_reference():
     rng = np.random.default_rng(5)
     ds = np.unique(rng.integers(1, 50_000, H._SEEK_COUNT_MAX * 3))
     ts = np.sort(rng.uniform(0.5, 15.0, len(ds)))
-    curve = list(zip(ds.tolist(), ts.tolist()))
+    curve = list(zip(ds.tolist(), ts.tolist(), strict=True))
     p = np.zeros(H.P_N)
     for n in (H._SEEK_COUNT_MAX, H._SEEK_COUNT_MAX + 1, len(ds)):
         cd, ct = ds[:n].astype(np.int64), ts[:n].copy()
