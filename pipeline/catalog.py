@@ -60,6 +60,8 @@ HDD_KEYS = ("blocks", "rpm", "surfaces", "cylinders", "od_mb_s", "id_mb_s", "see
 SSD_KEYS = ("blocks", "channels", "dies", "planes", "page_bytes", "pages_per_block", "read_us",
             "program_us", "erase_ms", "channel_mb_s", "overprovisioning", "interface_mb_s",
             "command_us", "write_command_us", "buffer_pages", "queue_depth")
+# figures a drive may leave out (then: no such limit)
+SSD_OPTIONAL = ("write_mb_s",)
 
 
 class CatalogError(BlocklabError):
@@ -102,8 +104,9 @@ def catalog() -> tuple[dict[str, Entry], dict[str, str], dict[str, dict[str, Any
     for name, e in data.items():
         kind = e["kind"]
         keys = {"hdd": HDD_KEYS, "ssd": SSD_KEYS, "disksim": ()}[kind]
+        optional = SSD_OPTIONAL if kind == "ssd" else ()
         figs = {}
-        for k in keys:
+        for k in keys + tuple(k for k in optional if k in e):
             f = e[k]
             if f["source"] not in sources or f["label"] not in LABELS:
                 raise CatalogError(f"{path}: {name}.{k}: unknown source or label")
@@ -253,6 +256,8 @@ def ssd_params(v: dict[str, Any], fresh: bool = False) -> np.ndarray:
     p[SS.P_CTRL_W_NS] = round(v["write_command_us"] * 1000)
     p[SS.P_WA] = 1.0 if fresh else write_amplification(float(v["overprovisioning"]))
     p[SS.P_BUF_PAGES] = v["buffer_pages"]
+    if v.get("write_mb_s", 0) > 0:  # the controller's write path (kernels/drive/ssd.py)
+        p[SS.P_WPATH_PS] = round(1e12 / (v["write_mb_s"] * 1e6))
     return p
 
 

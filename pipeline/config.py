@@ -15,7 +15,8 @@ DiskSim 4.0 validated against measurements), from a DiskSim parameter file
 (``drive = { disksim = "path/to/drive.parv" }``, relative to the config file), or inline:
 ``drive = { base = "savvio_15k3_300g", cache_mb = 16 }`` changes figures of a catalog drive, and
 ``drive = { kind = "ssd", channels = 8, ... }`` gives every figure of a new one (the keys are
-those of the catalog's entries of that kind).
+those of the catalog's entries of that kind; an SSD's ``write_mb_s``, the controller's
+sustained write rate, may be left out: no limit beyond the link and the flash).
 """
 
 from __future__ import annotations
@@ -445,7 +446,8 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
                          "\"ssd\", or disksim = \"FILE.parv\"")
         base = None
     allowed = set(CAT.HDD_KEYS if kind == "hdd" else CAT.SSD_KEYS)
-    c.keys(key, value, allowed | {"base", "kind", "fresh"})
+    optional = set() if kind == "hdd" else set(CAT.SSD_OPTIONAL)
+    c.keys(key, value, allowed | optional | {"base", "kind", "fresh"})
     if base is None:
         missing = sorted(allowed - set(value) - {"firmware"})
         if missing:

@@ -101,3 +101,26 @@ def test_drives_command_lists_the_catalog():
     assert res.exit_code == 0 and "Savvio 15K.3" in res.stdout
     res = CliRunner().invoke(app, ["drives", "nope"])
     assert res.exit_code == 2 and "no drive 'nope'" in res.stderr
+
+
+def test_ssd_write_path_is_optional(tmp_path: Path):
+    """An SSD's ``write_mb_s`` (the controller's write path) may be given, changed or left out;
+    an HDD has no such key."""
+    from blocklab.kernels.drive import ssd as SS
+    from blocklab.pipeline.replay import build_array
+
+    figures = {k: f.value for k, f in CAT.catalog()[0]["intel_s3700_800g"].figures.items()}
+
+    def wpath_ps(drive: str) -> float:
+        f = tmp_path / "array.toml"
+        f.write_text(BASE.replace('"atlas10k"', drive))
+        return float(build_array(load_array(f)).models.sp[SS.P_WPATH_PS])
+
+    assert wpath_ps('"intel_s3700_800g"') == round(1e12 / 460e6)
+    assert wpath_ps('{ base = "intel_s3700_800g", write_mb_s = 250 }') == 4000
+    inline = ", ".join(f"{k} = {v}" for k, v in figures.items() if k != "write_mb_s")
+    assert wpath_ps("{ kind = \"ssd\", " + inline + " }") == 0  # no limit of its own
+    f = tmp_path / "array.toml"
+    f.write_text(BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", write_mb_s = 100 }'))
+    with pytest.raises(ConfigError, match="group\\[0\\].drive.write_mb_s"):
+        load_array(f)

@@ -1,7 +1,8 @@
 """Plain-Python reference of the SSD model (kernels/drive/ssd.py module docstring): per-drive
 free times of the controller, the host link, every channel and every plane, a write pointer
-over the planes, the write buffer as a FIFO of program completion times, garbage collection
-charged per page written, and reads that go ahead of a plane's waiting programs."""
+over the planes, the controller's write path (a server after the link), the write buffer as a
+FIFO of program completion times, garbage collection charged per page written, and reads that
+go ahead of a plane's waiting programs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections import deque
 class Ssd:
     def __init__(self, channels, dies, planes, page_sectors, read_ns, program_ns, erase_ns,
                  pages_per_block, channel_ps, link_ps, command_ns, wa, buffer_pages,
-                 write_command_ns=None):
+                 write_command_ns=None, write_path_ps=0):
         self.nch = channels
         self.nplanes = channels * dies * planes
         self.ps = page_sectors
@@ -21,8 +22,10 @@ class Ssd:
         self.ch_ps, self.link_ps, self.cmd = channel_ps, link_ps, command_ns
         self.wcmd = command_ns if write_command_ns is None else write_command_ns
         self.wa = wa
+        self.wpath_ps = write_path_ps
         self.ctrl = 0
         self.link = 0
+        self.wpath = 0  # when the controller's write path is free
         self.channel = [0] * channels
         self.plane = [0] * self.nplanes  # end of each plane's backlog
         self.last_prog = [0] * self.nplanes  # plane time of its last program
@@ -43,14 +46,19 @@ class Ssd:
             link_time = math.ceil(k * 512 * self.link_ps / 1000)
             if write:
                 self.link = max(t, self.link) + link_time
+                data_in = self.link
+                if self.wpath_ps:  # the write path after the link
+                    self.wpath = max(self.link, self.wpath) + math.ceil(
+                        k * 512 * self.wpath_ps / 1000)
+                    data_in = self.wpath
                 u = self.next_plane % self.nplanes
                 self.next_plane += 1
                 c = u % self.nch
-                self.channel[c] = max(self.link, self.channel[c]) + ch_time
+                self.channel[c] = max(data_in, self.channel[c]) + ch_time
                 cost = int(prog * k / self.ps + 0.5)
                 self.plane[u] = max(self.channel[c], self.plane[u]) + cost
                 self.last_prog[u] = cost
-                done = max(done, self.link, self.buffer.popleft())
+                done = max(done, data_in, self.buffer.popleft())
                 self.buffer.append(self.plane[u])
             else:
                 u = page % self.nplanes
