@@ -31,10 +31,12 @@ import dataclasses
 import datetime as dt
 import errno
 import hashlib
+import hmac
 import os
 import platform
 import re
 import resource
+import secrets
 import shutil
 import signal
 import socket
@@ -119,6 +121,7 @@ class CaptureOptions:
     bio_queue: bool = False
     max_size: int | None = None
     anonymize: bool = False
+    anonymize_key: Path | None = None  # a secret key file: keyed hashes (implies anonymize)
     blktrace: bool = False
 
 
@@ -438,21 +441,67 @@ def _lost(stats: dict[str, dict[str, int]]) -> int:
 class _Names(ProcessNames):
     """Process names, replaced by stable hashes when anonymizing."""
 
-    def __init__(self, anonymize: bool):
+    def __init__(self, anonymize: bool, key: bytes | None = None):
         super().__init__()
         self.anonymize = anonymize
+        self.key = key
         self._cache: dict[str, str] = {}
 
     def update(self, pids, names) -> None:
         if self.anonymize:
-            names = [self._cache.setdefault(n, anonymized(n)) for n in names]
+            names = [self._cache.setdefault(n, anonymized(n, self.key)) for n in names]
         super().update(pids, names)
 
 
-def anonymized(name: str) -> str:
-    """A stable stand-in for a process or host name: the same name gives the same text in
-    every capture on every host (so captures can be compared), the name itself is not kept."""
-    return "anon-" + hashlib.sha256(b"blocklab-anonymize:" + name.encode()).hexdigest()[:12]
+def anonymized(name: str, key: bytes | None = None) -> str:
+    """A stable stand-in for a process or host name; the name itself is not kept.
+
+    Without a key: SHA-256 of the name, the same text in every capture on every host (so
+    captures can be compared), but anyone can hash a candidate name and compare. With a key
+    (``load_key``): HMAC-SHA256 under it, the same text in every capture made with that key
+    and not to be matched against candidates without it."""
+    if key is None:
+        digest = hashlib.sha256(b"blocklab-anonymize:" + name.encode()).hexdigest()
+    else:
+        digest = hmac.new(key, name.encode(), hashlib.sha256).hexdigest()
+    return "anon-" + digest[:12]
+
+
+KEY_BYTES = 32  # a new key's length (HMAC-SHA256's block allows up to 64)
+KEY_MIN_BYTES = 16
+
+
+def load_key(path: Path) -> bytes:
+    """The secret key of ``--anonymize-key``: read from ``path``, or made there (32 random
+    bytes, readable by the owner only) when the file does not exist. A key file that others
+    may read, or one shorter than 16 bytes, is refused with a one-line error."""
+    path = Path(path)
+    if not path.exists():
+        # written whole under a temporary name (mkstemp: mode 0600), then linked into place,
+        # which fails if another capture made the file meanwhile: then that key is used
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        except OSError as e:
+            raise BlocklabError(f"{path}: cannot create the key file ({e.strerror})") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(KEY_BYTES))
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+    try:
+        mode = path.stat().st_mode
+        key = path.read_bytes()
+    except OSError as e:
+        raise BlocklabError(f"{path}: cannot read the key file ({e.strerror})") from None
+    if mode & 0o077:
+        raise BlocklabError(f"{path}: the key file may be read by others (mode "
+                            f"{stat.S_IMODE(mode):04o}); chmod 600 it")
+    if len(key) < KEY_MIN_BYTES:
+        raise BlocklabError(f"{path}: byte {len(key)}: the key ends there; a key needs at "
+                            f"least {KEY_MIN_BYTES} bytes")
+    return key
 
 
 def _rebase(cols: dict[str, np.ndarray], t0: int) -> None:
@@ -536,7 +585,7 @@ class _Stopper:
 # the capture
 
 
-def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device]]:
+def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device], bytes | None]:
     """Every check that needs nothing created: one-line errors before touching tracefs."""
     if sys.byteorder != "little":
         raise BlocklabError("capture decodes little-endian ring buffers only")
@@ -552,7 +601,8 @@ def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device]]:
     out_dir = Path(opts.output).resolve().parent
     if not out_dir.is_dir():
         raise BlocklabError(f"{opts.output}: folder {out_dir} does not exist")
-    return instances, devices
+    key = load_key(opts.anonymize_key) if opts.anonymize_key is not None else None
+    return instances, devices, key
 
 
 def capture(opts: CaptureOptions, on_status: Callable[[CaptureStatus], None] | None = None,
@@ -564,20 +614,23 @@ def capture(opts: CaptureOptions, on_status: Callable[[CaptureStatus], None] | N
     for problems a person can fix (permissions, no tracefs, a device that does not exist);
     no instance and no output file are left behind on any error.
     """
-    instances, devices = _prepare(opts)
+    if opts.anonymize_key is not None and not opts.anonymize:
+        opts = dataclasses.replace(opts, anonymize=True)
+    instances, devices, key = _prepare(opts)
     if opts.blktrace:
-        return _capture_blktrace(opts, devices, on_status, stop)
-    return _Capture(opts, instances, devices, on_status, stop).run()
+        return _capture_blktrace(opts, devices, on_status, stop, key)
+    return _Capture(opts, instances, devices, on_status, stop, key).run()
 
 
 class _Capture:
-    def __init__(self, opts, instances, devices, on_status, stop):
+    def __init__(self, opts, instances, devices, on_status, stop, key=None):
         self.opts = opts
+        self.key = key
         self.instances = instances
         self.devices = devices
         self.on_status = on_status
         self.external_stop = stop
-        self.names = _Names(opts.anonymize)
+        self.names = _Names(opts.anonymize, key)
         self.ctx = ReadContext()
         self.pairer = Pairer(expect_queue=False, ctx=self.ctx)
         self.pending: list[np.ndarray] = []
@@ -795,7 +848,7 @@ class _Capture:
         host = socket.gethostname()
         meta = TraceMeta(source_format="tracefs-capture")
         meta.blocklab_version = __version__
-        meta.host = anonymized(host) if self.opts.anonymize else host
+        meta.host = anonymized(host, self.key) if self.opts.anonymize else host
         meta.kernel = platform.release()
         meta.linux_devices = True
         return meta
@@ -823,6 +876,7 @@ class _Capture:
                 "pages_flagged_missed": int(decoder.lost[1]),
                 "missed_stored_on_pages": int(decoder.lost[0]),
                 "anonymized": self.opts.anonymize,
+                "anonymized_with_key": self.key is not None,
                 "stale_instances_removed": stale,
             }
         }
@@ -845,8 +899,8 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
 
 
-def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, stop
-                      ) -> CaptureResult:
+def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, stop,
+                      key: bytes | None = None) -> CaptureResult:
     """Run blktrace on the devices and ingest its per-CPU files into the trace schema."""
     from .ingest import ingest
 
@@ -931,7 +985,7 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
         names = sorted({p.name.split(".blktrace.")[0] for p in files})
         ingest([str(work / n) for n in names], str(tmp_parquet))
         requests = _rewrite(tmp_parquet, out, opts, dropped, stopped_by, devices,
-                            time.perf_counter() - t_on)
+                            time.perf_counter() - t_on, key)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -945,7 +999,7 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
 
 
 def _rewrite(src: Path, dest: Path, opts: CaptureOptions, dropped: int, stopped_by: str,
-             devices: list[Device], duration_s: float) -> int:
+             devices: list[Device], duration_s: float, key: bytes | None = None) -> int:
     """Copy an ingested trace to ``dest`` with the capture's metadata (and anonymized)."""
     import pyarrow as pa
 
@@ -955,7 +1009,7 @@ def _rewrite(src: Path, dest: Path, opts: CaptureOptions, dropped: int, stopped_
     meta = TraceMeta(source_format="blktrace-capture")
     meta.blocklab_version = __version__
     host = socket.gethostname()
-    meta.host = anonymized(host) if opts.anonymize else host
+    meta.host = anonymized(host, key) if opts.anonymize else host
     meta.kernel = platform.release()
     meta.start_utc = src_meta.start_utc
     meta.linux_devices = True
@@ -963,14 +1017,15 @@ def _rewrite(src: Path, dest: Path, opts: CaptureOptions, dropped: int, stopped_
     meta.extra = {"capture": {"method": "blktrace", "stopped_by": stopped_by,
                               "duration_s": duration_s,
                               "devices": [d.as_dict() for d in devices],
-                              "anonymized": opts.anonymize}}
+                              "anonymized": opts.anonymize,
+                              "anonymized_with_key": key is not None}}
     with TraceWriter(dest, meta) as w:
         for batch in _batches(pf):
             if opts.anonymize:
                 comm = batch.column("comm")
                 if comm.null_count < len(comm):
                     plain = comm.cast(pa.string()).to_pylist()
-                    comm = pa.array([None if c is None else anonymized(c) for c in plain],
+                    comm = pa.array([None if c is None else anonymized(c, key) for c in plain],
                                     type=pa.string()).dictionary_encode()
                 cols = {n: batch.column(n) for n in batch.schema.names}
                 cols["comm"] = comm

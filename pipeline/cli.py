@@ -462,7 +462,13 @@ def capture(
     )] = None,
     anonymize: Annotated[bool, typer.Option(
         "--anonymize", help="Replace process names (and the host name) with stable hashes "
-        "and drop process ids.")] = False,
+        "and drop process ids. Unkeyed hashes can be matched against guessed names: see "
+        "--anonymize-key.")] = False,
+    anonymize_key: Annotated[Path | None, typer.Option(
+        "--anonymize-key", metavar="FILE", help="Anonymize (as --anonymize) with keyed hashes "
+        "(HMAC-SHA256) under the secret key in FILE, made there (32 random bytes, mode 0600) "
+        "if it does not exist: the same names give the same hashes in every capture made "
+        "with FILE, and nobody without it can test guesses.")] = None,
     blktrace: Annotated[bool, typer.Option(
         "--blktrace", help="Run blktrace instead of tracefs and ingest its per-CPU files "
         "(where the kernel allows it; says so in one line where it does not).")] = False,
@@ -496,7 +502,8 @@ def capture(
             output=output, devices=tuple(device or ()), duration_s=duration,
             buffer_kb=buffer_kb, bio_queue=bio_queue,
             max_size=parse_size(max_size) if max_size is not None else None,
-            anonymize=anonymize, blktrace=blktrace)
+            anonymize=anonymize or anonymize_key is not None, anonymize_key=anonymize_key,
+            blktrace=blktrace)
         live = Live(console=err, transient=True, auto_refresh=False) if err.is_terminal \
             else None
         announced = False
