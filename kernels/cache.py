@@ -168,9 +168,23 @@ def room(S, b):
 def take(CL, HT, S, b, key):
     """A line for ``key`` (not present): a free one, else the least recently used clean one
     (evicted). The caller checked ``room``. The line is returned busy (on no list)."""
+    return take_keeping(CL, HT, S, b, key, 0, -1)
+
+
+@njit(nrt=False)
+def take_keeping(CL, HT, S, b, key, keep_lo, keep_hi):
+    """``take``, but never evicting a clean line whose key is in ``keep_lo .. keep_hi`` (a
+    prefetch's own lines: evicting them would drop the data it reads ahead, or, were the key
+    looked up again, take a second line for it). The caller checked that enough free lines
+    and clean lines outside that range remain; without one this raises instead of
+    corrupting the tables."""
     line = S[b + CH_FREE]
     if line == NONE:
         line = S[b + CH_CLEAN]
+        while line != NONE and keep_lo <= CL[line, CL_KEY] <= keep_hi:
+            line = CL[line, CL_NEXT]
+        if line == NONE:
+            raise IndexError("cache: no free or evictable line (the caller did not check room)")
         _h_delete(HT, CL[line, CL_KEY])
     _unlink(CL, S, b, line)
     CL[line, CL_KEY] = key

@@ -35,8 +35,10 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    taking free or least recently used clean lines while there are any). A read is
    *sequential* on a LUN when a piece starts where the LUN's previous read piece ended; with
    read-ahead (``ra_sectors``) a sequential read keeps the LUN's prefetch up to ``ra_sectors``
-   ahead of its end: prefetch jobs read ``ra_sectors`` at a time into lines taken for them
-   (skipped when the lines or a job are not available).
+   ahead of its end: prefetch jobs read ``ra_sectors`` at a time into the lines they lack,
+   taken from free lines, then from the least recently used clean lines outside the
+   prefetch's own range (its cached lines stay); a prefetch is skipped when too few such
+   lines or no job are available.
    *Writes, write-back*: once the data is in, lines are taken for the sectors not cached and
    every written sector is marked valid and dirty: the write completes (a cache hit). When too
    few lines are free or clean (not counting the write's own), writes wait, in order, until a
@@ -926,19 +928,27 @@ def _prefetch(cfg, W, lun, now, ncand):
         return False, ncand
     k0, k1 = _lines_of(cfg, a, n)
     missing = 0
+    own_clean = 0
     for k in range(k0, k1 + 1):
-        if CA.find(W.HT, (lun << CA.KEY_SHIFT) | k) == NONE:
+        line = CA.find(W.HT, (lun << CA.KEY_SHIFT) | k)
+        if line == NONE:
             missing += 1
+        elif CL[line, CA.CL_WHERE] == CA.L_CLEAN:
+            own_clean += 1
     if missing == 0:  # all there already
         LN[lun, U_RA_END] = a + n
         return True, ncand
-    if CA.room(S, S_CACHE) < missing or S[S_FREE_JOBS] == 0:
+    # the lines it lacks come from free lines and clean lines outside its range: evicting its
+    # own would drop what it reads ahead (and the loop below would take them again)
+    if CA.room(S, S_CACHE) - own_clean < missing or S[S_FREE_JOBS] == 0:
         return False, ncand
     j = _new_job(W, JOB_PREFETCH, lun, a, n)
+    lo = (lun << CA.KEY_SHIFT) | k0
     for k in range(k0, k1 + 1):
         key = (lun << CA.KEY_SHIFT) | k
         if CA.find(W.HT, key) == NONE:
-            CA.hold(CL, S, S_CACHE, CA.take(CL, W.HT, S, S_CACHE, key), j)
+            CA.hold(CL, S, S_CACHE, CA.take_keeping(CL, W.HT, S, S_CACHE, key, lo, lo + k1 - k0),
+                    j)
     LN[lun, U_RA_END] = a + n
     return True, _job_ops(W, j, 0, now, ncand)
 

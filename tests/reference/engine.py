@@ -186,11 +186,14 @@ class Cache:
     def room(self):
         return self.free + len(self.clean)
 
-    def take(self, key):
+    def take(self, key, keep=()):
+        """A line for ``key``: a free one, else the least recently used clean one whose key is
+        not in ``keep`` (evicted)."""
         if self.free:
             self.free -= 1
         else:
-            victim, _ = self.clean.popitem(last=False)
+            victim = next(k for k in self.clean if k not in keep)
+            del self.clean[victim]
             del self.lines[victim]
         self.lines[key] = Line()
         return self.lines[key]
@@ -453,11 +456,14 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         if not missing:
             ra_end[lun] = a + m
             return True
-        if cache.room() < len(missing) or not job_ids:
+        # its own clean lines are not evicted for it
+        own = set(keys)
+        own_clean = sum(1 for key in keys if key in cache.clean)
+        if cache.room() - own_clean < len(missing) or not job_ids:
             return False
         j = new_job(PREFETCH, lun, a, m)
         for key in missing:
-            cache.take(key)
+            cache.take(key, own)
             cache.hold(key, j)
         ra_end[lun] = a + m
         cache_job_ops(j, 0, now)
