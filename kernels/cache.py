@@ -215,7 +215,11 @@ def make_clean(CL, S, b, line):
 def write(CL, S, b, line, bits, now):
     """Sectors ``bits`` of ``line`` were written (they are now valid and dirty). A line that
     had no dirty data joins the dirty list's tail, unless a job holds it (its completion
-    decides); a line under destage is marked to stay dirty afterwards."""
+    decides); a line under destage is marked to stay dirty afterwards. No sectors (``bits``
+    0) change nothing: a line on the dirty list always has dirty sectors (the destage finds
+    its extent from them)."""
+    if bits == 0:
+        return
     newly = CL[line, CL_DIRTY] == 0
     CL[line, CL_VALID] |= bits
     CL[line, CL_DIRTY] |= bits

@@ -1008,6 +1008,7 @@ def _read(cfg, W, g, now, ncand):
 
 @njit(inline="always", nrt=False)
 def _lowest_bit(x):
+    """The lowest set bit of ``x`` (not 0)."""
     k = 0
     while (x >> k) & 1 == 0:
         k += 1
@@ -1016,6 +1017,7 @@ def _lowest_bit(x):
 
 @njit(inline="always", nrt=False)
 def _highest_bit(x):
+    """The highest set bit of ``x`` (not 0)."""
     k = 63
     while (x >> k) & 1 == 0:
         k -= 1
@@ -1052,8 +1054,12 @@ def _destage_one(cfg, W, now, ncand):
         if x == NONE or CL[x, CA.CL_WHERE] != CA.L_DIRTY:
             break
         k1 += 1
-    a = k0 * ls + _lowest_bit(CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k0), CA.CL_DIRTY])
-    e = k1 * ls + _highest_bit(CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k1), CA.CL_DIRTY]) + 1
+    first = CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k0), CA.CL_DIRTY]
+    last = CL[CA.find(HT, (lun << CA.KEY_SHIFT) | k1), CA.CL_DIRTY]
+    if first == 0 or last == 0:  # the bit scans below would never end
+        raise IndexError("replay: a cache line on the dirty list has no dirty sectors")
+    a = k0 * ls + _lowest_bit(first)
+    e = k1 * ls + _highest_bit(last) + 1
     j = _new_job(W, JOB_DESTAGE, lun, a, e - a)
     for kk in range(k0, k1 + 1):
         CA.hold(CL, S, S_CACHE, CA.find(HT, (lun << CA.KEY_SHIFT) | kk), j)

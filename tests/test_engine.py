@@ -203,6 +203,50 @@ def test_prefetch_larger_than_the_cache_closed_loop():
     assert_engine_equals_reference(sc)
 
 
+@pytest.mark.parametrize("engine", [
+    dict(),
+    dict(cache_lines=4, line_sectors=8, write_back=True, ra_sectors=16, flush_start=0.25,
+         flush_stop=0.0, flush_age_ns=512),
+    dict(cache_lines=4, line_sectors=8, write_back=False, ra_sectors=16)])
+def test_zero_length_requests(engine):
+    """Reads and writes of 0 sectors (a trace's size_bytes 0 with op read or write reaches the
+    engine) start when they reach the controller, complete with no drive operation and leave
+    no cache line behind: in particular no line on the dirty list without dirty sectors,
+    which the destage could not cut an extent from."""
+    arrive = np.array([0, 0, 100, 3000, 3000, 9000])
+    lba = np.array([8, 8, 16, 24, 30, 8])
+    nsec = np.array([0, 8, 0, 0, 8, 0])
+    w = np.array([1, 1, 1, 0, 1, 1])
+    for path in (0, 1000):
+        sc = _small_scenario(len(arrive), arrive=arrive, lba=lba, nsec=nsec, w=w, path=path,
+                             engine=engine)
+        assert_engine_equals_reference(sc)
+        got = run_engine(sc["arr"], arrive, lba, nsec, w, path_ps=path, **engine)
+        zero = nsec == 0
+        if path == 0:  # else they wait their turn on the links (first come, first served)
+            assert (got["start"][zero] == got["arrive"][zero]).all()
+            assert (got["done"][zero] == got["arrive"][zero]).all()
+        if engine.get("write_back"):
+            assert got["cache"]["dirty_lines"] <= 2  # the two 8-sector writes' lines at most
+
+
+def test_cache_write_of_no_sectors():
+    """kernels/cache.py ``write`` of no sectors leaves the line where it was."""
+    from blocklab.kernels import cache as CA
+
+    CL, HT = CA.new_tables(2)
+    S = np.zeros(CA.CH_N, np.int64)
+    CA.init_heads(S, 0, 2)
+    line = CA.take(CL, HT, S, 0, 5)
+    CA.make_clean(CL, S, 0, line)
+    CA.write(CL, S, 0, line, 0, 100)
+    assert CL[line, CA.CL_WHERE] == CA.L_CLEAN and S[CA.CN_DIRTY] == 0
+    assert S[CA.CH_DIRTY] == CA.NONE
+    CA.write(CL, S, 0, line, 0b11, 200)
+    assert CL[line, CA.CL_WHERE] == CA.L_DIRTY and S[CA.CN_DIRTY] == 1
+    assert CL[line, CA.CL_DIRTY] == 0b11 and CL[line, CA.CL_DIRTY_T] == 200
+
+
 def test_merged_operations():
     """A 1 MiB read on RAID-5 of 8 drives with 64 KiB units: 16 units; a drive's units in
     consecutive stripes are contiguous on it unless parity sits between them, so the

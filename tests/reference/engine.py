@@ -207,6 +207,8 @@ class Cache:
         self.clean[key] = None
 
     def write(self, key, bits, now):
+        if not bits:  # nothing written: a dirty line always has dirty sectors
+            return
         ln = self.lines[key]
         if not ln.dirty:
             self.ndirty += 1
@@ -511,6 +513,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             k1 += 1
         first = cache.lines[lun * KEY + k0].dirty
         last = cache.lines[lun * KEY + k1].dirty
+        assert first and last, "a cache line on the dirty list has no dirty sectors"
         a = k0 * ls + (first & -first).bit_length() - 1
         e = k1 * ls + last.bit_length()
         j = new_job(DESTAGE, lun, a, e - a)
