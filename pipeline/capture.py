@@ -480,7 +480,7 @@ def load_key(path: Path) -> bytes:
         # written whole under a temporary name (mkstemp: mode 0600), then linked into place,
         # which fails if another capture made the file meanwhile: then that key is used
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         except OSError as e:
             raise BlocklabError(f"{path}: cannot create the key file ({e.strerror})") from None
         try:
@@ -586,7 +586,9 @@ class _Stopper:
 
 
 def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device], bytes | None]:
-    """Every check that needs nothing created: one-line errors before touching tracefs."""
+    """Every check that needs nothing created: one-line errors before touching tracefs. The
+    one file it may make is the ``--anonymize-key`` file, which is meant to outlive the
+    capture (``load_key``)."""
     if sys.byteorder != "little":
         raise BlocklabError("capture decodes little-endian ring buffers only")
     if opts.buffer_kb < 4:

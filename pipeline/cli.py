@@ -502,8 +502,7 @@ def capture(
             output=output, devices=tuple(device or ()), duration_s=duration,
             buffer_kb=buffer_kb, bio_queue=bio_queue,
             max_size=parse_size(max_size) if max_size is not None else None,
-            anonymize=anonymize or anonymize_key is not None, anonymize_key=anonymize_key,
-            blktrace=blktrace)
+            anonymize=anonymize, anonymize_key=anonymize_key, blktrace=blktrace)
         live = Live(console=err, transient=True, auto_refresh=False) if err.is_terminal \
             else None
         announced = False
