@@ -441,7 +441,7 @@ def _lost(stats: dict[str, dict[str, int]]) -> int:
 class _Names(ProcessNames):
     """Process names, replaced by stable hashes when anonymizing."""
 
-    def __init__(self, anonymize: bool, key: bytes | None = None):
+    def __init__(self, anonymize: bool, key: bytes | None):
         super().__init__()
         self.anonymize = anonymize
         self.key = key
@@ -625,7 +625,7 @@ def capture(opts: CaptureOptions, on_status: Callable[[CaptureStatus], None] | N
 
 
 class _Capture:
-    def __init__(self, opts, instances, devices, on_status, stop, key=None):
+    def __init__(self, opts, instances, devices, on_status, stop, key):
         self.opts = opts
         self.key = key
         self.instances = instances
@@ -902,7 +902,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, stop,
-                      key: bytes | None = None) -> CaptureResult:
+                      key: bytes | None) -> CaptureResult:
     """Run blktrace on the devices and ingest its per-CPU files into the trace schema."""
     from .ingest import ingest
 
@@ -1001,7 +1001,7 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
 
 
 def _rewrite(src: Path, dest: Path, opts: CaptureOptions, dropped: int, stopped_by: str,
-             devices: list[Device], duration_s: float, key: bytes | None = None) -> int:
+             devices: list[Device], duration_s: float, key: bytes | None) -> int:
     """Copy an ingested trace to ``dest`` with the capture's metadata (and anonymized)."""
     import pyarrow as pa
 

@@ -60,8 +60,8 @@ HDD_KEYS = ("blocks", "rpm", "surfaces", "cylinders", "od_mb_s", "id_mb_s", "see
 SSD_KEYS = ("blocks", "channels", "dies", "planes", "page_bytes", "pages_per_block", "read_us",
             "program_us", "erase_ms", "channel_mb_s", "overprovisioning", "interface_mb_s",
             "command_us", "write_command_us", "buffer_pages", "queue_depth")
-# figures a drive may leave out (then: no such limit)
-SSD_OPTIONAL = ("write_mb_s",)
+# figures a drive of each kind may leave out (then: no such limit)
+OPTIONAL_KEYS = {"hdd": (), "ssd": ("write_mb_s",), "disksim": ()}
 
 
 class CatalogError(BlocklabError):
@@ -104,9 +104,8 @@ def catalog() -> tuple[dict[str, Entry], dict[str, str], dict[str, dict[str, Any
     for name, e in data.items():
         kind = e["kind"]
         keys = {"hdd": HDD_KEYS, "ssd": SSD_KEYS, "disksim": ()}[kind]
-        optional = SSD_OPTIONAL if kind == "ssd" else ()
         figs = {}
-        for k in keys + tuple(k for k in optional if k in e):
+        for k in keys + tuple(k for k in OPTIONAL_KEYS[kind] if k in e):
             f = e[k]
             if f["source"] not in sources or f["label"] not in LABELS:
                 raise CatalogError(f"{path}: {name}.{k}: unknown source or label")

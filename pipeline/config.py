@@ -446,8 +446,7 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
                          "\"ssd\", or disksim = \"FILE.parv\"")
         base = None
     allowed = set(CAT.HDD_KEYS if kind == "hdd" else CAT.SSD_KEYS)
-    optional = set() if kind == "hdd" else set(CAT.SSD_OPTIONAL)
-    c.keys(key, value, allowed | optional | {"base", "kind", "fresh"})
+    c.keys(key, value, allowed | set(CAT.OPTIONAL_KEYS[kind]) | {"base", "kind", "fresh"})
     if base is None:
         missing = sorted(allowed - set(value) - {"firmware"})
         if missing:
