@@ -4,6 +4,7 @@ the fixed drive model), its invariants with the HDD model, and `blocklab replay`
 from __future__ import annotations
 
 import json
+import stat
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -305,6 +306,9 @@ def test_replay_cli_run_folder(tmp_path):
     assert hit.any() and (~hit).any() and lat[hit].mean() < lat[~hit].mean()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["counts"]["requests"] == 1522 and len(meta["trace"]["sha256"]) == 64
+    # a run holds the trace's offsets and timing: owner-only, like the trace itself
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(f.stat().st_mode) for f in run.iterdir()} == {0o600}
     busy = pq.read_table(run / "drive_busy.parquet").to_pydict()
     assert set(busy["drive"]) == set(range(14)) and sum(busy["ops"]) == meta["counts"]["drive_ops"]
     ops = pq.read_table(run / "drive_ops.parquet").to_pydict()
