@@ -14,6 +14,15 @@ counting on, every call of a helper that takes arrays inside a loop increments a
 the arrays' reference counts through out-of-line atomic calls, which the refcount pruning pass
 cannot remove across loops. Measured on the pairing kernel: 190 ns per event with it, a few tens
 without. A kernel compiled this way must not create arrays (np.empty, argsort, ...).
+
+A kernel that another kernel calls is compiled once per argument types, and Numba types a
+constant argument as its own literal type (``Literal[int](0)``), not ``int64``: a call
+``_job_ops(W, j, 0, now, ncand)`` and a call ``_job_ops(W, j, 1, now, ncand)`` compiled the
+function (and every function it calls) twice more than needed. Our dispatcher types a call's
+constants as their plain types, so each kernel compiles once per real signature. Measured on
+the replay kernels from an empty cache (``python -m blocklab.pipeline.warm``): 39 compiles, 18
+of them such duplicates (``_job_ops`` four times, the HDD ``service`` and ``_ra_bus`` twice, a
+RAID-6 planner six times), 466 s before, see the README's Speed section for after.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import os
 from pathlib import Path
 
 import numba
+from numba.core import registry, types
 
 
 def _cache_dir() -> str:
@@ -47,12 +57,30 @@ numba.config.CACHE_DIR = _cache_dir()
 _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 
 
+class _Kernel(registry.CPUDispatcher):
+    """Numba's CPU dispatcher, but a call from another kernel is typed with the plain types of
+    its constant arguments (``int64``, ``bool``), not their literal types: one compile per
+    signature, not one per constant (see the module docstring)."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+
 def njit(*args, **kwargs):
     """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(inline="always")``."""
     opts = dict(_OPTIONS)
     if not kwargs.pop("nrt", True):
         opts["_nrt"] = False
     opts.update(kwargs)
+
+    def make(func):
+        disp = numba.njit(**opts)(func)
+        disp.__class__ = _Kernel  # (the same object layout: only the typing of calls changes)
+        return disp
+
     if args and callable(args[0]):
-        return numba.njit(**opts)(args[0])
-    return numba.njit(*args, **opts)
+        return make(args[0])
+    if args:  # explicit signatures: Numba's own dispatcher
+        return numba.njit(*args, **opts)
+    return make
