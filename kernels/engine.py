@@ -740,17 +740,20 @@ def _finish(cfg, W, g, now):
 
 @njit(inline="always", nrt=False)
 def _send_out(cfg, W, g, now):
-    """Read data of request ``g`` leaves for the host: across the host links, then done."""
+    """Read data of request ``g`` leaves for the host: across the host links (an event), then
+    done. Returns the request if it is done now (no host links: the caller finishes it), else
+    NONE."""
     if cfg.path_ps > 0:
         t = _xfer(W.S, W.RQ[g & (W.RQ.shape[0] - 1), RQ_NSEC] * 512, cfg.path_ps, now)
         _push(W, t, EV_XFER, g)
-    else:
-        _finish(cfg, W, g, now)
+        return NONE
+    return g
 
 
 @njit(inline="always", nrt=False)
 def _to_drives(cfg, W, g, now, ncand):
-    """Turn request ``g`` into drive operations and queue its first phase."""
+    """Turn request ``g`` into drive operations and queue its first phase. Returns (ncand, the
+    request if it is done now (no operations: the caller finishes it), else NONE)."""
     RQ = W.RQ
     slot = g & (RQ.shape[0] - 1)
     RQ[slot, RQ_O_START] = NONE
@@ -766,9 +769,8 @@ def _to_drives(cfg, W, g, now, ncand):
         pos = piece_end
     if first == NONE:  # nothing to do (zero length): completes at once
         RQ[slot, RQ_O_START] = now
-        _finish(cfg, W, g, now)
-        return ncand
-    return _launch(W, RQ, slot, RQ_PENDING, first, now, ncand)
+        return ncand, g
+    return _launch(W, RQ, slot, RQ_PENDING, first, now, ncand), NONE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -980,9 +982,11 @@ def _sequential(cfg, W, g, now, ncand):
 
 @njit(inline="always", nrt=False)
 def _read(cfg, W, g, now, ncand):
-    """A read request is at the controller (again, after waiting for a prefetch)."""
+    """A read request is at the controller (again, after waiting for a prefetch). Returns
+    (ncand, True if it goes to the drives, the request if it is done now, else NONE): the
+    caller sends it to the drives or finishes it (see ``replay``)."""
     if cfg.cache_lines == 0:
-        return _to_drives(cfg, W, g, now, ncand)
+        return ncand, True, NONE
     status, lun = _lookup(cfg, W, g)
     if status == HIT:
         RQ = W.RQ
@@ -990,8 +994,7 @@ def _read(cfg, W, g, now, ncand):
         RQ[slot, RQ_O_START] = now
         RQ[slot, RQ_O_HIT] = 1
         _scan_lines(cfg, W.S, RQ, W.LN, W.CL, W.HT, g, True)
-        _send_out(cfg, W, g, now)
-        return ncand
+        return ncand, False, _send_out(cfg, W, g, now)
     if status == FILLING:
         RQ = W.RQ
         LN = W.LN
@@ -1002,8 +1005,8 @@ def _read(cfg, W, g, now, ncand):
         else:
             RQ[LN[lun, U_WTAIL] & cap, RQ_CNEXT] = g
         LN[lun, U_WTAIL] = g
-        return ncand
-    return _to_drives(cfg, W, g, now, ncand)
+        return ncand, False, NONE
+    return ncand, True, NONE
 
 
 @njit(inline="always", nrt=False)
@@ -1096,22 +1099,26 @@ def _destage(cfg, W, now, ncand):
 
 @njit(inline="always", nrt=False)
 def _cache_write(cfg, W, g, now):
+    """Write request ``g``'s data goes into the write-back cache: the request is done (the
+    caller finishes it)."""
     slot = g & (W.RQ.shape[0] - 1)
     _store(cfg, W, g, True, now)
     W.RQ[slot, RQ_O_START] = now
     W.RQ[slot, RQ_O_HIT] = 1
-    _finish(cfg, W, g, now)
 
 
 @njit(inline="always", nrt=False)
 def _write_in(cfg, W, g, now, ncand):
-    """Write request ``g``'s data is at the controller."""
+    """Write request ``g``'s data is at the controller. Returns (ncand, True if it goes to the
+    drives, the request if it is done now, else NONE), as ``_read``."""
     if cfg.cache_lines > 0 and cfg.write_back:
         S = W.S
         total, _m, _c = _scan_lines(cfg, S, W.RQ, W.LN, W.CL, W.HT, g, False)
         if total <= cfg.cache_lines:
+            fin = NONE
             if S[S_WW_HEAD] == NONE and _fits(cfg, S, W.RQ, W.LN, W.CL, W.HT, g):
                 _cache_write(cfg, W, g, now)
+                fin = g
             else:  # wait, in order, for room
                 RQ = W.RQ
                 cap = RQ.shape[0] - 1
@@ -1121,8 +1128,8 @@ def _write_in(cfg, W, g, now, ncand):
                 else:
                     RQ[S[S_WW_TAIL] & cap, RQ_CNEXT] = g
                 S[S_WW_TAIL] = g
-            return _destage(cfg, W, now, ncand)
-    return _to_drives(cfg, W, g, now, ncand)
+            return _destage(cfg, W, now, ncand), False, fin
+    return ncand, True, NONE
 
 
 @njit(nrt=False)
@@ -1138,6 +1145,7 @@ def _retry_writes(cfg, W, now):
         if S[S_WW_HEAD] == NONE:
             S[S_WW_TAIL] = NONE
         _cache_write(cfg, W, g, now)
+        _finish(cfg, W, g, now)
 
 
 @njit(nrt=False)
@@ -1175,7 +1183,8 @@ def _job_done(cfg, W, j, now, ncand):
 
 @njit(inline="always", nrt=False)
 def _op_done(cfg, W, s, now, ncand):
-    """Drive operation ``s`` completes at ``now``."""
+    """Drive operation ``s`` completes at ``now``. Returns (ncand, its request if that is done
+    now, else NONE: the caller finishes it)."""
     OP = W.OP
     DR = W.DR
     d = OP[s, O_DRIVE]
@@ -1194,19 +1203,17 @@ def _op_done(cfg, W, s, now, ncand):
                 ncand = _job_done(cfg, W, j, now, ncand)
             else:
                 ncand = _unit_done(cfg, W, j, now, ncand)
-        return ncand
+        return ncand, NONE
     RQ = W.RQ
     slot = item & (RQ.shape[0] - 1)
     done, ncand = _advance(W, RQ, slot, RQ_PENDING, now, ncand)
     if not done:
-        return ncand
+        return ncand, NONE
     if cfg.cache_lines > 0:
         _store(cfg, W, item, False, now)  # data read, or written through: clean in the cache
     if RQ[slot, RQ_WRITE] == 0:
-        _send_out(cfg, W, item, now)
-    else:
-        _finish(cfg, W, item, now)
-    return ncand
+        return ncand, _send_out(cfg, W, item, now)
+    return ncand, item
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1532,8 +1539,12 @@ def replay(cfg, W):
             S[S_HSIZE] = HP.pop(HQ, S[S_HSIZE])
         ncand = 0
         act = NONE  # what to do with request g: read it, or take its written data
+        # the request this event completes, if any (at most one: each path below hands it
+        # back instead of finishing it, so that the one inlined copy of _finish, which in
+        # closed loop issues the stream's next requests, is the one at the end)
+        fin = NONE
         if kind == EV_DONE:
-            ncand = _op_done(cfg, W, g, now, ncand)
+            ncand, fin = _op_done(cfg, W, g, now, ncand)
         elif kind == EV_TIMER:
             S[S_TIMER] = NONE
             ncand = _destage(cfg, W, now, ncand)
@@ -1562,7 +1573,7 @@ def replay(cfg, W):
             elif RQ[slot, RQ_WRITE] != 0:  # EV_XFER: write data is in
                 act = EV_XFER
             else:  # EV_XFER: read data delivered to the host
-                _finish(cfg, W, g, now)
+                fin = g
             if ready:
                 if RQ[slot, RQ_WRITE] != 0:
                     if cfg.path_ps > 0:
@@ -1574,10 +1585,15 @@ def replay(cfg, W):
                     if cfg.cache_lines > 0:
                         ncand = _sequential(cfg, W, g, now, ncand)
                     act = EV_RETRY
+        go = False  # (one inlined copy of _to_drives, not one per caller)
         if act == EV_RETRY:
-            ncand = _read(cfg, W, g, now, ncand)
+            ncand, go, fin = _read(cfg, W, g, now, ncand)
         elif act == EV_XFER:
-            ncand = _write_in(cfg, W, g, now, ncand)
+            ncand, go, fin = _write_in(cfg, W, g, now, ncand)
+        if go:
+            ncand, fin = _to_drives(cfg, W, g, now, ncand)
+        if fin != NONE:
+            _finish(cfg, W, fin, now)
         if ncand > 0:
             _start_drives(cfg, W, ncand, now)
     return DONE
