@@ -67,10 +67,13 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    drive's ``max_wait`` (aging; 0: no limit), it goes first. Service times come from the
    drive's model (``MODEL_*``). After every event, drives that can start do so in drive order.
 6. **Completion.** A read completes when its data has crossed the data path; a write when its
-   last drive operation completes (or its data is in a write-back cache). Then, in closed
-   loop, its stream issues its next request. The replay ends when every host request has
-   completed and (with ``drain``) every task has ended, whatever cache work is still under
-   way.
+   last drive operation completes (or its data is in a write-back cache). A request of no
+   sectors has no drive operations, but otherwise goes the same way: it takes its turn at the
+   controller; a write, and a read when there is a cache (which finds every one of its no
+   sectors), also on the host links, carrying nothing; and a write to a write-back cache waits
+   behind the writes already waiting for room. Then, in closed loop, its stream issues its
+   next request. The replay ends when every host request has completed and (with ``drain``)
+   every task has ended, whatever cache work is still under way.
 7. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
    completions come first, then reads looking the cache up again, data transfers, controller
    completions, cache timers, failures, task starts and rate tokens, and arrivals (an
