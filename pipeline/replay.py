@@ -792,8 +792,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "requests_per_s": total / elapsed if elapsed > 0 else None,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        for f in tmp.iterdir():  # the trace's offsets and timing: the owner's alone
-            f.chmod(0o600)
+        for part in tmp.iterdir():  # the trace's offsets and timing: the owner's alone
+            part.chmod(0o600)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
