@@ -245,7 +245,8 @@ def replay(
 ) -> None:
     """Replay a trace against an array (layout, drives, controller and cache; failures and
     rebuilds) and write a run folder: ios.parquet, drive_busy.parquet, events.parquet (with
-    failures or tasks), drive_ops.parquet (--drive-ops) and meta.json."""
+    failures or tasks), drive_ops.parquet (--drive-ops) and meta.json (owner-readable only,
+    written atomically)."""
     from .replay import parse_failure
     from .replay import replay as run
 
