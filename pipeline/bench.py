@@ -7,7 +7,11 @@ rate), then reports, each from one run on this machine:
 - ``blkparse`` turning the same binary into text (the baseline), and our ratio against it;
 - ingest of that blkparse text: lines/s, MB/s;
 - the decode kernel alone over bytes in memory (records/s);
-- Parquet bytes per request, and the ingest process's peak memory against the input size.
+- Parquet bytes per request, and the ingest process's peak memory against the input size;
+- the DiskSim validation replays against DiskSim's own rate; the replay engine on an 8-drive
+  RAID-5 (HDD model and fixed-time drives), against the plain-Python reference; the time to
+  compile the replay kernels from an empty cache against loading them from it;
+- synthetic generation, capture, queries, sweeps and the risk Monte Carlo (see ``main``).
 
 Benchmarks report; no test asserts a time.
 """
@@ -100,6 +104,22 @@ def _validation_speeds() -> dict[str, dict[str, float]] | str:
         r = sorted(runs, key=lambda x: x.requests_per_s)[2]
         out[name] = {"requests_per_s": r.requests_per_s, "vs_disksim": r.requests_per_s / base,
                      "demerit_ms": r.demerit_ms}
+    return out
+
+
+def _compile_times() -> dict[str, float]:
+    """Seconds to compile the replay kernels from an empty Numba cache, in a process of its own
+    (``python -m blocklab.pipeline.warm``, what ``make test`` starts in the background), and,
+    the baseline, to load them from that cache in another: what the first replay on a machine
+    costs beyond every later one."""
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-cache-") as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for name in ("compile_s", "load_s"):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "blocklab.pipeline.warm"], env=env,
+                           check=True, stdout=subprocess.DEVNULL)
+            out[name] = time.perf_counter() - t
     return out
 
 
@@ -577,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report["disksim_validation_replay"] = _validation_speeds()
     report["replay"] = _replay_speeds()
+    report["replay_compile"] = _compile_times()
     report["synth"] = _synth_speeds()
     report["capture"] = _capture_speed()
     report["query"] = _query_speeds()
@@ -629,6 +650,10 @@ def main(argv: list[str] | None = None) -> int:
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+    rc = report["replay_compile"]
+    assert isinstance(rc, dict)
+    print(f"  replay kernels compile : {rc['compile_s']:.0f} s from an empty cache, one core "
+          f"(loading them from the cache in a new process: {rc['load_s']:.1f} s)")
     sy = report["synth"]
     assert isinstance(sy, dict)
     print(f"  synth generation, 1 core: SPC-1 {sy['spc1_kernel_requests_per_s'] / 1e6:.1f} M/s, "
