@@ -554,6 +554,10 @@ def validate_disksim(
     specs: Annotated[Path, typer.Argument(help="DiskSim .parv (or .diskspecs) of the drive.")],
     trace: Annotated[Path, typer.Argument(help="DiskSim validation trace of that drive.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    without: Annotated[list[str] | None, typer.Option(
+        "--without", metavar="PART",
+        help="Switch a part of the model off, to see what it is worth on this drive (repeat "
+        "for more): cache, read-ahead, read-on-arrival, write-back, overheads, switches.")] = None,
 ) -> None:
     """Replay a DiskSim validation trace on the drive SPECS describes (one request at a time,
     each issued after the previous completes plus the trace's idle time) and print the demerit
@@ -561,14 +565,15 @@ def validate_disksim(
     from .validate import validate_disksim as run
 
     try:
-        r = run(specs, trace)
+        r = run(specs, trace, without or ())
     except (BlocklabError, OSError) as e:
         _fail(e)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
     out.print(
-        f"{r.drive}: {r.requests} requests, demerit {r.demerit_ms:.3f} ms, mean service "
+        f"{r.drive}{' without ' + ', '.join(r.without) if r.without else ''}: "
+        f"{r.requests} requests, demerit {r.demerit_ms:.3f} ms, mean service "
         f"{r.mean_sim_ms:.3f} ms simulated / {r.mean_real_ms:.3f} ms real, "
         f"{r.requests_per_s:,.0f} requests/s",
         highlight=False,

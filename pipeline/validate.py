@@ -177,6 +177,45 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return p, zones, curve_d, curve_t
 
 
+# ``--without``: parts of the model that can be switched off, to measure what each is worth on
+# a real drive's trace (what a simpler, faster model would give up)
+_OVERHEADS = (H.P_OV_RHR, H.P_OV_RHW, H.P_OV_RMR, H.P_OV_RMW, H.P_OV_WHR, H.P_OV_WHW,
+              H.P_OV_WMR, H.P_OV_WMW, H.P_COMPL_R, H.P_COMPL_W, H.P_DATA_PREP, H.P_RESELECT1,
+              H.P_RESELECT2, H.P_DISC_RR, H.P_DISC_RW, H.P_DISC_W, H.P_XD_CMD, H.P_XD_DISC1,
+              H.P_XD_INTER, H.P_XD_DISC2, H.P_XD_SEEKDELTA, H.P_MIN_SEEK)
+PARTS: dict[str, tuple[str, tuple[tuple[int, float], ...]]] = {
+    "cache": ("the on-drive cache: no hits, read-ahead, write-back or read on arrival",
+              ((H.P_CACHE_ON, 0.0), (H.P_RA_KIND, H.RA_NONE), (H.P_WRITE_BACK, 0.0),
+               (H.P_READ_ARRIVAL, 0.0), (H.P_ALMOST, 0.0))),
+    "read-ahead": ("reading ahead after a read", ((H.P_RA_KIND, H.RA_NONE),)),
+    "read-on-arrival": ("keeping what passes under the head before a read's first sector "
+                        "(DiskSim has no such part)", ((H.P_READ_ARRIVAL, 0.0),)),
+    "write-back": ("write-back: every write completes after its media write",
+                   ((H.P_WRITE_BACK, 0.0),)),
+    "overheads": ("the controller's command, reselection, disconnection and completion "
+                  "overheads", tuple((k, 0.0) for k in _OVERHEADS)),
+    "switches": ("head switch time and write settling", ((H.P_HEAD_SWITCH, 0.0),
+                                                         (H.P_WRITE_SETTLE, 0.0))),
+}
+
+
+def _check_parts(parts: tuple[str, ...] | list[str]) -> None:
+    for name in parts:
+        if name not in PARTS:
+            raise ParamError(f"--without {name}: not a part of the model "
+                             f"(parts: {', '.join(PARTS)})")
+
+
+def without_parts(p: np.ndarray, parts: tuple[str, ...] | list[str]) -> np.ndarray:
+    """A copy of the parameter vector ``p`` with the named ``PARTS`` switched off."""
+    _check_parts(parts)
+    q = p.copy()
+    for name in parts:
+        for k, v in PARTS[name][1]:
+            q[k] = v
+    return q
+
+
 @dataclasses.dataclass
 class ValidateResult:
     drive: str
@@ -188,14 +227,20 @@ class ValidateResult:
     sim_hits: int
     real_hits: int
     requests_per_s: float
+    without: list[str] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
-def validate_disksim(specs: str | Path, trace: str | Path) -> ValidateResult:
+def validate_disksim(specs: str | Path, trace: str | Path,
+                     without: tuple[str, ...] | list[str] = ()) -> ValidateResult:
+    """Replay ``trace`` on the drive ``specs`` describes, with the ``without`` parts of the
+    model switched off (``PARTS``), and score it against the measured service times."""
+    _check_parts(without)
     drive = read_drive(specs)
     p, zones, curve_d, curve_t = drive_params(drive)
+    p = without_parts(p, without)
     inp = Input(trace)
     ctx = ReadContext()
     chunks = list(read_validate([inp], ctx))
@@ -227,4 +272,5 @@ def validate_disksim(specs: str | Path, trace: str | Path) -> ValidateResult:
         sim_hits=int(hits),
         real_hits=real_hits,
         requests_per_s=len(lbn) / elapsed if elapsed > 0 else float("inf"),
+        without=list(dict.fromkeys(without)),
     )

@@ -17,7 +17,13 @@ from typer.testing import CliRunner
 from blocklab.kernels.drive import hdd as H
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.disksim_params import ParamError, read_drive
-from blocklab.pipeline.validate import demerit, drive_params, validate_disksim
+from blocklab.pipeline.validate import (
+    PARTS,
+    demerit,
+    drive_params,
+    validate_disksim,
+    without_parts,
+)
 
 from .reference import hdd as ref
 
@@ -281,14 +287,16 @@ def test_settle_gives_the_read_ahead_end(shared, name, steps, start):
     assert (state[H.S_PF_SEG] >= 0) == (disk.pf is not None)
 
 
-@pytest.mark.parametrize("name", ["barracuda", "cheetah9LP", "hp_c2247a"])
+@pytest.mark.parametrize("name", ["barracuda", "cheetah9LP", "hp_c2247a", "atlas10k"])
 def test_agrees_with_disksim_per_request(shared, name):
     """DiskSim 4.0's own service times (tests/data/disksim/README.md): the model reproduces
-    them on the drives where it follows DiskSim (the Atlas reads on arrival, DiskSim does not);
-    the few exceptions are requests whose head arrives within a few microseconds of its sector,
-    where DiskSim's fixed-point angles and the model's floating point round differently."""
+    them, the Atlas's with its reads on arrival switched off (``--without read-on-arrival``:
+    DiskSim has no such part); the few exceptions are requests whose head arrives within a few
+    microseconds of its sector, where DiskSim's fixed-point angles and the model's floating
+    point round differently."""
     lbn, n, w, _real, idle = _trace(shared, name)
-    sim = _replay(_drive(shared, name)[1], lbn, n, w, idle)
+    p, zones, cd, ct = _drive(shared, name)[1]
+    sim = _replay((without_parts(p, ["read-on-arrival"]), zones, cd, ct), lbn, n, w, idle)
     ds = np.loadtxt(lzma.open(DATA / f"{name}.sim.xz", "rt"))
     assert len(ds) == len(sim)
     assert np.mean(np.abs(sim - ds) < 0.01) >= 0.995
@@ -338,6 +346,28 @@ def test_fidelity(shared, name):
     assert r.mean_sim_ms == pytest.approx(r.mean_real_ms, rel=0.05)
 
 
+@pytest.mark.parametrize("name", list(DISKSIM))
+def test_model_parts_are_needed(shared, name):
+    """What a simpler model would give up: without its on-drive cache, or without reading
+    ahead, no drive's model comes within the issue's twice DiskSim's demerit. Switching off a
+    part the drive does not have (write-back on the HP, read on arrival but on the Atlas)
+    leaves the figure as it is."""
+    d = shared / "validation" / "disksim"
+    full = validate_disksim(d / f"{name}.parv", d / f"{name}.trace")
+    for part in ("cache", "read-ahead"):
+        r = validate_disksim(d / f"{name}.parv", d / f"{name}.trace", [part])
+        assert r.demerit_ms > 2 * DISKSIM[name], (part, r)
+        assert r.without == [part]
+    p = _drive(shared, name)[1][0]
+    for part in PARTS:
+        changed = not np.array_equal(without_parts(p, [part]), p)
+        r = validate_disksim(d / f"{name}.parv", d / f"{name}.trace", [part])
+        if not changed:
+            assert r.demerit_ms == full.demerit_ms, part
+    assert (p[H.P_READ_ARRIVAL] > 0) == (name == "atlas10k")
+    assert (p[H.P_WRITE_BACK] > 0) == (name != "hp_c2247a")
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(0, 50), min_size=2, max_size=300),
        st.lists(st.floats(0, 50), min_size=2, max_size=300))
@@ -353,6 +383,22 @@ def test_validate_cli_json(shared):
     out = json.loads(res.stdout)
     assert {"requests", "demerit_ms", "mean_sim_ms", "mean_real_ms", "requests_per_s"} <= set(out)
     assert out["requests"] == 10000
+
+
+def test_validate_cli_without(shared):
+    d = shared / "validation" / "disksim"
+    args = ["validate", "disksim", str(d / "atlas10k.parv"), str(d / "atlas10k.trace")]
+    res = CliRunner().invoke(app, [*args, "--without", "read-on-arrival", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["without"] == ["read-on-arrival"]
+    # DiskSim's own demerit on this trace (its README): the Atlas modelled as DiskSim models it
+    assert out["demerit_ms"] == pytest.approx(DISKSIM["atlas10k"], abs=0.002)
+    res = CliRunner().invoke(app, [*args, "--without", "cache", "--without", "nope"])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        "blocklab: error: --without nope: not a part of the model (parts: cache, read-ahead, "
+        "read-on-arrival, write-back, overheads, switches)"]
 
 
 def test_validate_cli_bad_specs(tmp_path, shared):
