@@ -178,24 +178,24 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 
 # ``--without``: parts of the model that can be switched off, to measure what each is worth on
-# a real drive's trace (what a simpler, faster model would give up)
+# a real drive's trace (what a simpler, faster model would give up): the parameters each sets
 _OVERHEADS = (H.P_OV_RHR, H.P_OV_RHW, H.P_OV_RMR, H.P_OV_RMW, H.P_OV_WHR, H.P_OV_WHW,
               H.P_OV_WMR, H.P_OV_WMW, H.P_COMPL_R, H.P_COMPL_W, H.P_DATA_PREP, H.P_RESELECT1,
               H.P_RESELECT2, H.P_DISC_RR, H.P_DISC_RW, H.P_DISC_W, H.P_XD_CMD, H.P_XD_DISC1,
               H.P_XD_INTER, H.P_XD_DISC2, H.P_XD_SEEKDELTA, H.P_MIN_SEEK)
-PARTS: dict[str, tuple[str, tuple[tuple[int, float], ...]]] = {
-    "cache": ("the on-drive cache: no hits, read-ahead, write-back or read on arrival",
-              ((H.P_CACHE_ON, 0.0), (H.P_RA_KIND, H.RA_NONE), (H.P_WRITE_BACK, 0.0),
-               (H.P_READ_ARRIVAL, 0.0), (H.P_ALMOST, 0.0))),
-    "read-ahead": ("reading ahead after a read", ((H.P_RA_KIND, H.RA_NONE),)),
-    "read-on-arrival": ("keeping what passes under the head before a read's first sector "
-                        "(DiskSim has no such part)", ((H.P_READ_ARRIVAL, 0.0),)),
-    "write-back": ("write-back: every write completes after its media write",
-                   ((H.P_WRITE_BACK, 0.0),)),
-    "overheads": ("the controller's command, reselection, disconnection and completion "
-                  "overheads", tuple((k, 0.0) for k in _OVERHEADS)),
-    "switches": ("head switch time and write settling", ((H.P_HEAD_SWITCH, 0.0),
-                                                         (H.P_WRITE_SETTLE, 0.0))),
+PARTS: dict[str, tuple[tuple[int, float], ...]] = {
+    # the on-drive cache: no hits, read-ahead, write-back or read on arrival
+    "cache": ((H.P_CACHE_ON, 0.0), (H.P_RA_KIND, H.RA_NONE), (H.P_WRITE_BACK, 0.0),
+              (H.P_READ_ARRIVAL, 0.0), (H.P_ALMOST, 0.0)),
+    "read-ahead": ((H.P_RA_KIND, H.RA_NONE),),
+    # keeping what passes under the head before a read's first sector (not in DiskSim)
+    "read-on-arrival": ((H.P_READ_ARRIVAL, 0.0),),
+    # every write completes after its media write
+    "write-back": ((H.P_WRITE_BACK, 0.0),),
+    # the controller's command, reselection, disconnection and completion overheads
+    "overheads": tuple((k, 0.0) for k in _OVERHEADS),
+    # head switch time and write settling
+    "switches": ((H.P_HEAD_SWITCH, 0.0), (H.P_WRITE_SETTLE, 0.0)),
 }
 
 
@@ -211,7 +211,7 @@ def without_parts(p: np.ndarray, parts: tuple[str, ...] | list[str]) -> np.ndarr
     _check_parts(parts)
     q = p.copy()
     for name in parts:
-        for k, v in PARTS[name][1]:
+        for k, v in PARTS[name]:
             q[k] = v
     return q
 
