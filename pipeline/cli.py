@@ -965,20 +965,43 @@ _SCENARIO_COLUMNS = {
     "links": ("case", "links", "mtu", "read_mb_per_s", "write_mb_per_s"),
     "oio": ("case", "outstanding", "iops", "mean_latency_ms", "p99_latency_ms"),
     "spc1": ("case", "bsu", "iops", "mean_latency_ms", "capped", "replays"),
+    "task_rates": ("case", "task", "sample_s", "read_mb_per_s", "write_mb_per_s",
+                   "processed_mb_per_s"),
 }
 _SCENARIO_HEADERS = {"first_tenth_mb_per_s": "first 10% MB/s", "mb_per_s": "MB/s",
                      "stripes_lost": "lost", "read_mb_per_s": "read MB/s",
                      "write_mb_per_s": "write MB/s", "mean_latency_ms": "mean ms",
                      "p99_latency_ms": "p99 ms", "mean_ms": "mean ms", "p99_ms": "p99 ms",
-                     "window_s": "window s", "failed_s": "failed s", "outstanding": "oio"}
+                     "window_s": "window s", "failed_s": "failed s", "outstanding": "oio",
+                     "processed_mb_per_s": "processed MB/s", "sample_s": "sample s"}
 _SCENARIO_TITLES = {
     "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
     "phases": "what the host saw, before / while rebuilding / after the failure",
     "init": "parity initialization (MB/s per member drive)",
-    "links": "sequential MB/s through 1 GbE host links",
+    "links": "sequential MB/s through the host links (count x MTU)",
     "oio": "IOPS and latency against outstanding I/Os",
     "spc1": "the highest SPC-1 BSU count within the response-time limit",
+    "task_rates": "rebuild and initialization rates at their start (data read + written)",
 }
+
+
+def _published_table(r: Any) -> None:
+    """study | blocklab | ratio per published figure, then the orderings blocklab flips."""
+    t = Table("quantity", "case", "unit", "study", "blocklab", "ratio",
+              title="the study's figures beside blocklab's (within 25 %: 0.75 to 1.25)")
+    for p in r.published:
+        t.add_row(p["quantity"], escape(p["case"]), p["unit"], _cell(p["study"]),
+                  _cell(p["blocklab"]), "-" if p["ratio"] is None else f"{p['ratio']:.2f}")
+    out.print(t)
+    ok = sum(1 for p in r.published if p["ratio"] is not None and 0.75 <= p["ratio"] <= 1.25)
+    kept = sum(1 for o in r.orderings if o["kept"])
+    out.print(f"{ok} of {len(r.published)} figures within 25 %; {kept} of {len(r.orderings)} "
+              f"orderings kept", highlight=False)
+    for o in r.orderings:
+        if not o["kept"]:
+            what = "flipped" if o["kept"] is False else "not measured"
+            out.print(f"  {what}: {o['quantity']}: study {escape(o['higher'])} > "
+                      f"{escape(o['lower'])} (x{o['study_ratio']:.2f})", highlight=False)
 
 
 @scenario_app.command("list")
@@ -1065,6 +1088,8 @@ def scenario_run(
                 continue  # an op the workload had no requests of in that phase
             t.add_row(*(escape(_cell(row.get(c))) for c in cols))
         out.print(t)
+    if r.published:
+        _published_table(r)
     out.print(f"{len(r.cases)} case(s) in {r.elapsed_s:.1f} s; run folders and scenario.json "
               f"in {r.output}", highlight=False, soft_wrap=True)
 

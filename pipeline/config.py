@@ -43,6 +43,7 @@ DDP_WIDTH = 10  # a D-stripe: RAID-6 8+2
 #: Rebuild priority -> the share of a busy drive's operations rebuild work gets. The shares make
 #: a rebuild under load take 2, 3.5, 6 and 8 times as long as at "highest", the ratios NetApp
 #: and IBM publish for their priority levels (SANtricity / DS "modification priority" table).
+LINK_PROTOCOLS = ("bytes", "aoe", "iscsi")
 PRIORITIES = {"lowest": 1 / 8, "low": 1 / 6, "medium": 1 / 3.5, "high": 1 / 2, "highest": 1.0}
 
 
@@ -138,6 +139,50 @@ class ControllerConfig:
     host_links: int = 1
     link_gbit_per_s: float = 0.0  # 0 = unlimited
     link_efficiency: float = 1.0
+    # what the links carry: "bytes" (a payload efficiency, link_efficiency) or a framed
+    # protocol, "aoe" or "iscsi", whose payload per Ethernet frame follows from the MTU
+    link_protocol: str = "bytes"
+    link_mtu: int = 1500  # Ethernet MTU (bytes), for a framed protocol
+    # controller time per frame (receive or send: interrupt, header, buffer, command), the
+    # cost that bounds a software target at small MTUs; 0 = none
+    link_frame_ns: int = 0
+
+    def link_payload_bytes_per_s(self) -> float:
+        """What the host links carry of data per second, all links together: the wire rate
+        less the protocol's headers per frame, and no more than the controller's frame
+        processing allows (0: unlimited).
+
+        AoE (ATA over Ethernet, Coraid's AoE specification r11, and the Linux aoe driver's
+        drivers/block/aoe/aoecmd.c): one ATA command per frame, carrying whole 512-byte
+        sectors after a 24-byte Ethernet+AoE header and a 12-byte ATA header: (MTU - 36) // 512
+        sectors (2 at MTU 1500, 8 at 4200, 17 at 9000). iSCSI (RFC 7143) over TCP/IPv4: MTU
+        less 20 (IP), 20 (TCP) and 12 (the timestamp option Linux sends by default) of payload
+        per frame, and a 48-byte basic header segment per 8 KiB PDU (the default
+        MaxRecvDataSegmentLength). Every frame also takes 38 bytes of the wire beyond the MTU:
+        14 Ethernet header, 4 FCS, 8 preamble and start delimiter, 12 inter-frame gap (IEEE
+        802.3).
+        """
+        if self.link_gbit_per_s <= 0:
+            return 0.0
+        wire = self.host_links * self.link_gbit_per_s * 1e9 / 8
+        if self.link_protocol == "bytes":
+            return wire * self.link_efficiency
+        payload = float(self.link_payload_per_frame())
+        if self.link_protocol == "aoe":
+            on_wire = payload + 36 + 4 + 8 + 12  # header + ATA header + FCS, preamble, gap
+        else:
+            on_wire = self.link_mtu + 38.0
+            payload *= 8192 / (8192 + 48)
+        rate = wire * payload / on_wire
+        if self.link_frame_ns > 0:  # one controller processes every link's frames
+            rate = min(rate, payload / (self.link_frame_ns * 1e-9))
+        return rate
+
+    def link_payload_per_frame(self) -> int:
+        """Data bytes an Ethernet frame carries under the link protocol."""
+        if self.link_protocol == "aoe":
+            return (self.link_mtu - 36) // SECTOR * SECTOR
+        return self.link_mtu - 52
 
 
 @dataclasses.dataclass(frozen=True)
@@ -481,10 +526,21 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     links = t.get("host_links", {})
     if not isinstance(links, dict):
         raise c.fail("controller.host_links", "expected a table {count, gbit_per_s, efficiency}")
-    c.keys("controller.host_links", links, {"count", "gbit_per_s", "efficiency"})
+    c.keys("controller.host_links", links, {"count", "gbit_per_s", "efficiency", "protocol",
+                                            "mtu", "frame_us"})
     eff = c.number("controller.host_links.efficiency", links.get("efficiency", 1.0))
     if eff > 1:
         raise c.fail("controller.host_links.efficiency", f"must be at most 1, found {eff}")
+    proto = links.get("protocol", "bytes")
+    if proto not in LINK_PROTOCOLS:
+        raise c.fail("controller.host_links.protocol",
+                     f"expected one of {', '.join(LINK_PROTOCOLS)}, found {proto!r}")
+    if proto != "bytes" and "efficiency" in links:
+        raise c.fail("controller.host_links.efficiency", f"a {proto} link's efficiency follows "
+                     f"from its MTU; give mtu instead")
+    mtu = c.integer("controller.host_links.mtu", links.get("mtu", 1500), 576)
+    if mtu > 9216:  # the largest jumbo frame Ethernet switches carry
+        raise c.fail("controller.host_links.mtu", f"at most 9216 bytes, found {mtu}")
     ra = t.get("read_ahead", False)
     if not isinstance(ra, bool):
         raise c.fail("controller.read_ahead", f"expected true or false, found {ra!r}")
@@ -517,4 +573,8 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
         link_gbit_per_s=c.number("controller.host_links.gbit_per_s",
                                  links.get("gbit_per_s", 0)),
         link_efficiency=eff,
+        link_protocol=proto,
+        link_mtu=mtu,
+        link_frame_ns=int(c.number("controller.host_links.frame_us",
+                                   links.get("frame_us", 0)) * 1000),
     )

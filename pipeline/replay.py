@@ -98,7 +98,7 @@ class Options:
 def options_for(cfg: ArrayConfig) -> dict[str, Any]:
     """Engine options of the controller an array configuration describes."""
     c = cfg.controller
-    links = c.host_links * c.link_gbit_per_s * 1e9 / 8 * c.link_efficiency
+    links = c.link_payload_bytes_per_s()
     return dict(
         ctrl_ns=c.command_overhead_ns,
         path_ps=int(round(1e12 / links)) if links > 0 else 0,
@@ -716,9 +716,12 @@ def _trace_span_ns(pf: pq.ParquetFile) -> int:
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
            drive_ops: bool = False, progress: Callable[[int, int], None] | None = None,
-           failures: list[tuple[int, float]] | None = None) -> ReplayResult:
+           failures: list[tuple[int, float]] | None = None,
+           drain: bool = True) -> ReplayResult:
     """Replay ``trace`` on the array ``array`` describes, with its failures and those given
-    (drive, seconds); write the run folder ``output``."""
+    (drive, seconds); write the run folder ``output``. With ``drain`` false the run ends with
+    the last host request instead of finishing the rebuilds and initializations under way
+    (how a task's rate is sampled at its start)."""
     if speed <= 0:
         raise BlocklabError(f"--speed must be positive, found {speed}")
     if closed_loop < 0:
@@ -743,7 +746,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                 raise BlocklabError(f"{array}: failure of drive {f.drive} at {f.at_s:g} s is "
                                     f"outside the trace (0 to {span_s:.6g} s)")
     tasks = plan(arr)
-    opts = Options(closed=closed, record=drive_ops, **options_for(cfg))
+    opts = Options(closed=closed, record=drive_ops, drain=drain, **options_for(cfg))
     out = Path(output)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():

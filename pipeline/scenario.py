@@ -15,13 +15,22 @@ reports:
   (the ``phases`` query);
 - ``init``: a parity initialization's time and rate (overall, and over the first tenth);
 - ``links``: sequential read and write MB/s through each host link configuration of the
-  case's ``links`` (``[count, mtu]``: 1 GbE links whose payload efficiency the MTU sets);
+  case's ``links`` (``[count, mtu]``: the case's host links, AoE or iSCSI, that many at that
+  MTU; the payload per frame and the controller's time per frame follow from it);
 - ``oio``: IOPS and latency at each outstanding count of the case's ``oio``;
 - ``spc1``: the highest SPC-1 BSU count within a response-time limit (``blocklab spc1
-  search``), with its IOPS and response time.
+  search``), with its IOPS and response time;
+- ``task_rates``: the data a rebuild or parity initialization reads and writes per second
+  over its first ``sample_s`` seconds (the ``task-rates`` query over the run's drive
+  operations; the run ends with the case's workload rather than with the task).
 
-The figures are blocklab's: the studies' own tables could not be read from the copies at hand
-(``README``, "Scenarios"), so a scenario reproduces a setup, not a published number.
+**Published figures** (issue 19). A scenario may carry the study's own numbers as
+``[[published]]`` entries: ``quantity`` (one of ``QUANTITIES``), ``case``, ``value``, ``unit``
+(``UNITS`` of the quantity's dimension), ``where`` (the table or sentence of the study), and
+for a link-variant figure ``links`` and ``mtu``. ``run`` resolves each against the case's
+figures and returns study | blocklab | ratio, and checks *orderings*: any two figures of one
+quantity whose study values differ by more than ``ORDER_MARGIN`` must come out in the same
+order in blocklab.
 """
 
 from __future__ import annotations
@@ -46,13 +55,65 @@ from .replay import replay
 from .sweep import toml_text
 from .synth import spc1_search, synth_iometer, synth_ior, synth_orion, synth_spc1
 
-MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1")
-#: Payload efficiency of a 1 GbE iSCSI link: about 112 MB/s of the 125 MB/s line rate with a
-#: 1500-byte MTU and 118 MB/s with jumbo frames, after Ethernet, IP, TCP and iSCSI headers
-#: (Microsoft iSCSI Target 3.3 white paper, 2010: 0.973 and 0.996 of line rate on the wire,
-#: less TCP/iSCSI; Network Computing measured about 5 % more with jumbo frames).
-MTU_EFFICIENCY = {1500: 112 / 125, 9000: 118 / 125}
+MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates")
+#: Ethernet MTUs a links variant may name (the smallest IPv4 datagram every host takes, to the
+#: largest jumbo frame switches carry).
+MTU_RANGE = (576, 9216)
 GENERATORS = ("ior", "iometer", "orion", "spc1")
+
+#: What a ``[[published]]`` figure may be: its dimension and how blocklab measures it.
+QUANTITIES = {
+    "rebuild_rate_start": ("rate", "data the rebuild read and wrote per second over the case's "
+                           "sample_s at its start (task_rates measure)"),
+    "init_rate_start": ("rate", "data the parity initialization read and wrote per second over "
+                        "the case's sample_s at its start (task_rates measure)"),
+    "rebuild_rate": ("rate", "bytes rebuilt per second of the rebuild window, per rebuilt drive "
+                     "(rebuild measure)"),
+    "rebuild_window": ("time", "failure to the end of its rebuild (rebuild measure)"),
+    "init_time": ("time", "start to end of the parity initialization (init measure)"),
+    "seq_read": ("rate", "read throughput of the case's sequential run: through the links "
+                 "variant [links, mtu] when the figure names one (links measure), else the "
+                 "case's reads (phases measure)"),
+    "seq_write": ("rate", "write throughput, as seq_read"),
+    "throughput": ("rate", "reads and writes together, bytes per second (phases measure; with "
+                   "oio, the highest over the outstanding counts)"),
+    "iops": ("iops", "host requests per second (phases measure; with oio, the highest over the "
+             "outstanding counts)"),
+}
+#: Units of each dimension, as the factor to blocklab's (bytes/s, s, requests/s).
+UNITS = {
+    "rate": {"B/s": 1.0, "KB/s": 1e3, "KiB/s": 1024.0, "MB/s": 1e6, "MiB/s": float(1 << 20),
+             "GB/s": 1e9},
+    "time": {"s": 1.0, "min": 60.0, "h": 3600.0},
+    "iops": {"IOPS": 1.0},
+}
+#: Two figures of one quantity whose study values differ by more than this fraction make an
+#: ordering blocklab must keep (closer ones are within the study's own run-to-run spread:
+#: Coraid's tables average three runs; a 25 % figure tolerance could otherwise flip them).
+ORDER_MARGIN = 0.10
+PUBLISHED_KEYS = ("quantity", "case", "value", "unit", "where", "links", "mtu")
+
+
+@dataclasses.dataclass
+class Published:
+    """One figure of the study: what, of which case, its value in its unit, where it is."""
+
+    quantity: str
+    case: str
+    value: float
+    unit: str
+    where: str
+    links: int | None = None
+    mtu: int | None = None
+
+    @property
+    def study(self) -> float:
+        """The study's value in blocklab's unit of its dimension."""
+        return self.value * UNITS[QUANTITIES[self.quantity][0]][self.unit]
+
+    @property
+    def label(self) -> str:
+        return self.case + (f" {self.links}x{self.mtu}" if self.links else "")
 
 
 @dataclasses.dataclass
@@ -77,6 +138,7 @@ class Scenario:
     assumptions: str
     cases: list[Case]
     path: str
+    published: list[Published] = dataclasses.field(default_factory=list)
 
 
 def _folder() -> Path:
@@ -127,10 +189,11 @@ def load(name: str | Path) -> Scenario:
         except BlocklabError as e:
             raise BlocklabError(f"{where}.array: {str(e).removeprefix(f'{path}: ')}") from None
         for link in c.get("links", data.get("links", [])):
-            if (not isinstance(link, list) or len(link) != 2 or link[1] not in MTU_EFFICIENCY
+            if (not isinstance(link, list) or len(link) != 2 or not isinstance(link[1], int)
+                    or not MTU_RANGE[0] <= link[1] <= MTU_RANGE[1]
                     or not isinstance(link[0], int) or link[0] < 1):
                 raise BlocklabError(f"{where}.links: expected [count, mtu] pairs with an MTU "
-                                    f"of {' or '.join(map(str, MTU_EFFICIENCY))}, found {link}")
+                                    f"of {MTU_RANGE[0]} to {MTU_RANGE[1]} bytes, found {link}")
         if "name" not in c or "array" not in c:
             raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
         if measure_needs := [m for m in ("links", "oio") if m in measure and not (
@@ -146,9 +209,49 @@ def load(name: str | Path) -> Scenario:
                           oio=c.get("oio", data.get("oio", []))))
     if not cases:
         raise BlocklabError(f"{path}: a scenario needs at least one [[case]]")
+    published = [_published(path, i, p, {c.name: c for c in cases})
+                 for i, p in enumerate(data.get("published", []))]
     return Scenario(name=data["name"], title=data["title"], study=data["study"],
                     setup=data["setup"].strip(), assumptions=data["assumptions"].strip(),
-                    cases=cases, path=str(path))
+                    cases=cases, path=str(path), published=published)
+
+
+def _published(path: Path, i: int, p: Any, cases: dict[str, Case]) -> Published:
+    """A ``[[published]]`` entry, checked: every key known, the quantity, case and unit exist,
+    a links variant the case runs."""
+    where = f"{path}: published[{i}]"
+    if not isinstance(p, dict):
+        raise BlocklabError(f"{where}: expected a table")
+    for k in p:
+        if k not in PUBLISHED_KEYS:
+            raise BlocklabError(f"{where}.{k}: unknown key (known: {', '.join(PUBLISHED_KEYS)})")
+    for k in ("quantity", "case", "value", "unit", "where"):
+        if k not in p:
+            raise BlocklabError(f"{where}.{k}: missing (a published figure names its quantity, "
+                                f"case, value, unit and where in the study it is)")
+    q = p["quantity"]
+    if q not in QUANTITIES:
+        raise BlocklabError(f"{where}.quantity: unknown quantity {q!r} (known: "
+                            f"{', '.join(QUANTITIES)})")
+    if p["case"] not in cases:
+        raise BlocklabError(f"{where}.case: no case {p['case']!r} in the scenario (cases: "
+                            f"{', '.join(cases)})")
+    units = UNITS[QUANTITIES[q][0]]
+    if p["unit"] not in units:
+        raise BlocklabError(f"{where}.unit: unknown unit {p['unit']!r} for {q} (known: "
+                            f"{', '.join(units)})")
+    v = p["value"]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+        raise BlocklabError(f"{where}.value: expected a positive number, found {v!r}")
+    case = cases[p["case"]]
+    if ("links" in p) != ("mtu" in p):
+        raise BlocklabError(f"{where}.{'mtu' if 'links' in p else 'links'}: a links variant "
+                            f"names both links and mtu")
+    if "links" in p and [p["links"], p["mtu"]] not in case.links:
+        raise BlocklabError(f"{where}.links: case {case.name} runs no variant "
+                            f"[{p['links']}, {p['mtu']}] (its links: {case.links})")
+    return Published(quantity=q, case=p["case"], value=float(v), unit=p["unit"],
+                     where=str(p["where"]), links=p.get("links"), mtu=p.get("mtu"))
 
 
 def _generate(w: dict[str, Any], trace: Path, array: Path) -> None:
@@ -187,8 +290,14 @@ def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     trace = folder / "trace.parquet"
     _generate(workload, trace, array)
+    # task_rates samples a task's start: the run ends with the workload (no drain), and it
+    # needs the drive operations the task-rates query reads
+    sampling = "task_rates" in case.measure
     return replay(trace, array, folder / "run", failures=case.failures or None,
-                  speed=float(case.replay.get("speed", 1.0)))
+                  speed=float(case.replay.get("speed", 1.0)),
+                  closed_loop=int(case.replay.get("closed_loop", 0)),
+                  think_us=float(case.replay.get("think_us", 0.0)),
+                  drive_ops=sampling, drain=not sampling)
 
 
 def run_case(case: Case, out: Path) -> dict[str, Any]:
@@ -207,8 +316,12 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
         fig["links"] = []
         for count, mtu in case.links:
             arr = copy.deepcopy(case.array)
-            arr.setdefault("controller", {})["host_links"] = {
-                "count": count, "gbit_per_s": 1, "efficiency": MTU_EFFICIENCY[mtu]}
+            # the case's links (protocol, speed, frame cost) with the variant's count and MTU;
+            # a case that names no framed protocol runs iSCSI over 1 GbE
+            base = dict(arr.setdefault("controller", {}).get("host_links", {}))
+            if base.get("protocol", "bytes") == "bytes":
+                base = {"protocol": "iscsi", "gbit_per_s": 1}
+            arr["controller"]["host_links"] = {**base, "count": count, "mtu": mtu}
             variant = out / f"links-{count}x{mtu}"
             variant.mkdir(parents=True, exist_ok=True)
             (variant / "array.toml").write_text(toml_text(arr))
@@ -227,6 +340,7 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
             r = _replay(case, array, {**case.workload, "outstanding": n}, out / f"oio-{n}")
             ph = run_query([out / f"oio-{n}" / "run"], "phases").rows()
             fig["oio"].append({"outstanding": n, "iops": sum(x["iops"] or 0 for x in ph),
+                               "mb_per_s": sum(x["mb_per_s"] or 0 for x in ph),
                                "mean_latency_ms": r.mean_latency_ms,
                                "p99_latency_ms": r.p99_latency_ms})
         return fig
@@ -245,6 +359,10 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
                                         ev, "rebuild_start", "rebuild_progress", rb["drive"])})
     if "phases" in case.measure:
         fig["phases"] = run_query([out / "run"], "phases").rows()
+    if "task_rates" in case.measure:
+        fig["task_rates"] = run_query(
+            [out / "run"], "task-rates",
+            params={"sample_s": str(case.replay.get("sample_s", 10.0))}).rows()
     if "init" in case.measure:
         start = [e["time_ns"] for e in ev if e["event"] == "init_start"]
         end = [e for e in ev if e["event"] == "init_end"]
@@ -264,6 +382,85 @@ def _events(run: Path) -> list[dict[str, Any]]:
     return pq.read_table(p).to_pylist() if p.exists() else []
 
 
+def measured(pub: Published, fig: dict[str, Any]) -> float | None:
+    """blocklab's value of published figure ``pub`` from its case's figures ``fig``, in the
+    unit of its dimension (bytes/s, s, requests/s); None when the case did not measure it."""
+    q = pub.quantity
+    if q in ("rebuild_rate_start", "init_rate_start"):
+        task = q.removesuffix("_rate_start")
+        rows = [r for r in fig.get("task_rates", []) if r["task"] == task]
+        return rows[0]["processed_mb_per_s"] * 1e6 if rows and rows[0][
+            "processed_mb_per_s"] is not None else None
+    if q in ("rebuild_rate", "rebuild_window"):
+        rbs = fig.get("rebuilds", [])
+        if not rbs:
+            return None
+        v = rbs[0]["rebuild_mb_per_s"] if q == "rebuild_rate" else rbs[0]["window_s"]
+        return None if v is None else v * (1e6 if q == "rebuild_rate" else 1.0)
+    if q == "init_time":
+        return fig["init"]["seconds"] if "init" in fig else None
+    if q in ("seq_read", "seq_write"):
+        op = q.removeprefix("seq_")
+        if pub.links is not None:
+            rows = [r for r in fig.get("links", [])
+                    if r["links"] == pub.links and r["mtu"] == pub.mtu]
+            v = rows[0][f"{op}_mb_per_s"] if rows else None
+        else:
+            v = _phase_sum(fig.get("phases", []), "mb_per_s", op)
+        return None if v is None else v * 1e6
+    key = "mb_per_s" if q == "throughput" else "iops"
+    if fig.get("oio"):
+        vals = [r[key] for r in fig["oio"] if r.get(key) is not None]
+        v = max(vals) if vals else None
+    else:
+        v = _phase_sum(fig.get("phases", []), key, None)
+    return None if v is None else v * (1e6 if q == "throughput" else 1.0)
+
+
+def _phase_sum(rows: list[dict[str, Any]], key: str, op: str | None) -> float | None:
+    """``key`` summed over the ops of the first phase (the whole run, or before a failure)."""
+    if not rows:
+        return None
+    first = rows[0]["phase"]
+    vals = [r[key] for r in rows if r["phase"] == first and (op is None or r["op"] == op)
+            and r[key] is not None]
+    return sum(vals) if vals else None
+
+
+def compare(published: list[Published], figs: dict[str, dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """study | blocklab | ratio per published figure of the cases in ``figs`` (case name ->
+    figures), and the orderings: pairs of one quantity whose study values differ by more than
+    ORDER_MARGIN, with whether blocklab keeps their order."""
+    rows: list[dict[str, Any]] = []
+    for p in published:
+        if p.case not in figs:
+            continue
+        dim = QUANTITIES[p.quantity][0]
+        f = UNITS[dim][p.unit]
+        v = measured(p, figs[p.case])
+        rows.append({"quantity": p.quantity, "case": p.label, "unit": p.unit,
+                     "study": p.value, "blocklab": None if v is None else v / f,
+                     "ratio": None if v is None else v / f / p.value, "where": p.where})
+    orderings = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if a["quantity"] != b["quantity"]:
+                continue
+            sa, sb = (a["study"] * UNITS[QUANTITIES[a["quantity"]][0]][a["unit"]],
+                      b["study"] * UNITS[QUANTITIES[b["quantity"]][0]][b["unit"]])
+            if max(sa, sb) <= min(sa, sb) * (1 + ORDER_MARGIN):
+                continue
+            hi, lo = (a, b) if sa > sb else (b, a)
+            kept = (None if hi["blocklab"] is None or lo["blocklab"] is None else
+                    hi["blocklab"] * UNITS[QUANTITIES[hi["quantity"]][0]][hi["unit"]] >
+                    lo["blocklab"] * UNITS[QUANTITIES[lo["quantity"]][0]][lo["unit"]])
+            orderings.append({"quantity": a["quantity"], "higher": hi["case"],
+                              "lower": lo["case"], "study_ratio": max(sa, sb) / min(sa, sb),
+                              "kept": kept})
+    return rows, orderings
+
+
 @dataclasses.dataclass
 class ScenarioResult:
     scenario: str
@@ -272,6 +469,8 @@ class ScenarioResult:
     output: str
     cases: list[dict[str, Any]]
     elapsed_s: float
+    published: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    orderings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def rebuild_windows_s(self) -> dict[str, list[float | None]]:
         return {c["case"]: [rb["window_s"] for rb in c.get("rebuilds", [])] for c in self.cases}
@@ -306,6 +505,8 @@ class ScenarioResult:
                     "write_mb_per_s": row["write_mb_per_s"]})
             for row in c.get("oio", []):
                 t.setdefault("oio", []).append({**key, **row})
+            for row in c.get("task_rates", []):
+                t.setdefault("task_rates", []).append({**key, **row})
             if "spc1" in c:
                 s = c["spc1"]
                 t.setdefault("spc1", []).append({
@@ -334,8 +535,10 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
         if folder.exists():
             shutil.rmtree(folder)
         figs.append(run_case(copy.deepcopy(case), folder))
+    pub, orders = compare(sc.published, {f["case"]: f for f in figs})
     res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
-                         cases=figs, elapsed_s=time.perf_counter() - t0)
+                         cases=figs, elapsed_s=time.perf_counter() - t0, published=pub,
+                         orderings=orders)
     _write_json(out / "scenario.json", res.as_dict())
     return res
 

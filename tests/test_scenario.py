@@ -24,12 +24,14 @@ study = "s"
 setup = "s"
 assumptions = "a"
 '''
+ONE = ('[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\n[case.array]\n'
+       'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n')
 
 
 def test_every_builtin_scenario_loads():
     names = scenario.names()
-    assert {"ddp-vs-raid6", "pools-vs-raid-groups", "sata-rebuild-rates",
-            "entry-array-raid5-vs-raid10", "raid6-spc1"} <= set(names)
+    assert {"ddp-vs-raid6", "pools-vs-raid-groups", "coraid-sr-aoe",
+            "md3000-raid5-vs-raid10", "raid6-spc1"} <= set(names)
     for n in names:
         sc = scenario.load(n)
         assert sc.name == n and sc.cases and sc.setup and sc.assumptions and sc.study
@@ -40,11 +42,26 @@ def _capacity_bytes(drive: str) -> float:
     return next(r for r in describe() if r["name"] == drive)["capacity_gb"] * 1e9
 
 
+MIRROR = HEAD + """
+[[case]]
+name = "raid1-2-rebuild"
+measure = ["rebuild"]
+failure = [{ drive = 0, at_s = 0.5 }]
+workload = { generator = "iometer", transfer_size = "1MiB", read_pct = 100, random_pct = 0, align = "1MiB", outstanding = 1, requests = 16 }
+[case.array]
+group = [{ name = "g", layout = "raid1", width = 2, hot_spares = 1, stripe_unit = "64KiB", drive = "constellation_es_500g", scheduler = "clook", queue_depth = 16 }]
+rebuild = { priority = "high", unit = "1MiB", depth = 8 }
+controller = { command_overhead_us = 25, cache = "512MiB", cache_block = "32KiB", read_ahead = true }
+"""
+
+
 def test_rebuild_case_against_its_events(tmp_path):
     """A RAID-1 pair of 500 GB SATA drives rebuilds one drive onto the spare: the window and
     rate agree with events.parquet, the whole drive is rebuilt, and the first tenth (outer
     zones) runs faster than the average over the whole disk."""
-    r = scenario.run("sata-rebuild-rates", tmp_path / "o", ["raid1-2-rebuild"])
+    f = tmp_path / "mirror.toml"
+    f.write_text(MIRROR)
+    r = scenario.run(f, tmp_path / "o", ["raid1-2-rebuild"])
     (case,) = r.cases
     (rb,) = case["rebuilds"]
     ev = pq.read_table(tmp_path / "o" / "raid1-2-rebuild" / "run" / "events.parquet").to_pylist()
@@ -61,18 +78,58 @@ def test_rebuild_case_against_its_events(tmp_path):
     assert saved["rebuild_windows_s"]["raid1-2-rebuild"] == [rb["window_s"]]
 
 
-def test_links_case_is_bound_by_the_link_or_the_drive(tmp_path):
-    """One drive behind 1 GbE links: one link carries 112 MB/s of payload at MTU 1500 and 118
-    at 9000 (the drive is faster); with two links the drive is the limit at either MTU."""
-    r = scenario.run("sata-rebuild-rates", tmp_path / "o", ["single-links"])
+def test_aoe_links_carry_the_frames_payload(tmp_path):
+    """Fifteen drives behind two 1 GbE AoE links: the links are the limit, and they carry
+    what the AoE framing leaves of the line rate (AoE r11: (MTU - 36) // 512 sectors a frame,
+    60 bytes of headers and Ethernet overhead a frame), computed here by hand."""
+    r = scenario.run("coraid-sr-aoe", tmp_path / "o", ["sr1521-raid0-15"])
     rows = {(x["links"], x["mtu"]): x for x in r.cases[0]["links"]}
-    assert rows[1, 1500]["read_mb_per_s"] == pytest.approx(112, rel=0.01)
-    assert rows[1, 9000]["read_mb_per_s"] == pytest.approx(118, rel=0.01)
-    two = rows[2, 1500]["read_mb_per_s"]
-    assert 118 * 1.05 < two < 224
-    assert rows[2, 9000]["read_mb_per_s"] == pytest.approx(two, rel=0.01)
-    for (_n, _mtu), x in rows.items():
-        assert x["read_requests"] == x["write_requests"] == 2048
+    line = 2 * 125e6 / 1e6
+    for mtu, sectors in ((9000, 17), (1500, 2)):
+        payload = sectors * 512
+        want = line * payload / (payload + 60)
+        assert rows[2, mtu]["read_mb_per_s"] == pytest.approx(want, rel=0.01)
+        assert rows[2, mtu]["read_requests"] == rows[2, mtu]["write_requests"] == 512
+
+
+def test_task_rate_is_the_data_the_rebuild_moved(tmp_path):
+    """A RAID-5 rebuild's rate at its start, from the task-rates query, is what its drive
+    operations carried in the sample (summed here from drive_ops.parquet), and a RAID-5 of 14
+    reads 13 units for every unit it writes."""
+    r = scenario.run("coraid-sr-aoe", tmp_path / "o", ["sr1521-raid5-14-rebuild"])
+    (tr,) = r.cases[0]["task_rates"]
+    run = tmp_path / "o" / "sr1521-raid5-14-rebuild" / "run"
+    ev = pq.read_table(run / "events.parquet").to_pylist()
+    t0 = next(e["time_ns"] for e in ev if e["event"] == "rebuild_start")
+    t1 = t0 + 10_000_000_000
+    ops = pq.read_table(run / "drive_ops.parquet").to_pylist()
+    moved = {False: 0.0, True: 0.0}
+    for o in ops:
+        if o["kind"] in (3, 4) and o["complete_ns"] > t0 and o["start_ns"] < t1:
+            frac = (min(o["complete_ns"], t1) - max(o["start_ns"], t0)) / max(
+                o["complete_ns"] - o["start_ns"], 1)
+            moved[o["write"]] += o["sectors"] * 512 * frac
+    assert tr["read_mb_per_s"] == pytest.approx(moved[False] / 1e6 / 10, rel=1e-9)
+    assert tr["write_mb_per_s"] == pytest.approx(moved[True] / 1e6 / 10, rel=1e-9)
+    assert tr["read_mb_per_s"] / tr["write_mb_per_s"] == pytest.approx(13, rel=0.05)
+    (pub,) = [p for p in r.published if p["case"] == "sr1521-raid5-14-rebuild"]
+    assert pub["study"] == 561487 and pub["unit"] == "KB/s"
+    assert pub["blocklab"] == pytest.approx(tr["processed_mb_per_s"] * 1000)
+    assert pub["ratio"] == pytest.approx(pub["blocklab"] / 561487)
+
+
+def test_orderings_compare_pairs_beyond_the_margin():
+    """Two figures of one quantity whose study values differ by more than 10 % make an
+    ordering; blocklab keeps it when its values fall in the same order."""
+    pubs = [scenario.Published("iops", c, v, "IOPS", "w") for c, v in
+            (("a", 100.0), ("b", 105.0), ("c", 200.0))]
+    figs = {"a": {"phases": [{"phase": "all", "op": "read", "iops": 150.0, "mb_per_s": 1.0}]},
+            "b": {"phases": [{"phase": "all", "op": "read", "iops": 90.0, "mb_per_s": 1.0}]},
+            "c": {"phases": [{"phase": "all", "op": "read", "iops": 120.0, "mb_per_s": 1.0}]}}
+    rows, orders = scenario.compare(pubs, figs)
+    assert [r["ratio"] for r in rows] == pytest.approx([1.5, 90 / 105, 0.6])
+    got = {(o["higher"], o["lower"]): o["kept"] for o in orders}
+    assert got == {("c", "a"): False, ("c", "b"): True}
 
 
 def test_phases_of_a_case_count_every_request(tmp_path):
@@ -101,16 +158,26 @@ def test_span_limits_the_addresses(tmp_path):
 
 
 def test_cli_run_json_and_table(tmp_path):
-    res = runner.invoke(app, ["scenario", "run", "sata-rebuild-rates", "--case",
+    f = tmp_path / "mirror.toml"
+    f.write_text(MIRROR)
+    res = runner.invoke(app, ["scenario", "run", str(f), "--case",
                               "raid1-2-rebuild", "-o", str(tmp_path / "o"), "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
-    assert d["scenario"] == "sata-rebuild-rates"
+    assert d["scenario"] == "t"
     assert len(d["rebuild_windows_s"]["raid1-2-rebuild"]) == 1
-    res = runner.invoke(app, ["scenario", "run", "sata-rebuild-rates", "--case",
-                              "raid1-2-init", "-o", str(tmp_path / "o2")])
+    res = runner.invoke(app, ["scenario", "run", "coraid-sr-aoe", "--case",
+                              "sr1520-raid5-14-init", "-o", str(tmp_path / "o2"), "--json"])
     assert res.exit_code == 0, res.output
-    assert "parity initialization (MB/s per member drive)" in res.output
+    d = json.loads(res.output)
+    (p,) = d["published"]
+    assert set(p) >= {"quantity", "case", "study", "blocklab", "ratio"}
+    assert p["quantity"] == "init_rate_start" and p["study"] == 213656
+    res = runner.invoke(app, ["scenario", "run", "coraid-sr-aoe", "--case",
+                              "sr1520-raid5-14-init", "-o", str(tmp_path / "o3")])
+    assert res.exit_code == 0, res.output
+    assert "rebuild and initialization rates at their start" in res.output
+    assert re.search(r"\d+ of 1 figures within 25 %", res.output)
     res = runner.invoke(app, ["scenario", "list", "--json"])
     assert res.exit_code == 0 and "ddp-vs-raid6" in {s["name"] for s in json.loads(res.output)}
     res = runner.invoke(app, ["scenario", "show", "ddp-vs-raid6"])
@@ -131,15 +198,31 @@ def test_cli_run_json_and_table(tmp_path):
     ('[workload]\ngenerator = "iometer"\nspan = 1.5\n[[case]]\nname = "a"\n[case.array]\n'
      'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].workload.span: a fraction in (0, 1]"),
-    ('links = [[1, 4000]]\n[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\n'
+    ('links = [[1, 10000]]\n[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\n'
      'measure = ["links"]\n[case.array]\n'
      'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].links: expected [count, mtu] pairs"),
     ('[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\nmeasure = ["oio"]\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].oio: the oio measure needs a list"),
+    (ONE + '[[published]]\nquantity = "speed"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n'
+     'where = "t1"\n', "published[0].quantity: unknown quantity 'speed'"),
+    (ONE + '[[published]]\nquantity = "iops"\ncase = "b"\nvalue = 1\nunit = "IOPS"\n'
+     'where = "t1"\n', "published[0].case: no case 'b'"),
+    (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 1\nunit = "MB/sec"\n'
+     'where = "t1"\n', "published[0].unit: unknown unit 'MB/sec' for seq_read"),
+    (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n',
+     "published[0].where: missing"),
+    (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = -3\nunit = "MB/s"\n'
+     'where = "t"\n', "published[0].value: expected a positive number"),
+    (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 3\nunit = "MB/s"\n'
+     'where = "t"\nlinks = 2\nmtu = 1500\n', "published[0].links: case a runs no variant"),
+    (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 3\nunit = "MB/s"\n'
+     'where = "t"\ntable = 2\n', "published[0].table: unknown key"),
 ])
 def test_bad_scenario_files(tmp_path, body, needle):
+    """A bad case or [[published]] entry: one line naming the file and the key, exit 2,
+    nothing written."""
     f = tmp_path / "s.toml"
     f.write_text(HEAD + body)
     res = runner.invoke(app, ["scenario", "run", str(f), "-o", str(tmp_path / "o")])
