@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
 
-.PHONY: help setup demo test lint bench golden clean tools
+.PHONY: help setup demo test lint bench golden fidelity clean tools
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench: setup tools ## throughput report (records/s, MB/s, ratio against blkparse
 
 golden: setup ## regenerate the checked-in golden answers tests/golden/*.csv (only on purpose)
 	$(BIN)/python -m tests.golden
+
+fidelity: setup ## rerun the published array studies and rewrite docs/array-fidelity.md's table
+	$(BIN)/python -m tests.fidelity_doc
 
 clean: ## remove the virtualenv and outputs
 	rm -rf $(VENV) demo-out bench-out

@@ -54,7 +54,9 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    controller when the oldest dirty data comes of age.
 4. **Planning.** A request is cut at the host volume's stripe-unit boundaries into pieces, one
    per LUN; each LUN's layout (``kernels.layout.raid``) turns a piece into drive operations in
-   two phases (reads a parity update needs, then the rest). Operations of one request on the
+   two phases (reads a parity update needs, then the rest); a mirror reads each piece from the
+   copy whose last operation ended nearest it, as Linux md does (raid.py; the heads per member
+   map are ``MH``). Operations of one request on the
    same drive, in the same phase and direction, that are contiguous on the drive are merged
    into one (a controller issues one command per drive for contiguous segments). Phase-0
    operations are queued at once and phase-1 ones when the last phase-0 one completes (or at
@@ -256,6 +258,8 @@ class State(NamedTuple):
     EX: np.ndarray  # extents x EX_*
     GR: np.ndarray  # group geometries x G_*
     MP: np.ndarray  # member maps x (MP_MEM + 2 x widest)
+    MH: np.ndarray  # member maps x widest: where each member's last operation ended (raid.py
+    #                 heads: the copy a mirrored read uses)
     FL: np.ndarray  # failures x FL_*
     AF: np.ndarray  # (map row, member) made missing by failures
     TK: np.ndarray  # tasks x TK_*
@@ -599,8 +603,7 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
         grp = W.MP[row, MP_GROUP]
         m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
                            W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
-                           write, item if item >= 0 else -item - 1, W.PLAN,
-                           W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
+                           write, W.MH[row], W.PLAN, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
         first, last = _add_ops(W, item, row, m, 0, first, last)
         pos = piece_end
     return first, last

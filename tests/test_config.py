@@ -63,6 +63,12 @@ BAD = [
     (BASE + "[controller]\nwrite_policy = \"sometimes\"\n", "controller.write_policy",
      "expected write-back or write-through"),
     (BASE + "[volume]\nluns = [\"b\"]\n", "volume.luns", "no LUN 'b'"),
+    (BASE + "[controller]\nhost_links = { count = 1, gbit_per_s = 1, protocol = \"fc\" }\n",
+     "controller.host_links.protocol", "expected one of bytes, aoe, iscsi"),
+    (BASE + "[controller]\nhost_links = { protocol = \"aoe\", efficiency = 0.9 }\n",
+     "controller.host_links.efficiency", "follows from its MTU"),
+    (BASE + "[controller]\nhost_links = { protocol = \"aoe\", mtu = 16000 }\n",
+     "controller.host_links.mtu", "at most 9216"),
     ("", "group", "at least one [[group]]"),
     ("[[group]\n", "", "not valid TOML"),
 ]
@@ -124,3 +130,23 @@ def test_ssd_write_path_is_optional(tmp_path: Path):
     f.write_text(BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", write_mb_s = 100 }'))
     with pytest.raises(ConfigError, match="group\\[0\\].drive.write_mb_s"):
         load_array(f)
+
+
+@pytest.mark.parametrize("proto,mtu,links,frame_us,want", [
+    # AoE: (mtu - 36) // 512 sectors a frame, 60 more bytes on the wire (by hand)
+    ("aoe", 1500, 1, 0, 125e6 * 1024 / 1084),
+    ("aoe", 4200, 1, 0, 125e6 * 4096 / 4156),
+    ("aoe", 9000, 2, 0, 250e6 * 8704 / 8764),
+    # iSCSI: mtu - 52 bytes a frame, mtu + 38 on the wire, a 48-byte header per 8 KiB PDU
+    ("iscsi", 1500, 1, 0, 125e6 * 1448 / 1538 * 8192 / 8240),
+    ("iscsi", 9000, 1, 0, 125e6 * 8948 / 9038 * 8192 / 8240),
+    # a controller that takes 10 us a frame: 1024 bytes / 10 us, below the two links' rate
+    ("aoe", 1500, 2, 10, 1024 / 10e-6),
+])
+def test_framed_links_carry_what_the_headers_leave(tmp_path: Path, proto, mtu, links, frame_us,
+                                                   want):
+    f = tmp_path / "array.toml"
+    f.write_text(BASE + f"[controller]\nhost_links = {{ count = {links}, gbit_per_s = 1, "
+                 f"protocol = \"{proto}\", mtu = {mtu}, frame_us = {frame_us} }}\n")
+    c = load_array(f).controller
+    assert c.link_payload_bytes_per_s() == pytest.approx(want, rel=1e-12)

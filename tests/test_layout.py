@@ -69,9 +69,10 @@ def test_parity_rotates_and_stripes_use_distinct_drives(g):
         assert sorted(drives) == list(range(width))
 
 
-def _plan(kind, width, unit, drive_sectors, lba, n, write, pick=0):
+def _plan(kind, width, unit, drive_sectors, lba, n, write, heads=None):
     ops = np.zeros(R.max_ops(KINDS[kind], width, unit, n) * R.OP_NCOLS, dtype=np.int64)
-    m = R.plan_request(KINDS[kind], width, unit, drive_sectors, lba, n, int(write), pick, ops,
+    heads = R.new_heads(width) if heads is None else heads
+    m = R.plan_request(KINDS[kind], width, unit, drive_sectors, lba, n, int(write), heads, ops,
                        R.no_missing())
     return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
 
@@ -86,10 +87,11 @@ def request(draw, kinds=tuple(KINDS)):
 
 
 @settings(max_examples=200, deadline=None)
-@given(request(), st.booleans(), st.integers(0, 7))
-def test_data_operations_cover_the_request_exactly(r, write, pick):
+@given(request(), st.booleans(), st.integers(0, 1 << 20))
+def test_data_operations_cover_the_request_exactly(r, write, seed):
     kind, width, unit, drive_sectors, lba, n = r
-    ops = _plan(kind, width, unit, drive_sectors, lba, n, write, pick)
+    heads = np.random.default_rng(seed).integers(0, drive_sectors, width)
+    ops = _plan(kind, width, unit, drive_sectors, lba, n, write, heads)
     data = [o for o in ops if o[R.OP_ROLE] == R.ROLE_DATA and o[R.OP_WRITE] == int(write)
             and o[R.OP_PHASE] == 1]
     covered = []
@@ -97,8 +99,7 @@ def test_data_operations_cover_the_request_exactly(r, write, pick):
         covered += [(int(o[R.OP_DRIVE]), int(o[R.OP_SECTOR]) + i) for i in range(o[R.OP_COUNT])]
     want = [R.locate(KINDS[kind], width, unit, drive_sectors, s) for s in range(lba, lba + n)]
     if kind == "raid10" and not write:  # a read may use either copy of the pair
-        want = [(d + (pick + ((s // unit) % (width // 2))) % 2, x)
-                for s, (d, x) in zip(range(lba, lba + n), want, strict=True)]
+        covered = [(d - d % 2, x) for d, x in covered]
     assert sorted(covered) == sorted(want)
     if kind == "raid10" and write:
         mirrors = [o for o in ops if o[R.OP_ROLE] == R.ROLE_MIRROR]
@@ -141,10 +142,33 @@ def test_small_write_is_read_modify_write():
 
 
 def test_raid1_reads_balance_and_writes_mirror():
-    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, False, pick=4)
+    heads = np.array([100, 7, 50], np.int64)
+    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, False, heads)  # member 1's head is nearest
     assert [(int(o[0]), int(o[1]), int(o[2])) for o in ops] == [(1, 5, 40)]
-    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, True)
-    assert sorted(int(o[0]) for o in ops) == [0, 1, 2]
+    assert list(heads) == [100, 45, 50]
+    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 45, 8, False, heads)  # sequential: stays on 1
+    assert [int(o[0]) for o in ops] == [1]
+    ops = _plan_k(R.KIND_RAID1, 3, 10, 1000, 5, 40, True, heads)
+    assert sorted(int(o[0]) for o in ops) == [0, 1, 2] and list(heads) == [45, 45, 45]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(("raid1", "raid10")), st.integers(1, 3), st.integers(1, 16),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(1, 64), st.booleans()),
+                min_size=1, max_size=12))
+def test_mirror_reads_follow_md_read_balance(kind, half, unit, reqs):
+    """The copy each mirrored read uses, over a sequence of requests, equals a plain-Python
+    model of Linux md's read_balance (tests/reference/layout.py)."""
+    width = 2 * half if kind == "raid10" else half + 1
+    ds = unit * 1000
+    heads = R.new_heads(width)
+    got = []
+    k = R.KIND_RAID1 if kind == "raid1" else R.KIND_RAID10
+    for lba, n, write in reqs:
+        ops = _plan_k(k, width, unit, ds, lba, n, write, heads)
+        got += [(int(o[0]), int(o[1]), int(o[2])) for o in ops if o[R.OP_WRITE] == 0]
+    want, want_heads = ref.mirror_reads(kind, width, unit, reqs)
+    assert got == want and list(heads) == want_heads
 
 
 def test_jbod_concatenates():
@@ -152,9 +176,10 @@ def test_jbod_concatenates():
     assert [(int(o[0]), int(o[1]), int(o[2])) for o in ops] == [(0, 95, 5), (1, 0, 5)]
 
 
-def _plan_k(kind, width, unit, drive_sectors, lba, n, write, pick=0):
+def _plan_k(kind, width, unit, drive_sectors, lba, n, write, heads=None):
     ops = np.zeros(R.max_ops(kind, width, unit, n) * R.OP_NCOLS, dtype=np.int64)
-    m = R.plan_request(kind, width, unit, drive_sectors, lba, n, int(write), pick, ops,
+    heads = R.new_heads(width) if heads is None else heads
+    m = R.plan_request(kind, width, unit, drive_sectors, lba, n, int(write), heads, ops,
                        R.no_missing())
     return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
 
@@ -184,9 +209,10 @@ def degraded(draw, kinds=("raid0", "raid10", "raid5", "raid6", "raid1")):
     return kind, k, width, unit, ds, np.array(miss, np.int64), lba, n
 
 
-def _dplan(k, width, unit, ds, lba, n, write, miss, pick=0):
+def _dplan(k, width, unit, ds, lba, n, write, miss, heads=None):
     ops = np.zeros(R.max_ops(k, width, unit, n) * R.OP_NCOLS, dtype=np.int64)
-    m = R.plan_request(k, width, unit, ds, lba, n, int(write), pick, ops, miss)
+    heads = R.new_heads(width) if heads is None else heads
+    m = R.plan_request(k, width, unit, ds, lba, n, int(write), heads, ops, miss)
     return ops[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)
 
 
@@ -205,14 +231,15 @@ def _roles(kind, width, stripe):
 
 
 @settings(max_examples=300, deadline=None)
-@given(degraded(), st.booleans(), st.integers(0, 5))
-def test_degraded_plans_touch_no_missing_member_and_suffice(g, write, pick):
+@given(degraded(), st.booleans(), st.integers(0, 1 << 20))
+def test_degraded_plans_touch_no_missing_member_and_suffice(g, write, seed):
     """Operations never touch a member where it is missing; a read gets every requested
     sector, directly or from enough survivors to reconstruct it; a write writes every surviving
     copy or unit it changes, and every surviving parity it rewrites can be computed from what
     was read (read-modify-write or reconstruct-write, or solving the old parity equations)."""
     kind, k, width, unit, ds, miss, lba, n = g
-    ops = _dplan(k, width, unit, ds, lba, n, write, miss, pick)
+    heads = np.random.default_rng(seed).integers(0, ds, width)
+    ops = _dplan(k, width, unit, ds, lba, n, write, miss, heads)
     for o in ops:
         for i in range(int(o[2])):
             assert not _missing_at(miss, int(o[0]), int(o[1]) + i), (o, miss)

@@ -41,6 +41,15 @@ stripe with missing members:
 member being rebuilt) and ``plan_init`` one unit of parity initialization (reads of the data,
 then the writes of the parities; a mirror copies its first member to the others).
 
+**Mirrored reads** (issue 19). A mirror reads each piece from one copy, chosen as Linux md's
+RAID-1 ``read_balance`` chooses for rotating disks (drivers/md/raid1.c): the copy where the
+previous read of that copy ended (``next_seq_sect``: a sequential stream stays on one disk, so
+its drive read-ahead keeps working and the other copy is free), else the copy whose head is
+nearest (the least seek). ``heads`` holds, per member, the drive sector where the last
+operation planned on it ended (reads and writes both move it; a write moves every copy's); the
+layout reads and updates it, so the caller keeps one per member map. Ties go to the lower
+member. A missing copy is never chosen.
+
 Everything is integer sectors. The functions are Numba kernels over scalars so that the replay
 engine can call them per request; ``plan_request`` fills caller-allocated operation arrays.
 """
@@ -66,6 +75,29 @@ MISS_N = 6  # ``miss``: (member, cursor) x 3; member -1 for none
 def no_missing() -> np.ndarray:
     """A ``miss`` array with no member missing."""
     return np.array([-1, 0, -1, 0, -1, 0], dtype=np.int64)
+
+
+def new_heads(width: int) -> np.ndarray:
+    """A member map's ``heads`` before any operation: every head at sector 0."""
+    return np.zeros(width, dtype=np.int64)
+
+
+@njit(inline="always", nrt=False)
+def mirror_copy(heads, first, count, sector, miss, row):
+    """The copy (member ``first`` .. ``first + count - 1``) a mirrored read at drive sector
+    ``sector`` (drive row ``row``) uses: the one whose head is nearest, a sequential one (at
+    distance 0) first; ties the lowest; missing copies skipped (-1 if every copy is)."""
+    best = -1
+    best_d = 0
+    for j in range(count):
+        c = first + j
+        if miss[0] >= 0 and missing(miss, c, row):
+            continue
+        d = abs(heads[c] - sector)
+        if best < 0 or d < best_d:
+            best = c
+            best_d = d
+    return best
 
 
 @njit(inline="always", nrt=False)
@@ -170,20 +202,20 @@ def _put(ops, n, drive, sector, count, write, phase, role):
 
 
 @njit(inline="always", nrt=False)
-def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops,
+def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, heads, ops,
                  miss):
     """The drive operations of one request, into the flattened ``ops`` rows; returns how many.
 
-    ``mirror_pick`` chooses the copy a mirrored read uses (the caller balances, e.g. by
-    request number or by the least-loaded copy). ``miss`` lists missing members (module
-    docstring). ``ops`` must hold at least ``max_ops(kind, width, unit, sectors)`` rows.
+    ``heads`` (per member, read and updated) chooses the copy a mirrored read uses (module
+    docstring). ``miss`` lists missing members (module docstring). ``ops`` must hold at least
+    ``max_ops(kind, width, unit, sectors)`` rows.
     """
     n = 0
     if sectors <= 0:
         return 0
     if miss[0] >= 0:
         return _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write,
-                              mirror_pick, ops, miss)
+                              heads, ops, miss)
     if kind == KIND_JBOD:
         pos = lba
         end = lba + sectors
@@ -197,8 +229,11 @@ def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirro
         if is_write:
             for c in range(width):
                 n = _put(ops, n, c, lba, sectors, 1, 1, ROLE_DATA if c == 0 else ROLE_MIRROR)
+                heads[c] = lba + sectors
         else:
-            n = _put(ops, n, mirror_pick % width, lba, sectors, 0, 1, ROLE_DATA)
+            c = mirror_copy(heads, 0, width, lba, miss, 0)
+            n = _put(ops, n, c, lba, sectors, 0, 1, ROLE_DATA)
+            heads[c] = lba + sectors
         return n
     d = data_drives(kind, width)
     pos = lba
@@ -220,9 +255,12 @@ def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, mirro
                     if is_write:
                         n = _put(ops, n, drive, base + off, take, 1, 1, ROLE_DATA)
                         n = _put(ops, n, drive + 1, base + off, take, 1, 1, ROLE_MIRROR)
+                        heads[drive] = base + off + take
+                        heads[drive + 1] = base + off + take
                     else:
-                        n = _put(ops, n, drive + (mirror_pick + k) % 2, base + off, take, 0, 1,
-                                 ROLE_DATA)
+                        c = mirror_copy(heads, drive, 2, base + off, miss, base)
+                        n = _put(ops, n, c, base + off, take, 0, 1, ROLE_DATA)
+                        heads[c] = base + off + take
                 else:
                     n = _put(ops, n, drive, base + off, take, is_write, 1, ROLE_DATA)
                 p += take
@@ -298,7 +336,7 @@ def max_ops(kind: int, width: int, unit: int, sectors: int) -> int:
 
 
 @njit(nrt=False)
-def _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write, mirror_pick, ops,
+def _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write, heads, ops,
                    miss):
     """plan_request when members are missing (module docstring), stripe unit by unit."""
     n = 0
@@ -320,12 +358,12 @@ def _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write, mir
                 for c in range(width):
                     if not missing(miss, c, pos):
                         n = _put(ops, n, c, pos, take, 1, 1, ROLE_DATA if c == 0 else ROLE_MIRROR)
+                        heads[c] = pos + take
             else:
-                for j in range(width):
-                    c = (mirror_pick + j) % width
-                    if not missing(miss, c, pos):
-                        n = _put(ops, n, c, pos, take, 0, 1, ROLE_DATA)
-                        break
+                c = mirror_copy(heads, 0, width, pos, miss, pos)
+                if c >= 0:
+                    n = _put(ops, n, c, pos, take, 0, 1, ROLE_DATA)
+                    heads[c] = pos + take
             pos += take
         return n
     d = data_drives(kind, width)
@@ -351,13 +389,12 @@ def _plan_degraded(kind, width, unit, drive_sectors, lba, sectors, is_write, mir
                         if not missing(miss, drive + c, base):
                             n = _put(ops, n, drive + c, base + off, take, 1, 1,
                                      ROLE_DATA if c == 0 else ROLE_MIRROR)
+                            heads[drive + c] = base + off + take
                 else:
-                    first = (mirror_pick + k) % 2
-                    for j in range(2):
-                        c = (first + j) % 2
-                        if not missing(miss, drive + c, base):
-                            n = _put(ops, n, drive + c, base + off, take, 0, 1, ROLE_DATA)
-                            break
+                    c = mirror_copy(heads, drive, 2, base + off, miss, base)
+                    if c >= 0:
+                        n = _put(ops, n, c, base + off, take, 0, 1, ROLE_DATA)
+                        heads[c] = base + off + take
                 p += take
         else:
             n = _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base,

@@ -115,7 +115,9 @@ class Maps:
             width = self.geom[int(r[E.MP_GROUP])][1]
             mem = [(int(r[E.MP_MEM + 2 * k]), int(r[E.MP_MEM + 2 * k + 1]))
                    for k in range(width)]
-            self.rows.append({"geom": int(r[E.MP_GROUP]), "mem": mem, "miss": []})
+            # heads: where each member's last planned operation ended (raid.py mirror reads)
+            self.rows.append({"geom": int(r[E.MP_GROUP]), "mem": mem, "miss": [],
+                              "heads": R.new_heads(width)})
 
     def miss_array(self, row):
         out = [-1, 0, -1, 0, -1, 0]
@@ -138,7 +140,6 @@ def plan_parts(arr, maps, item, parts, write, share=0):
     ops: list[Op] = []
     last: dict[int, Op] = {}
     buf = np.zeros(16384 * R.OP_NCOLS, dtype=np.int64)
-    pick = item if item >= 0 else -item - 1
     for lun, lun_lba, n in parts:
         esect = int(arr.LN[lun, E.U_EXT_SECT])
         pos, end = lun_lba, lun_lba + n
@@ -148,7 +149,8 @@ def plan_parts(arr, maps, item, parts, write, share=0):
             row = int(arr.EX[e, E.EX_ROW])
             kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
             m = R.plan_request(kind, width, unit, ds, int(arr.EX[e, E.EX_BASE]) + pos % esect,
-                               piece_end - pos, write, pick, buf, maps.miss_array(row))
+                               piece_end - pos, write, maps.rows[row]["heads"], buf,
+                               maps.miss_array(row))
             add_ops(maps, row, buf, m, item, share, ops, last)
             pos = piece_end
     return ops

@@ -454,6 +454,9 @@ class RefDisk:
                 self.destage_seg = -1
             else:
                 self.destage_seg = k
+                if prev_write and seq:  # a stream: no more than the write segments may wait
+                    bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
+                    done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
             for j in range(self.nseg):
                 lo, hi, _u = self.segs[j]
                 if j != k and hi > lo and a < hi and lo < a + n:

@@ -80,3 +80,37 @@ def plan_parity_write(kind: str, width: int, unit: int, lba: int, sectors: int):
         reads += chosen
         writes += _ranges(written) + _ranges(par)
     return reads, writes
+
+
+def mirror_reads(kind: str, width: int, unit: int, requests, heads=None):
+    """The copy each piece of a sequence of healthy mirror requests reads, as Linux md's RAID-1
+    read_balance picks for rotating disks (drivers/md/raid1.c): the first copy whose
+    next_seq_sect is the piece's sector (a sequential read), else the copy with the least
+    distance to its head position, the first on ties. Writes move every copy's head to their
+    end. ``requests`` are (lba, sectors, is_write); returns [(drive, sector, count)] of the
+    reads, in order, and the heads after them."""
+    heads = list(heads) if heads is not None else [0] * width
+    out = []
+    for lba, n, write in requests:
+        if kind == "raid1":
+            pieces = [(0, width, lba, n)]
+        else:  # raid10: units round-robin over the pairs (2p, 2p+1)
+            pieces = []
+            pos = lba
+            while pos < lba + n:
+                take = min(lba + n, (pos // unit + 1) * unit) - pos
+                chunk = pos // unit
+                pair, row = chunk % (width // 2), chunk // (width // 2)
+                pieces.append((2 * pair, 2, row * unit + pos % unit, take))
+                pos += take
+        for first, count, sector, take in pieces:
+            copies = range(first, first + count)
+            if write:
+                for c in copies:
+                    heads[c] = sector + take
+                continue
+            seq = [c for c in copies if heads[c] == sector]
+            c = seq[0] if seq else min(copies, key=lambda c: (abs(heads[c] - sector), c))
+            out.append((c, sector, take))
+            heads[c] = sector + take
+    return out, heads
