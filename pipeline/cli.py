@@ -967,13 +967,18 @@ _SCENARIO_COLUMNS = {
     "spc1": ("case", "bsu", "iops", "mean_latency_ms", "capped", "replays"),
     "task_rates": ("case", "task", "sample_s", "read_mb_per_s", "write_mb_per_s",
                    "processed_mb_per_s"),
+    "orion": ("case", "phase", "small_outstanding", "large_outstanding", "small_iops",
+              "large_mb_per_s", "small_mean_ms"),
 }
 _SCENARIO_HEADERS = {"first_tenth_mb_per_s": "first 10% MB/s", "mb_per_s": "MB/s",
                      "stripes_lost": "lost", "read_mb_per_s": "read MB/s",
                      "write_mb_per_s": "write MB/s", "mean_latency_ms": "mean ms",
                      "p99_latency_ms": "p99 ms", "mean_ms": "mean ms", "p99_ms": "p99 ms",
                      "window_s": "window s", "failed_s": "failed s", "outstanding": "oio",
-                     "processed_mb_per_s": "processed MB/s", "sample_s": "sample s"}
+                     "processed_mb_per_s": "processed MB/s", "sample_s": "sample s",
+                     "small_outstanding": "small", "large_outstanding": "large",
+                     "small_iops": "small IOPS", "large_mb_per_s": "large MB/s",
+                     "small_mean_ms": "small mean ms"}
 _SCENARIO_TITLES = {
     "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
     "phases": "what the host saw, before / while rebuilding / after the failure",
@@ -982,6 +987,7 @@ _SCENARIO_TITLES = {
     "oio": "IOPS and latency against outstanding I/Os",
     "spc1": "the highest SPC-1 BSU count within the response-time limit",
     "task_rates": "rebuild and initialization rates at their start (data read + written)",
+    "orion": "Orion matrix: each data point",
 }
 
 

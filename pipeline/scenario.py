@@ -22,7 +22,9 @@ reports:
   search``), with its IOPS and response time;
 - ``task_rates``: the data a rebuild or parity initialization reads and writes per second
   over its first ``sample_s`` seconds (the ``task-rates`` query over the run's drive
-  operations; the run ends with the case's workload rather than with the task).
+  operations; the run ends with the case's workload rather than with the task);
+- ``orion``: per data point of an Orion matrix (the ``orion`` generator), its small and large
+  outstanding I/Os, IOPS and MB/s (the ``orion-points`` query over the run and its trace).
 
 **Published figures** (issue 19). A scenario may carry the study's own numbers as
 ``[[published]]`` entries: ``quantity`` (one of ``QUANTITIES``), ``case``, ``value``, ``unit``
@@ -55,7 +57,7 @@ from .replay import replay
 from .sweep import toml_text
 from .synth import spc1_search, synth_iometer, synth_ior, synth_orion, synth_spc1
 
-MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates")
+MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates", "orion")
 #: Ethernet MTUs a links variant may name (the smallest IPv4 datagram every host takes, to the
 #: largest jumbo frame switches carry).
 MTU_RANGE = (576, 9216)
@@ -79,6 +81,11 @@ QUANTITIES = {
                    "oio, the highest over the outstanding counts)"),
     "iops": ("iops", "host requests per second (phases measure; with oio, the highest over the "
              "outstanding counts)"),
+    "orion_small_iops": ("iops", "Orion's sustained maximum of small I/Os alone: the mean IOPS "
+                         "of the small-only points in the top quarter of small levels (orion "
+                         "measure)"),
+    "orion_large_mb_s": ("rate", "Orion's plateau of large I/Os alone: the mean MB/s of the "
+                         "large-only points in the top half of large levels (orion measure)"),
 }
 #: Units of each dimension, as the factor to blocklab's (bytes/s, s, requests/s).
 UNITS = {
@@ -359,6 +366,8 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
                                         ev, "rebuild_start", "rebuild_progress", rb["drive"])})
     if "phases" in case.measure:
         fig["phases"] = run_query([out / "run"], "phases").rows()
+    if "orion" in case.measure:
+        fig["orion"] = run_query([out / "run", out / "trace.parquet"], "orion-points").rows()
     if "task_rates" in case.measure:
         fig["task_rates"] = run_query(
             [out / "run"], "task-rates",
@@ -399,6 +408,8 @@ def measured(pub: Published, fig: dict[str, Any]) -> float | None:
         return None if v is None else v * (1e6 if q == "rebuild_rate" else 1.0)
     if q == "init_time":
         return fig["init"]["seconds"] if "init" in fig else None
+    if q in ("orion_small_iops", "orion_large_mb_s"):
+        return _orion_top(fig.get("orion", []), small=q == "orion_small_iops")
     if q in ("seq_read", "seq_write"):
         op = q.removeprefix("seq_")
         if pub.links is not None:
@@ -415,6 +426,22 @@ def measured(pub: Published, fig: dict[str, Any]) -> float | None:
     else:
         v = _phase_sum(fig.get("phases", []), key, None)
     return None if v is None else v * (1e6 if q == "throughput" else 1.0)
+
+
+def _orion_top(points: list[dict[str, Any]], small: bool) -> float | None:
+    """The sustained top of an Orion matrix: the mean IOPS of the small-only points in the top
+    quarter of small levels, or the mean bytes/s of the large-only points in the top half of
+    large levels (Orion's curves flatten there; one point alone is noisy)."""
+    own, other = ("small_outstanding", "large_outstanding") if small else (
+        "large_outstanding", "small_outstanding")
+    pts = [p for p in points if p[other] == 0 and p[own] > 0]
+    if not pts:
+        return None
+    top = max(p[own] for p in pts)
+    cut = top * (0.75 if small else 0.5)
+    vals = [p["small_iops"] if small else p["large_mb_per_s"] * 1e6 for p in pts
+            if p[own] > cut]
+    return sum(vals) / len(vals)
 
 
 def _phase_sum(rows: list[dict[str, Any]], key: str, op: str | None) -> float | None:
@@ -507,6 +534,8 @@ class ScenarioResult:
                 t.setdefault("oio", []).append({**key, **row})
             for row in c.get("task_rates", []):
                 t.setdefault("task_rates", []).append({**key, **row})
+            for row in c.get("orion", []):
+                t.setdefault("orion", []).append({**key, **row})
             if "spc1" in c:
                 s = c["spc1"]
                 t.setdefault("spc1", []).append({

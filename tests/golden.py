@@ -30,7 +30,8 @@ from .blktrace_writer import Request, write_merged
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
 ARRAYS = {"raid0": HERE / "arrays" / "spc1-small.toml",
-          "raid5": HERE / "arrays" / "golden-raid5.toml"}
+          "raid5": HERE / "arrays" / "golden-raid5.toml",
+          "raid5-spare": HERE / "arrays" / "golden-raid5-spare.toml"}
 SEED = 20261123
 #: The failure the golden raid5 run is given (events.parquet written here, through RUN_SCHEMAS,
 #: until replay writes its own): drive 2 fails at 2 s, its rebuild runs from 2.5 s to 5 s.
@@ -52,6 +53,8 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
     "trace-devices": (["trace.parquet"], {}),
     "trace-sizes": (["trace.parquet"], {}),
     "trace-sequential": (["trace.parquet"], {}),
+    "task-rates": (["tasks"], {"sample_s": "1.0"}),
+    "orion-points": (["orion/trace.parquet", "orion/run"], {}),
 }
 
 
@@ -187,7 +190,8 @@ def failure_events(group: str, drive: int) -> list[dict]:
 def build(work: Path) -> Path:
     """Write the golden inputs into ``work``: trace.parquet, bt.parquet (ingested from a
     blktrace binary), runs/raid0 and runs/raid5 (replays, raid5 with --drive-ops and the
-    failure events)."""
+    failure events), tasks/raid5 (a replay with a real failure and rebuild, its drive
+    operations) and orion/ (an Orion trace and its run)."""
     from blocklab.pipeline.ingest import ingest
 
     work.mkdir(parents=True, exist_ok=True)
@@ -199,6 +203,16 @@ def build(work: Path) -> Path:
     replay(trace, ARRAYS["raid0"], work / "runs" / "raid0")
     replay(trace, ARRAYS["raid5"], work / "runs" / "raid5", drive_ops=True)
     write_events(work / "runs" / "raid5", failure_events("r5", 2))
+    # a real rebuild, sampled at its start (the run ends with the trace), and an Orion matrix
+    (work / "tasks").mkdir(exist_ok=True)
+    replay(trace, ARRAYS["raid5-spare"], work / "tasks" / "raid5", failures=[(1, 2.0)],
+           drive_ops=True, drain=False)
+    from blocklab.pipeline.synth import synth_orion
+
+    (work / "orion").mkdir(exist_ok=True)
+    synth_orion(work / "orion" / "trace.parquet", matrix="basic", num_disks=1,
+                requests_per_slot=5, write_pct=5, seed=SEED, array=ARRAYS["raid0"])
+    replay(work / "orion" / "trace.parquet", ARRAYS["raid0"], work / "orion" / "run")
     return work
 
 

@@ -239,3 +239,33 @@ def test_unknown_names(tmp_path):
                               str(tmp_path / "o")])
     assert res.exit_code == 2
     assert re.search(r"no case \['zz'\] \(cases: ddp-60, raid6-8x4p2\)", res.output)
+
+
+def test_orion_points_against_the_run_folder(tmp_path):
+    """The orion measure's points, recomputed in plain Python from trace.parquet (each stream's
+    phase and outstanding count) and ios.parquet; the published 'sustained maximum' is the mean
+    of the small-only points in the top quarter of small levels."""
+    r = scenario.run("md3000-raid5-vs-raid10", tmp_path / "o", ["raid5-orion"])
+    pts = {p["phase"]: p for p in r.cases[0]["orion"]}
+    folder = tmp_path / "o" / "raid5-orion"
+    tr = pq.read_table(folder / "trace.parquet",
+                       columns=["stream", "phase", "outstanding", "size_bytes"]).to_pylist()
+    small = min(t["size_bytes"] for t in tr)
+    streams = {}
+    for t in tr:
+        streams.setdefault(t["stream"], (t["phase"], t["outstanding"], t["size_bytes"] == small))
+    ios = pq.read_table(folder / "run" / "ios.parquet").to_pylist()
+    by_phase: dict[int, list[dict]] = {}
+    for i in ios:
+        by_phase.setdefault(streams[i["stream"]][0], []).append(i)
+    for ph, rows in by_phase.items():
+        span = (max(x["complete_ns"] for x in rows) - min(x["arrival_ns"] for x in rows)) / 1e9
+        n_small = sum(1 for x in rows if streams[x["stream"]][2])
+        outs = sum(o for p, o, sm in streams.values() if p == ph and sm)
+        assert pts[ph]["small_outstanding"] == outs
+        assert pts[ph]["small_iops"] == pytest.approx(n_small / span, rel=1e-9)
+    only = [p for p in pts.values() if p["large_outstanding"] == 0 and p["small_outstanding"]]
+    top = max(p["small_outstanding"] for p in only)
+    want = [p["small_iops"] for p in only if p["small_outstanding"] > 0.75 * top]
+    (pub,) = [p for p in r.published if p["quantity"] == "orion_small_iops"]
+    assert pub["blocklab"] == pytest.approx(sum(want) / len(want))

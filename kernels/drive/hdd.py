@@ -48,10 +48,11 @@ facts only):
   on idle hit", restarts after a hit). Write-back ("fast write"): a write completes once its
   data is in the buffer and the media write (which starts after the command overhead, as data
   arrives) delays the next media access, and a write that appends to the data being destaged
-  joins it; a write continuing a sequential stream of writes completes no earlier than when
-  the stream's data still waiting for the platter fits the write segments (max write segments
-  x segment size, written at the zone's media rate), so a long stream runs at the media's
-  speed, not the interface's; write-through: it
+  joins it (with one write segment, a write that does not fit waits for the destage); with
+  several write segments, a write continuing a sequential stream of writes completes no
+  earlier than when the stream's data still waiting for the platter fits them (max write
+  segments x segment size, written at the zone's media rate), so a long stream runs at the
+  media's speed, not the interface's; write-through: it
   completes after the media write and a reselection.
 - **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
   soon as its head settles on the track and keeps the sectors that pass before the first one
@@ -925,13 +926,14 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             st[b + S_DS_SEG] = -1
         else:
             st[b + S_DS_SEG] = k
-            if prev_write and seq:
+            if prev_write and seq and p[P_NWSEGS] > 1:
                 # a sequential stream of writes keeps the media writing without a break, and
                 # the buffer holds at most its write segments' worth of the stream not yet on
                 # the platter: the write completes no earlier than when the media, writing
                 # at the zone's rate, has that little left (DiskSim's cache makes a write
-                # wait for a segment; without this a stream of writes into a drive with
-                # several write segments completed at the interface's speed for ever)
+                # wait for a segment; with one write segment the append-or-wait rule above
+                # already bounds it, but with several a stream of writes completed at the
+                # interface's speed for ever)
                 zb_w, _q_w, _n_w = _phys_call(p, zones, a)
                 room = p[P_NWSEGS] * seg_n * p[P_ROT_MS] / zones[zb_w + Z_BPT]
                 done = max(done, t_end - room)

@@ -454,7 +454,7 @@ class RefDisk:
                 self.destage_seg = -1
             else:
                 self.destage_seg = k
-                if prev_write and seq:  # a stream: no more than the write segments may wait
+                if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
                     bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
                     done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
             for j in range(self.nseg):
