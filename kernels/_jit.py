@@ -88,3 +88,9 @@ def njit(*args, **kwargs):
     if args:  # explicit signatures: Numba's own dispatcher
         return numba.njit(*args, **opts)
     return make
+
+
+def cache_folder() -> str:
+    """The folder compiled kernels are cached in (keyed on the kernel sources: ``_cache_dir``),
+    for the pipeline's warm-up stamp (pipeline/warm.py); the pipeline does not import Numba."""
+    return str(numba.config.CACHE_DIR)

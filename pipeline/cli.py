@@ -64,6 +64,25 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(2)
 
 
+def _kernels_ready() -> None:
+    """Compile every kernel family first, saying so, when this install has not yet: a command
+    would otherwise sit silent for minutes while Numba compiles (issue 21). ``make setup``
+    does it ahead of time; only a terminal is told, so scripts see no extra output."""
+    from . import warm
+
+    if not err.is_terminal or warm.is_warm():
+        return
+    with err.status("Compiling blocklab's kernels for this machine (once per install)") as st:
+
+        def progress(name: str, i: int, n: int) -> None:
+            st.update(f"Compiling blocklab's kernels for this machine, once per install: "
+                      f"{i + 1}/{n} {name}")
+
+        secs = warm.warm(progress)
+    err.print(f"blocklab: kernels compiled in {secs:.0f} s; later runs load them from the cache",
+              highlight=False)
+
+
 def _version_cb(value: bool) -> None:
     if value:
         out.print(f"blocklab {__version__}")
@@ -106,6 +125,7 @@ def ingest(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Ingest block traces into one trace Parquet file (owner-readable only, written atomically)."""
+    _kernels_ready()
     from .ingest import ingest as run
 
     with Progress(
@@ -247,6 +267,7 @@ def replay(
     rebuilds) and write a run folder: ios.parquet, drive_busy.parquet, events.parquet (with
     failures or tasks), drive_ops.parquet (--drive-ops) and meta.json (owner-readable only,
     written atomically)."""
+    _kernels_ready()
     from .replay import parse_failure
     from .replay import replay as run
 
@@ -481,6 +502,7 @@ def capture(
     """Capture this host's block I/O through tracefs into a trace Parquet file, in a private
     tracefs instance (instances/blocklab-PID) that is removed however the capture ends.
     Needs root. Ctrl-C (or SIGTERM) ends a capture without --duration and keeps the file."""
+    _kernels_ready()
     from rich.live import Live
 
     from .capture import CaptureOptions, CaptureStatus, parse_size
@@ -562,6 +584,7 @@ def validate_disksim(
     """Replay a DiskSim validation trace on the drive SPECS describes (one request at a time,
     each issued after the previous completes plus the trace's idle time) and print the demerit
     against the measured service times, with mean simulated and real service times."""
+    _kernels_ready()
     from .validate import validate_disksim as run
 
     try:
@@ -596,6 +619,7 @@ _Array = Annotated[Path | None, typer.Option(
 
 
 def _synth(run: Any, total_hint: str, as_json: bool) -> None:
+    _kernels_ready()
     with Progress(TextColumn(total_hint), BarColumn(), TextColumn("{task.completed:,} requests"),
                   TimeRemainingColumn(), console=err, transient=True,
                   disable=not err.is_terminal) as bar:
@@ -751,6 +775,7 @@ def spc1_search(
 ) -> None:
     """The highest SPC-1 BSU count whose mean response time on the array stays within the
     limit: doubling, then bisection, each count replayed."""
+    _kernels_ready()
     from .synth import spc1_search as run
 
     def progress(p: Any) -> None:
@@ -834,6 +859,7 @@ def sweep_run(
     """Run every point of a sweep (one replay per point) on Dask distributed. Exit status 1
     when a point failed (its error is in OUT/POINT.error.json), 2 for bad input, 130 when
     interrupted (finished points are kept: run the same command again)."""
+    _kernels_ready()
     from .sweep import Status, SweepInterrupted, run_sweep
 
     with Progress(
@@ -912,6 +938,7 @@ def risk(
     """Probability of data loss over a period and mean time to data loss (Monte Carlo, 95 %
     intervals) of each array, from its rebuild windows and a drive failure model, beside the
     analytic Markov MTTDL for exponential lifetimes."""
+    _kernels_ready()
     from .risk import risk as run
 
     with Progress(TextColumn("risk {task.fields[name]}"), BarColumn(),
@@ -1066,6 +1093,7 @@ def scenario_run(
     """Run a scenario: generate each case's workload on its array, replay it (with its
     failures), and print the figures the study reports. The run folders can be read with
     blocklab query and blocklab report."""
+    _kernels_ready()
     from . import scenario as sc
 
     with Progress(TextColumn("{task.description}"), BarColumn(),

@@ -1,25 +1,46 @@
-"""Compile the replay kernels into Numba's on-disk cache (or load them from it) with a replay of
-a few requests: ``python -m blocklab.pipeline.warm``.
+"""Compile every family of blocklab's kernels into Numba's on-disk cache (or load them from it)
+by running each on a tiny input: ``python -m blocklab.pipeline.warm`` (issue 21, deliverable 4).
 
-``make test`` starts this in the background as the suite starts (tests/conftest.py runs the
-files that replay last), so the engine, the largest kernel, compiles on the second core while
-the ingest, capture and generator tests run on the first: on a fresh clone of a 2-core machine
-the compile no longer adds to the suite's time. The kernels compiled are the very ones the
-replays use (Numba compiles a kernel per argument types, and these are the engine's own)."""
+``make setup`` runs it, so ``make demo`` and ``make test`` never compile in the middle of a
+command, and ``make test`` also starts it in the background as the suite starts (the files
+that replay run last: tests/conftest.py). The kernels compiled are the very ones the commands
+use (Numba compiles a kernel per argument types, and these are the commands' own calls).
+
+When every family has compiled, a stamp file is left in the cache folder, which is named after
+a hash of every kernel source (kernels/_jit.py): an edited kernel makes a new folder without
+the stamp. ``is_warm`` reads it; the CLI calls ``warm`` with a progress line before a command
+that would otherwise sit silent for minutes while the kernels compile.
+"""
 
 from __future__ import annotations
 
 import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from blocklab.kernels.drive import hdd as H
-from blocklab.pipeline.config import parse_array
-from blocklab.pipeline.replay import build_array, run_engine
+STAMP = "blocklab-warm.ok"
 
 
-def main() -> int:
+def _stamp() -> Path:
+    from blocklab.kernels._jit import cache_folder
+
+    return Path(cache_folder()) / STAMP
+
+
+def is_warm() -> bool:
+    """Whether every kernel family has been compiled into this install's cache."""
+    return _stamp().exists()
+
+
+def _replay_hdd(tmp: Path) -> None:
+    from blocklab.kernels.drive import hdd as H
+    from blocklab.pipeline.config import parse_array
+    from blocklab.pipeline.replay import build_array, run_engine
+
     cfg = parse_array({"group": [{"name": "g", "layout": "raid5", "width": 4,
                                   "drive": "atlas10k"}]}, Path("warm.toml"))
     arr = build_array(cfg)
@@ -34,6 +55,81 @@ def main() -> int:
     H.replay_closed(m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]],
                     m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.hc_off[0]:m.hc_off[1]],
                     H.new_state(), lba, nsec, w, np.zeros(n), out)
+
+
+def _toml(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _generators_and_failures(tmp: Path) -> None:
+    """The synthetic generators, and full replays (run folder, cache, a failure and its
+    rebuild) on a RAID-6 of catalog HDDs with a hot spare and a pool of SSDs."""
+    from blocklab.pipeline.replay import replay
+    from blocklab.pipeline.synth import synth_iometer, synth_ior, synth_orion, synth_spc1
+
+    hdd = _toml(tmp / "hdd.toml", '[[group]]\nname = "g"\nlayout = "raid6"\nwidth = 6\n'
+                'hot_spares = 1\nstripe_unit = "64KiB"\ndrive = "savvio_15k3_300g"\n'
+                'scheduler = "clook"\nqueue_depth = 8\n[controller]\ncache = "64MiB"\n'
+                'read_ahead = true\n')
+    ssd = _toml(tmp / "ssd.toml", '[[group]]\nname = "p"\nlayout = "ddp"\nwidth = 11\n'
+                'preservation = 1\npiece = "64MiB"\ndrive = "intel_s3700_800g"\n')
+    synth_spc1(tmp / "spc1.parquet", bsu=1, duration_s=0.5, array=hdd)
+    synth_ior(tmp / "ior.parquet", tasks=2, transfer_size="64KiB", block_size="1MiB",
+              segments=1, array=hdd)
+    synth_iometer(tmp / "iom.parquet", requests=64, array=hdd)
+    synth_orion(tmp / "orion.parquet", matrix="point", num_small=2, num_large=1,
+                requests_per_slot=4, array=hdd)
+    replay(tmp / "spc1.parquet", hdd, tmp / "run-hdd", failures=[(0, 0.1)], drive_ops=True)
+    replay(tmp / "iom.parquet", ssd, tmp / "run-ssd", failures=[(0, 0.0)])
+
+
+def _ingest(tmp: Path) -> None:
+    """The text parsers on the shipped tracefs sample."""
+    from importlib import resources
+
+    from blocklab.pipeline.ingest import ingest
+
+    sample = Path(str(resources.files("blocklab.traces"))) / "samples" / \
+        "tracefs-fio-loop0-vda.txt.xz"
+    if sample.exists():
+        ingest([str(sample)], str(tmp / "ingest.parquet"))
+
+
+#: The kernel families, in the order they compile, with what a person is told.
+FAMILIES: list[tuple[str, Callable[[Path], None]]] = [
+    ("replay engine and HDD model", _replay_hdd),
+    ("generators, SSDs, pools, failures and rebuilds", _generators_and_failures),
+    ("trace parsers", _ingest),
+]
+
+
+def warm(progress: Callable[[str, int, int], None] | None = None) -> float:
+    """Compile (or load) every kernel family; returns the seconds it took. ``progress`` is
+    told (family, index, count) before each."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="blocklab-warm-") as tmp:
+        for i, (name, run) in enumerate(FAMILIES):
+            if progress is not None:
+                progress(name, i, len(FAMILIES))
+            run(Path(tmp))
+    stamp = _stamp()
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(f"compiled in {time.perf_counter() - t0:.1f} s\n")
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    quiet = "-q" in sys.argv[1:]
+
+    def say(name: str, i: int, n: int) -> None:
+        if not quiet:
+            print(f"blocklab: compiling kernels {i + 1}/{n}: {name}", file=sys.stderr,
+                  flush=True)
+
+    secs = warm(say)
+    if not quiet:
+        print(f"blocklab: kernels ready ({secs:.0f} s)", file=sys.stderr)
     return 0
 
 

@@ -20,9 +20,9 @@ def shared() -> Path:
     return SHARED
 
 
-#: Test files that replay (the engine, the HDD and SSD models). They run last: ``make test``
-#: compiles those kernels in the background meanwhile (pipeline/warm.py), so on a fresh clone
-#: the other files' tests run while the engine compiles instead of after it.
+#: Test files that replay (the engine, the HDD and SSD models). They run last: ``make setup``
+#: compiles the kernels first (pipeline/warm.py), but a bare ``pytest`` on an empty cache
+#: compiles them in the first replaying test, and the quick files report first.
 REPLAYING = {"test_catalog.py", "test_engine.py", "test_failures.py", "test_golden.py",
              "test_hdd.py", "test_query.py", "test_report.py", "test_risk.py",
              "test_scenario.py", "test_sweep.py", "test_synth_closed_loop.py",
