@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -312,6 +313,11 @@ def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBP
     con = duckdb.connect()
     # DuckDB draws a progress bar on stdout for long queries: it would land in --format csv
     con.execute("SET enable_progress_bar = false")
+    # bounded memory whatever the runs' size: sorts, joins and aggregates past the limit spill
+    # to DuckDB's temporary folder (BLOCKLAB_DUCKDB_MEMORY, e.g. "4GB", raises it)
+    con.execute(f"SET memory_limit = {_q(os.environ.get('BLOCKLAB_DUCKDB_MEMORY', '1GB'))}")
+    spill = os.path.join(tempfile.gettempdir(), f"blocklab-duckdb-{os.getpid()}")
+    con.execute(f"SET temp_directory = {_q(spill)}")  # DuckDB removes it when closed
     if threads:
         con.execute(f"SET threads TO {int(threads)}")
     runs = [s for s in sources if s.kind == "run"]

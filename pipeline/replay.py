@@ -659,7 +659,6 @@ class _RunWriter:
         self.ops = (pq.ParquetWriter(folder / "drive_ops.parquet", RUN_SCHEMAS["drive_ops"],
                                      compression="zstd") if record else None)
         self.rows_ = 0
-        self.lat: list[np.ndarray] = []
         self.drive_ops = 0
 
     def requests(self, c: dict[str, np.ndarray]) -> None:
@@ -671,7 +670,6 @@ class _RunWriter:
             "stream": c["stream"].astype(np.uint32), "cache_hit": c["hit"].astype(bool),
         }, schema=RUN_SCHEMAS["ios"]))
         self.rows_ += len(lat)
-        self.lat.append(lat)
 
     def records(self, rc: np.ndarray) -> None:
         assert self.ops is not None
@@ -769,7 +767,6 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         w.close()
         _write_busy(tmp, arr, drv)
         _write_events(tmp, arr, drv, tasks)
-        lat = np.concatenate(w.lat) if w.lat else np.zeros(0, np.int64)
         meta = {
             "blocklab_version": __version__,
             "run_schema_version": RUN_SCHEMA_VERSION,
@@ -805,11 +802,15 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         with contextlib.suppress(Exception):
             shutil.rmtree(tmp)
         raise
-    lat_ms = lat / 1e6
+    # the summary from the run folder through DuckDB, out of core (queries/run-latency.sql):
+    # holding every latency for it grew replay's memory by 8 bytes a request
+    from .query import run_query
+
+    (lat,) = run_query([out], "run-latency").rows()
     return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
         output=str(out), requests=total, skipped=skipped, closed_loop=closed,
-        mean_latency_ms=float(lat_ms.mean()) if len(lat_ms) else 0.0,
-        p99_latency_ms=float(np.quantile(lat_ms, 0.99)) if len(lat_ms) else 0.0,
+        mean_latency_ms=float(lat["mean_ms"] or 0.0),
+        p99_latency_ms=float(lat["quantile_ms"] or 0.0),
         elapsed_s=elapsed, requests_per_s=total / elapsed if elapsed > 0 else 0.0,
     )
 

@@ -54,6 +54,7 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
     "trace-sizes": (["trace.parquet"], {}),
     "trace-sequential": (["trace.parquet"], {}),
     "task-rates": (["tasks"], {"sample_s": "1.0"}),
+    "run-latency": (["runs/raid5"], {}),
     "orion-points": (["orion/trace.parquet", "orion/run"], {}),
 }
 

@@ -126,6 +126,24 @@ def test_latency_summary(runs):
     assert seen == len(rows)
 
 
+@pytest.mark.parametrize("quantile", [0.0, 0.5, 0.99, 0.999, 1.0])
+def test_run_latency_is_numpy_s_mean_and_quantile(runs, quantile):
+    """run-latency (what replay prints) reads its quantile off a sort: the same as numpy's
+    linear quantile over the run's latencies."""
+    for run in runs.values():
+        lat = ios_of(run)["latency_ns"].astype(float)
+        (row,) = q([run], "run-latency", q=quantile)
+        assert row["requests"] == len(lat)
+        assert close(row["mean_ms"], lat.mean() / 1e6)
+        assert close(row["quantile_ms"], np.quantile(lat, quantile) / 1e6)
+
+
+def test_run_latency_rejects_a_quantile_beyond_one(runs):
+    res = runner.invoke(app, ["query", str(runs["raid0"]), "run-latency", "-p", "q=1.5"])
+    assert res.exit_code == 2 and "q must be between 0 and 1" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("interval_s", [1.0, 0.3])
 def test_bandwidth(runs, interval_s):
     rows = q([runs["raid0"].parent], "bandwidth", interval_s=interval_s)
