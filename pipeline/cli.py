@@ -220,6 +220,61 @@ def trace_head(
     Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
 
 
+_IOSTAT_COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await",
+                   "aqu-sz", "rareq-sz", "wareq-sz", "%util")
+_IDLE_COLUMNS = ("busy_periods", "idle_periods", "idle_fraction", "mean_ms", "p50_ms",
+                 "p90_ms", "p99_ms", "max_ms", "<0.1ms", "0.1-1ms", "1-10ms", "10-100ms",
+                 "0.1-1s", ">=1s")
+
+
+@trace_app.command("iostat")
+def trace_iostat(
+    source: Annotated[Path, typer.Argument(
+        help="Trace Parquet file (needs completion times: complete_ns or latency_ns), or a "
+        "run folder (the host volume, and each drive with replay --drive-ops).")],
+    interval: Annotated[str, typer.Option(
+        "--interval", "-i", help="Interval length: 1s, 500ms, 100us, 1m (a number alone is "
+        "seconds).")] = "1s",
+    device: Annotated[str | None, typer.Option(
+        "--device", "-d", help="Only this device: MAJ:MIN or MAJ,MIN (or the number) for a "
+        "trace; host or a drive number for a run.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object: iostat rows and idle-period rows.")] = False,
+) -> None:
+    """What `iostat -x` would have shown per device and interval (r/s, w/s, rkB/s, wkB/s,
+    rrqm/s, wrqm/s, r_await, w_await, aqu-sz, rareq-sz, wareq-sz, %util, with sysstat's
+    definitions), and each device's idle periods (count, share, percentiles, histogram)."""
+    from .iostat import iostat as run
+    from .iostat import parse_interval
+
+    try:
+        r = run(source, parse_interval(interval), device)
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    several = len(r.sources) > 1
+    head = (["run"] if several else []) + ["t_s", "device", *_IOSTAT_COLUMNS]
+    t = Table(*head, title=f"{source}: iostat -x, {r.interval_s:g} s intervals "
+              "(kB = 1024 bytes; await in ms)")
+    for c in t.columns[(1 if several else 0):]:
+        c.justify = "right"
+    for row in r.rows:
+        cells = [f"{row['t_s']:.3f}", str(row["device"])]
+        cells += [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS]
+        t.add_row(*(([escape(row["run"])] if several else []) + cells))
+    Console(width=max(out.width, 170) if not out.is_terminal else None).print(t)
+    it = Table(*((["run"] if several else []) + ["device", *_IDLE_COLUMNS]),
+               title="idle periods (no request in progress between two busy periods; ms)")
+    for row in r.idle:
+        it.add_row(*(([escape(row["run"])] if several else []) + [str(row["device"])] +
+                     [escape(_cell(row[c])) for c in _IDLE_COLUMNS]))
+    Console(width=max(out.width, 170) if not out.is_terminal else None).print(it)
+    for note in r.notes:
+        err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command()
 def replay(
     trace: Annotated[Path, typer.Argument(help="Trace Parquet file (from ingest).")],

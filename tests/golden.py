@@ -52,6 +52,8 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
     "trace-devices": (["trace.parquet"], {}),
     "trace-sizes": (["trace.parquet"], {}),
     "trace-sequential": (["trace.parquet"], {}),
+    "iostat": (["bt.parquet", "runs"], {"interval_s": "0.5"}),
+    "idle-times": (["bt.parquet", "runs"], {}),
 }
 
 
