@@ -50,6 +50,9 @@ sweep_app = typer.Typer(
     help="Replay a grid of configurations (layouts, drives, loads, traces, failures) on Dask "
     "distributed: one run folder per point plus a Parquet summary.", no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
+cache_app = typer.Typer(help="Cache questions a trace answers by itself: how much cache "
+                        "would this workload need.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 scenario_app = typer.Typer(
     help="Published array studies as runnable comparisons: each names its study, its setup, "
     "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
@@ -192,7 +195,7 @@ def trace_stats(
 
 
 def _size(n: int) -> str:
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div and n % div == 0:
             return f"{n // div}{unit}"
     return f"{n}B"
@@ -932,6 +935,90 @@ def sweep_run(
 
 
 # --------------------------------------------------------------------------------------------
+# blocklab cache
+
+
+@cache_app.command("mrc")
+def cache_mrc(
+    trace: Annotated[Path, typer.Argument(help="Trace Parquet file.")],
+    block: Annotated[str, typer.Option(
+        "--block", help="Cache block (line) size: 4KiB, 64KiB, 4096 (a multiple of 512 "
+        "bytes).")] = "4KiB",
+    sizes: Annotated[str | None, typer.Option(
+        "--sizes", help="Cache sizes to report, comma-separated (64MiB,1GiB,...); default: "
+        "powers of two blocks up to the working set, and the working set.")] = None,
+    sample: Annotated[float | None, typer.Option(
+        "--sample", help="SHARDS spatial sampling at this fixed rate in (0, 1] (0.01 = 1 % "
+        "of the blocks): memory and time shrink with it.")] = None,
+    sample_size: Annotated[int | None, typer.Option(
+        "--sample-size", help="SHARDS at a fixed size: track at most N blocks, lowering the "
+        "rate as needed (memory bounded whatever the trace).")] = None,
+    error: Annotated[bool, typer.Option(
+        "--error", help="With --sample or --sample-size: also compute the exact curve and "
+        "report the estimate's mean and largest absolute error against it.")] = False,
+    html_out: Annotated[Path | None, typer.Option(
+        "--html", help="Also write the curve as a chart (one self-contained HTML page, "
+        "offline).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """The LRU miss-ratio curve of a trace: the miss ratio an LRU cache of each size would
+    have had, from every block access's reuse (stack) distance, reads and writes apart;
+    exact, or estimated from a spatial sample (SHARDS)."""
+    from .mrc import mrc as run
+    from .mrc import parse_size
+
+    with Progress(TextColumn("mrc"), BarColumn(), TextColumn("{task.completed:,} requests"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("mrc", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            block_bytes = parse_size(block, "--block")
+            size_list = None if sizes is None else [
+                parse_size(x, "--sizes") for x in sizes.split(",") if x.strip()]
+            r = run(trace, block_bytes, size_list, sample, sample_size, error, progress)
+            if html_out is not None:
+                from .report import write_mrc_page
+
+                write_mrc_page(r.as_dict(), html_out)
+        except BlocklabError as e:
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    res = r.resolution_bytes // r.block_bytes
+    out.print(
+        f"{trace}: {r.method}, {_size(r.block_bytes)} blocks: {r.requests:,} requests "
+        f"({r.reads:,} reads, {r.writes:,} writes), {r.accesses:,} block accesses; working "
+        f"set {r.distinct_blocks:,.0f} blocks = {r.working_set_bytes / 2**20:,.1f} MiB"
+        + ("" if r.rate == 1 else f" (estimated; rate {r.rate:.4g}, sizes below "
+           f"{res:,} blocks are not resolved)")
+        + f"; {r.elapsed_s:.2f} s, {r.requests_per_s:,.0f} requests/s",
+        highlight=False, soft_wrap=True)
+    t = Table("cache", "blocks", "miss ratio", "read", "write")
+    for c in t.columns:
+        c.justify = "right"
+    cv = r.curve
+    for k, sz in enumerate(cv.size_bytes):
+        t.add_row(_size(sz), f"{sz // r.block_bytes:,}",
+                  *("-" if v is None else f"{v:.4f}"
+                    for v in (cv.miss_ratio[k], cv.read_miss_ratio[k], cv.write_miss_ratio[k])))
+    out.print(t)
+    if r.error:
+        ev = r.error
+        out.print(f"error against the exact curve ({ev['sizes_compared']} sizes from "
+                  f"{_size(ev['from_bytes'])}): mean {_g(ev['miss_ratio']['mean_abs'])}, "
+                  f"largest {_g(ev['miss_ratio']['max_abs'])} (reads: mean "
+                  f"{_g(ev['read_miss_ratio']['mean_abs'])}; writes: mean "
+                  f"{_g(ev['write_miss_ratio']['mean_abs'])})", highlight=False, soft_wrap=True)
+    if html_out is not None:
+        out.print(f"chart: {html_out}", highlight=False)
+
+
+# --------------------------------------------------------------------------------------------
 # blocklab risk
 
 
@@ -1190,7 +1277,8 @@ def _one_line_summaries(*apps: typer.Typer) -> None:
                 info.short_help = " ".join(doc.split("\n\n")[0].split())
 
 
-_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app)
+_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app,
+                    cache_app)
 
 
 def main() -> None:
