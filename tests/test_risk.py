@@ -47,8 +47,8 @@ def structures(draw, max_slots=7):
     return slots, sets, tol, win
 
 
-def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None):
-    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains)
+def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None, ure=None):
+    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains, ure)
     return K.Runner(s, period, scale, shape, seed, 64)
 
 
@@ -66,16 +66,20 @@ def test_loss_condition_and_compensator_equal_reference(struct, data):
         while t < period and len(events) < 40:
             events.append((float(t), x))
             t += int(win[x]) + data.draw(st.integers(0, 6))
-    runner = _runner(slots, sets, tol, win, period, scale, shape)
+    # URE hazards per hour of each slot's rebuild (0: none), and the URE generator's state
+    ure = [data.draw(st.sampled_from([0.0, 0.0, 0.05, 0.4, 3.0])) for _ in range(slots)]
+    state = data.draw(st.integers(0, (1 << 64) - 1))
+    runner = _runner(slots, sets, tol, win, period, scale, shape, ure=ure)
     ev_t = np.array([e[0] for e in events] + [0.0], dtype=np.float64)
     ev_s = np.array([e[1] for e in events] + [0], dtype=np.int64)
     tl_t = np.zeros(2 * len(ev_t) + 2)
     tl_k = np.zeros(2 * len(ev_t) + 2, np.int64)
     res = np.zeros(3)
     for _ in range(2):  # twice: the kernel must leave its state as it found it
+        urng = np.array([state], dtype=np.uint64)
         K.sweep(ev_t, ev_s, len(events), period, scale, shape, runner.s.arrays(), runner.W,
-                tl_t, tl_k, res)
-        want = ref.losses(events, period, win, sets, tol, scale, shape)
+                tl_t, tl_k, urng, res)
+        want = ref.losses(events, period, win, sets, tol, scale, shape, ure, ref.Rng(state))
         assert int(res[0]) == want[0]
         assert res[1] == pytest.approx(want[1], rel=1e-9, abs=1e-12)
         assert res[2] == pytest.approx(want[2], rel=1e-9, abs=1e-12)
@@ -89,14 +93,16 @@ def test_simulation_equals_reference_trial_by_trial(struct, data):
     scale = data.draw(st.sampled_from([5.0, 20.0]))
     shape = data.draw(st.sampled_from([1.0, 1.5]))
     seed = data.draw(st.integers(0, (1 << 64) - 1))
-    runner = _runner(slots, sets, tol, win, period, scale, shape, seed)
+    ure = [data.draw(st.sampled_from([0.0, 0.1, 1.0])) for _ in range(slots)]
+    runner = _runner(slots, sets, tol, win, period, scale, shape, seed, ure=ure)
     runner._alloc(4)  # small buffers: trials overflow them, and the runner grows them
     for trial in range(6):
         before = runner.out.copy()
         runner.run(trial, 1)
         got = runner.out - before
         events, lives = ref.failures(seed, trial, slots, win, period, scale, shape)
-        n_loss, lam, lam_first = ref.losses(events, period, win, sets, tol, scale, shape)
+        n_loss, lam, lam_first = ref.losses(events, period, win, sets, tol, scale, shape, ure,
+                                            ref.ure_rng(seed, trial))
         assert got[K.O_FAILURES] == len(events) and got[K.O_LIFETIMES] == lives
         assert got[K.O_LOSSES] == n_loss and got[K.O_TRIALS_LOST] == (n_loss > 0)
         assert got[K.O_LAM] == pytest.approx(lam, rel=1e-9, abs=1e-12)
@@ -318,7 +324,7 @@ def test_a_pool_loses_data_only_when_failures_share_a_dstripe():
     for trio, lost in (((0, 1, 2), 1), ((0, 1, 4), 0), ((3, 4, 6), 1), ((2, 3, 4), 0)):
         ev_s[:3] = trio
         K.sweep(np.array([1.0, 2.0, 3.0, 0.0]), ev_s, 3, 100.0, 1e6, 1.0, run.s.arrays(),
-                run.W, *tl, res)
+                run.W, *tl, np.zeros(1, np.uint64), res)
         assert res[0] == lost, trio
 
 
