@@ -1049,6 +1049,11 @@ def risk(
         "--trials", help="Periods simulated per array.", min=1)] = 1_000_000,
     seed: Annotated[int, typer.Option(
         "--seed", help="Random seed (the same seed gives the same answer).", min=0)] = 0,
+    ure: Annotated[str | None, typer.Option(
+        "--ure", help="Unrecoverable read errors per bit read during rebuilds: a rate in "
+        "(0, 1e-10] (datasheets: 1e-14 to 1e-17), or catalog (each drive's datasheet "
+        "figure). A rebuild with no redundancy left (RAID-5, or RAID-6 with a second "
+        "failure) that meets one loses data. Off when not given.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Probability of data loss over a period and mean time to data loss (Monte Carlo, 95 %
@@ -1066,7 +1071,7 @@ def risk(
 
         try:
             results = run(runs, window_s, afr, weibull_shape, weibull_scale, years, trials,
-                          seed, progress)
+                          seed, progress, ure)
         except BlocklabError as e:
             _fail(e)
     if as_json:
@@ -1089,6 +1094,14 @@ def risk(
         )
     Console(width=max(out.width, 150) if not out.is_terminal else None).print(t)
     for r in results:
+        if r.ure_per_bit is not None:
+            for g, rate in r.ure_per_bit.items():
+                out.print(f"{r.run}: {g}: URE {rate:.3g} per bit; one rebuild reads "
+                          f"{r.rebuild_read_bytes.get(g, 0.0) / 1e9:,.1f} GB: P(URE) = 1 - "
+                          f"(1 - p)^bits = {_g(r.p_ure_per_rebuild.get(g), '.4g')}",
+                          highlight=False, soft_wrap=True)
+            out.print(f"{r.run}: rebuild reads: {r.read_source}; URE rate: {r.ure_source}",
+                      highlight=False, soft_wrap=True)
         for share in r.ddp_triple_share.items():
             out.print(f"{r.run}: pool {share[0]}: {share[1]:.4f} of its drive triples share a "
                       "D-stripe", highlight=False, soft_wrap=True)
