@@ -62,6 +62,12 @@ O_N = 10
 # Scalars of the state ``st`` (int64):
 ST_NDL, ST_NCRIT, ST_NEX = 0, 1, 2  # dangerous slots listed, sets at tolerance, exposed
 ST_N = 3
+# Scalars of the float state ``fst``:
+F_URE = 0  # URE hazard per hour: the sets at their tolerance, their exposed members' reads
+F_N = 1
+#: Salt of the URE generator: trial i's URE draws come from trial_state(seed ^ URE_SALT, i),
+#: apart from its lifetimes, so that a rate of 0 leaves every other draw as it was.
+URE_SALT = 0x5552452D4C534521
 
 
 @njit(inline="always", nrt=False)
@@ -106,12 +112,19 @@ def draw_lifetimes(rng, seed, scale_h, shape, out):
 
 
 @njit(inline="always", nrt=False)
-def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st):
+def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w, set_ure,
+                  fst):
     """Set ``s`` reaches (delta 1) or leaves (delta -1) its tolerance: its members' danger
-    counts change, and the list of slots with a positive count follows."""
+    counts change, and the list of slots with a positive count follows. Its URE hazard rate
+    (the exposed members' rebuild reads, ``ure_w``) is added to or taken from ``fst[F_URE]``
+    (while a set is at its tolerance its exposed members do not change: one more failing or
+    one coming back takes it off)."""
     st[ST_NCRIT] += delta
+    u = 0.0
     for j in range(set_ptr[s], set_ptr[s + 1]):
         y = set_mem[j]
+        if up[y] == 0:
+            u += ure_w[y]
         danger[y] += delta
         if delta > 0 and danger[y] == 1:
             dpos[y] = st[ST_NDL]
@@ -123,11 +136,19 @@ def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st):
             dpos[last] = dpos[y]
             dpos[y] = -1
             st[ST_NDL] -= 1
+    if delta > 0:
+        set_ure[s] = u
+        fst[F_URE] += u
+    else:
+        fst[F_URE] -= set_ure[s]
+        set_ure[s] = 0.0
+        if st[ST_NCRIT] == 0 or fst[F_URE] < 0.0:
+            fst[F_URE] = 0.0  # no rounding residue left behind
 
 
 @njit(inline="always", nrt=False)
 def _count(x, delta, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos,
-           st):
+           st, up, ure_w, set_ure, fst):
     """Add ``delta`` to the exposed counts of slot ``x``'s sets, following each set across its
     tolerance."""
     for j in range(slot_ptr[x], slot_ptr[x + 1]):
@@ -135,14 +156,16 @@ def _count(x, delta, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger
         old = cnt[s]
         cnt[s] = old + delta
         if old == set_tol[s]:
-            _set_critical(s, -1, set_ptr, set_mem, danger, dlist, dpos, st)
+            _set_critical(s, -1, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w, set_ure,
+                          fst)
         elif old + delta == set_tol[s]:
-            _set_critical(s, 1, set_ptr, set_mem, danger, dlist, dpos, st)
+            _set_critical(s, 1, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w, set_ure,
+                          fst)
 
 
 @njit(inline="always", nrt=False)
 def _expose(x, delta, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, slot_sets,
-            set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st):
+            set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up, ure_w, set_ure, fst):
     """Slot ``x`` fails (delta 1) or comes back (delta -1).
 
     The sets' counts are kept only while their domain (the slots of sets that share members:
@@ -157,14 +180,14 @@ def _expose(x, delta, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, 
         dc[d] += 1
         if active[d]:
             _count(x, 1, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist,
-                   dpos, st)
+                   dpos, st, up, ure_w, set_ure, fst)
         elif dc[d] >= dom_tol[d]:  # the domain wakes: count every exposed slot of it
             active[d] = 1
             for k in range(st[ST_NEX]):
                 y = ex_list[k]
                 if slot_dom[y] == d:
                     _count(y, 1, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger,
-                           dlist, dpos, st)
+                           dlist, dpos, st, up, ure_w, set_ure, fst)
         return
     last = ex_list[st[ST_NEX] - 1]
     ex_list[ex_pos[x]] = last
@@ -175,19 +198,19 @@ def _expose(x, delta, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, 
     if not active[d]:
         return
     _count(x, -1, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos,
-           st)
+           st, up, ure_w, set_ure, fst)
     if dc[d] < dom_tol[d]:  # the domain sleeps: its counts go back to 0
         active[d] = 0
         for k in range(st[ST_NEX]):
             y = ex_list[k]
             if slot_dom[y] == d:
                 _count(y, -1, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger,
-                       dlist, dpos, st)
+                       dlist, dpos, st, up, ure_w, set_ure, fst)
 
 
 @njit(nrt=False)
 def init_state(dom_tol, set_ptr, set_mem, set_tol, dc, active, ex_pos, cnt, danger, dlist,
-               dpos, st):
+               dpos, st, up, ure_w, set_ure, fst):
     """The state at the start of every trial: no slot exposed, so the domains of tolerance 0
     are awake and their sets of tolerance 0 (RAID-0, JBOD) at their tolerance from the
     start."""
@@ -197,11 +220,14 @@ def init_state(dom_tol, set_ptr, set_mem, set_tol, dc, active, ex_pos, cnt, dang
     ex_pos[:] = -1
     dc[:] = 0
     st[:] = 0
+    set_ure[:] = 0.0
+    fst[:] = 0.0
     for d in range(len(dom_tol)):
         active[d] = 1 if dom_tol[d] == 0 else 0
     for s in range(len(set_tol)):
         if set_tol[s] == 0:
-            _set_critical(s, 1, set_ptr, set_mem, danger, dlist, dpos, st)
+            _set_critical(s, 1, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w, set_ure,
+                          fst)
 
 
 @njit(inline="always", nrt=False)
@@ -215,13 +241,21 @@ def _before(ta, ka, tb, kb):
 
 
 @njit(nrt=False)
-def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, res):
+def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, res):
     """One trial's losses from its failures (``ev_t[:n_ev]`` hours, ``ev_s`` slots; a slot's
     failures at least its window apart). ``S`` is ``Structure.arrays()``, ``W`` the state
-    ``Runner`` keeps. Writes res[0] losses, res[1] compensator, res[2] compensator up to the
-    first loss. Leaves the state as ``init_state`` made it."""
-    win_h, slot_ptr, slot_sets, slot_dom, dom_tol, set_ptr, set_mem, set_tol = S
-    cnt, danger, dlist, dpos, st, up, renew, dc, active, ex_list, ex_pos = W
+    ``Runner`` keeps, ``urng`` the trial's URE generator. Writes res[0] losses, res[1]
+    compensator, res[2] compensator up to the first loss. Leaves the state as ``init_state``
+    made it.
+
+    Unrecoverable read errors: while a set is at its tolerance, its exposed members' rebuilds
+    read the survivors with no redundancy left, and a URE there loses data. Their hazard (per
+    hour: ``fst[F_URE]``) is integrated with the failure hazard into the compensator; on the
+    path, URE losses happen where the cumulative URE hazard of the trial crosses the points of
+    a unit-rate Poisson process (exponential gaps drawn from ``urng``), so a set at tolerance
+    for a while reading B bits meets no URE with probability exp(-B h) = (1 - p)^B."""
+    win_h, slot_ptr, slot_sets, slot_dom, dom_tol, set_ptr, set_mem, set_tol, ure_w = S
+    cnt, danger, dlist, dpos, st, up, renew, dc, active, ex_list, ex_pos, set_ure, fst = W
     n = 0
     for i in range(n_ev):
         x = ev_s[i]
@@ -247,14 +281,39 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, res):
     lam = 0.0
     lam_first = -1.0
     t_prev = 0.0
+    ure_acc = 0.0  # the trial's cumulative URE hazard
+    ure_next = -1.0  # where the next URE loss happens on that scale (drawn when first needed)
     for i in range(n + 1):
         t = tl_t[i] if i < n else period_h
-        if st[ST_NDL] > 0 and t > t_prev:
+        if t > t_prev:
+            fail_h = 0.0
             for j in range(st[ST_NDL]):
                 y = dlist[j]
                 if up[y]:
-                    lam += (cum_hazard(t - renew[y], scale_h, shape)
-                            - cum_hazard(t_prev - renew[y], scale_h, shape))
+                    fail_h += (cum_hazard(t - renew[y], scale_h, shape)
+                               - cum_hazard(t_prev - renew[y], scale_h, shape))
+            u = fst[F_URE]
+            if u > 0.0:
+                dh = u * (t - t_prev)
+                if ure_next < 0.0:
+                    ure_next = -math.log(1.0 - uniform(urng, 0))
+                if ure_acc + dh >= ure_next:
+                    if lam_first < 0.0:
+                        # the first loss is this URE, at tau inside the interval
+                        tau = t_prev + (ure_next - ure_acc) / u
+                        part = 0.0
+                        for j in range(st[ST_NDL]):
+                            y = dlist[j]
+                            if up[y]:
+                                part += (cum_hazard(tau - renew[y], scale_h, shape)
+                                         - cum_hazard(t_prev - renew[y], scale_h, shape))
+                        lam_first = lam + part + (ure_next - ure_acc)
+                    while ure_acc + dh >= ure_next:
+                        losses += 1
+                        ure_next += -math.log(1.0 - uniform(urng, 0))
+                ure_acc += dh
+                lam += dh
+            lam += fail_h
         t_prev = t
         if i == n:
             break
@@ -267,20 +326,23 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, res):
             if win_h[x] > 0.0:
                 up[x] = 0
                 _expose(x, 1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr,
-                        slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st)
+                        slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up,
+                        ure_w, set_ure, fst)
             else:  # no window: replaced at once, never exposed
                 renew[x] = t
         else:  # the window ends: a new drive
             up[x] = 1
             renew[x] = t
             _expose(x, -1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr,
-                    slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st)
+                    slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up,
+                    ure_w, set_ure, fst)
     # back to the initial state for the next trial
     while st[ST_NEX] > 0:
         x = ex_list[st[ST_NEX] - 1]
         up[x] = 1
         _expose(x, -1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, slot_sets,
-                set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st)
+                set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up, ure_w, set_ure,
+                fst)
     for x in range(len(renew)):
         renew[x] = 0.0
     res[0] = losses
@@ -290,7 +352,7 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, res):
 
 @njit(nrt=False)
 def simulate(first_trial, trials, seed, period_h, scale_h, shape, S, W, ev_t, ev_s, tl_t, tl_k,
-             rng, res, out):
+             rng, urng, res, out):
     """Run trials ``first_trial`` .. ``first_trial + trials - 1`` and add their sums to
     ``out`` (O_*). Returns -1 when done, or the trial whose failures overflowed ``ev_t``
     (nothing of it added): grow the buffers and continue from there."""
@@ -316,7 +378,8 @@ def simulate(first_trial, trials, seed, period_h, scale_h, shape, S, W, ev_t, ev
                 t += win_h[x]
                 if t >= period_h:
                     break
-        sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, res)
+        urng[0] = trial_state(seed ^ np.uint64(URE_SALT), trial)
+        sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, res)
         out[O_LOSSES] += res[0]
         if res[0] > 0:
             out[O_TRIALS_LOST] += 1
@@ -339,9 +402,18 @@ class Structure:
     connected groups of sets that share slots."""
 
     def __init__(self, win_h: np.ndarray, sets: list[list[int]], tol: list[int],
-                 domains: list[int] | None = None):
+                 domains: list[int] | None = None, ure_h: np.ndarray | None = None):
         slots = len(win_h)
         self.win_h = np.ascontiguousarray(win_h, dtype=np.float64)
+        # URE hazard per hour of a slot's rebuild (bits it reads per hour x the hazard per
+        # bit), shared out over the sets the slot is in: a set at its tolerance meets the
+        # share of the reads that are of its own stripes
+        ure = np.zeros(slots) if ure_h is None else np.asarray(ure_h, dtype=np.float64)
+        n_in = np.zeros(slots)
+        for s_ in sets:
+            for x in s_:
+                n_in[x] += 1
+        self.ure_w = np.where(n_in > 0, ure / np.maximum(n_in, 1), 0.0)
         self.set_ptr = np.zeros(len(sets) + 1, np.int64)
         self.set_ptr[1:] = np.cumsum([len(s) for s in sets])
         self.set_mem = np.array([x for s in sets for x in s], dtype=np.int64)
@@ -370,7 +442,7 @@ class Structure:
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (self.win_h, self.slot_ptr, self.slot_sets, self.slot_dom, self.dom_tol,
-                self.set_ptr, self.set_mem, self.set_tol)
+                self.set_ptr, self.set_mem, self.set_tol, self.ure_w)
 
 
 def _components(slots: int, sets: list[list[int]]) -> list[int]:
@@ -415,12 +487,16 @@ class Runner:
                   np.zeros(nd, np.int64),  # dc
                   np.zeros(nd, np.uint8),  # active
                   np.zeros(n, np.int64),  # ex_list
-                  np.zeros(n, np.int64))  # ex_pos
-        cnt, danger, dlist, dpos, st, _up, _renew, dc, active, _ex, ex_pos = self.W
+                  np.zeros(n, np.int64),  # ex_pos
+                  np.zeros(len(s.set_tol), np.float64),  # set_ure
+                  np.zeros(F_N, np.float64))  # fst
+        (cnt, danger, dlist, dpos, st, up, _renew, dc, active, _ex, ex_pos, set_ure,
+         fst) = self.W
         init_state(s.dom_tol, s.set_ptr, s.set_mem, s.set_tol, dc, active, ex_pos, cnt, danger,
-                   dlist, dpos, st)
+                   dlist, dpos, st, up, s.ure_w, set_ure, fst)
         self.res = np.zeros(3, np.float64)
         self.rng = np.zeros(1, np.uint64)
+        self.urng = np.zeros(1, np.uint64)
         self.out = np.zeros(O_N, np.float64)
         self._alloc(max(int(cap), 16))
 
@@ -437,7 +513,7 @@ class Runner:
         while first_trial < end:
             stop = simulate(first_trial, end - first_trial, self.seed, self.period_h,
                             self.scale_h, self.shape, S, self.W, self.ev_t, self.ev_s,
-                            self.tl_t, self.tl_k, self.rng, self.res, self.out)
+                            self.tl_t, self.tl_k, self.rng, self.urng, self.res, self.out)
             if stop < 0:
                 return
             # a trial had more failures than the buffers hold: grow them, redo that trial

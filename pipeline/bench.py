@@ -708,6 +708,10 @@ def main(argv: list[str] | None = None) -> int:
     from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
 
     print(bench_line())
+    from blocklab.pipeline.mrc import bench_lines  # issue 23, deliverable 2
+
+    for line in bench_lines():
+        print(line)
     return 0
 
 

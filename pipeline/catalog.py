@@ -60,8 +60,9 @@ HDD_KEYS = ("blocks", "rpm", "surfaces", "cylinders", "od_mb_s", "id_mb_s", "see
 SSD_KEYS = ("blocks", "channels", "dies", "planes", "page_bytes", "pages_per_block", "read_us",
             "program_us", "erase_ms", "channel_mb_s", "overprovisioning", "interface_mb_s",
             "command_us", "write_command_us", "buffer_pages", "queue_depth")
-# figures a drive of each kind may leave out (then: no such limit)
-OPTIONAL_KEYS = {"hdd": (), "ssd": ("write_mb_s",), "disksim": ()}
+# figures a drive of each kind may leave out (then: no such limit; ure_per_bit, the
+# datasheet's unrecoverable read errors per bit read, is read by blocklab risk --ure catalog)
+OPTIONAL_KEYS = {"hdd": ("ure_per_bit",), "ssd": ("write_mb_s", "ure_per_bit"), "disksim": ()}
 
 
 class CatalogError(BlocklabError):
@@ -116,6 +117,17 @@ def catalog() -> tuple[dict[str, Entry], dict[str, str], dict[str, dict[str, Any
 
 def names() -> list[str]:
     return list(catalog()[0])
+
+
+def ure_per_bit(name: str) -> tuple[float, str] | None:
+    """A catalog drive's unrecoverable read errors per bit read and the figure's source
+    (document, and how it was obtained), or None when the catalog has no such figure."""
+    entries, sources, _fw = catalog()
+    e = entries.get(name)
+    if e is None or "ure_per_bit" not in e.figures:
+        return None
+    f = e.figures["ure_per_bit"]
+    return float(f.value), f"{sources[f.source]} ({f.label}: {f.how})"
 
 
 def disksim_path(entry: Entry) -> Path:

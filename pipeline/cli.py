@@ -50,6 +50,9 @@ sweep_app = typer.Typer(
     help="Replay a grid of configurations (layouts, drives, loads, traces, failures) on Dask "
     "distributed: one run folder per point plus a Parquet summary.", no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
+cache_app = typer.Typer(help="Cache questions a trace answers by itself: how much cache "
+                        "would this workload need.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 scenario_app = typer.Typer(
     help="Published array studies as runnable comparisons: each names its study, its setup, "
     "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
@@ -212,7 +215,7 @@ def trace_stats(
 
 
 def _size(n: int) -> str:
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div and n % div == 0:
             return f"{n // div}{unit}"
     return f"{n}B"
@@ -238,6 +241,61 @@ def trace_head(
     for r in rows:
         t.add_row(*("" if r[i] is None else str(r[i]) for i in shown))
     Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
+
+
+_IOSTAT_COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await",
+                   "aqu-sz", "rareq-sz", "wareq-sz", "%util")
+_IDLE_COLUMNS = ("busy_periods", "idle_periods", "idle_fraction", "mean_ms", "p50_ms",
+                 "p90_ms", "p99_ms", "max_ms", "<0.1ms", "0.1-1ms", "1-10ms", "10-100ms",
+                 "0.1-1s", ">=1s")
+
+
+@trace_app.command("iostat")
+def trace_iostat(
+    source: Annotated[Path, typer.Argument(
+        help="Trace Parquet file (needs completion times: complete_ns or latency_ns), or a "
+        "run folder (the host volume, and each drive with replay --drive-ops).")],
+    interval: Annotated[str, typer.Option(
+        "--interval", "-i", help="Interval length: 1s, 500ms, 100us, 1m (a number alone is "
+        "seconds).")] = "1s",
+    device: Annotated[str | None, typer.Option(
+        "--device", "-d", help="Only this device: MAJ:MIN or MAJ,MIN (or the number) for a "
+        "trace; host or a drive number for a run.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object: iostat rows and idle-period rows.")] = False,
+) -> None:
+    """What `iostat -x` would have shown per device and interval (r/s, w/s, rkB/s, wkB/s,
+    rrqm/s, wrqm/s, r_await, w_await, aqu-sz, rareq-sz, wareq-sz, %util, with sysstat's
+    definitions), and each device's idle periods (count, share, percentiles, histogram)."""
+    from .iostat import iostat as run
+    from .iostat import parse_interval
+
+    try:
+        r = run(source, parse_interval(interval), device)
+    except BlocklabError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    several = len(r.sources) > 1
+    head = (["run"] if several else []) + ["t_s", "device", *_IOSTAT_COLUMNS]
+    t = Table(*head, title=f"{source}: iostat -x, {r.interval_s:g} s intervals "
+              "(kB = 1024 bytes; await in ms)")
+    for c in t.columns[(1 if several else 0):]:
+        c.justify = "right"
+    for row in r.rows:
+        cells = [f"{row['t_s']:.3f}", str(row["device"])]
+        cells += [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS]
+        t.add_row(*(([escape(row["run"])] if several else []) + cells))
+    Console(width=max(out.width, 170) if not out.is_terminal else None).print(t)
+    it = Table(*((["run"] if several else []) + ["device", *_IDLE_COLUMNS]),
+               title="idle periods (no request in progress between two busy periods; ms)")
+    for row in r.idle:
+        it.add_row(*(([escape(row["run"])] if several else []) + [str(row["device"])] +
+                     [escape(_cell(row[c])) for c in _IDLE_COLUMNS]))
+    Console(width=max(out.width, 170) if not out.is_terminal else None).print(it)
+    for note in r.notes:
+        err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -903,6 +961,90 @@ def sweep_run(
 
 
 # --------------------------------------------------------------------------------------------
+# blocklab cache
+
+
+@cache_app.command("mrc")
+def cache_mrc(
+    trace: Annotated[Path, typer.Argument(help="Trace Parquet file.")],
+    block: Annotated[str, typer.Option(
+        "--block", help="Cache block (line) size: 4KiB, 64KiB, 4096 (a multiple of 512 "
+        "bytes).")] = "4KiB",
+    sizes: Annotated[str | None, typer.Option(
+        "--sizes", help="Cache sizes to report, comma-separated (64MiB,1GiB,...); default: "
+        "powers of two blocks up to the working set, and the working set.")] = None,
+    sample: Annotated[float | None, typer.Option(
+        "--sample", help="SHARDS spatial sampling at this fixed rate in (0, 1] (0.01 = 1 % "
+        "of the blocks): memory and time shrink with it.")] = None,
+    sample_size: Annotated[int | None, typer.Option(
+        "--sample-size", help="SHARDS at a fixed size: track at most N blocks, lowering the "
+        "rate as needed (memory bounded whatever the trace).")] = None,
+    error: Annotated[bool, typer.Option(
+        "--error", help="With --sample or --sample-size: also compute the exact curve and "
+        "report the estimate's mean and largest absolute error against it.")] = False,
+    html_out: Annotated[Path | None, typer.Option(
+        "--html", help="Also write the curve as a chart (one self-contained HTML page, "
+        "offline).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """The LRU miss-ratio curve of a trace: the miss ratio an LRU cache of each size would
+    have had, from every block access's reuse (stack) distance, reads and writes apart;
+    exact, or estimated from a spatial sample (SHARDS)."""
+    from .mrc import mrc as run
+    from .mrc import parse_size
+
+    with Progress(TextColumn("mrc"), BarColumn(), TextColumn("{task.completed:,} requests"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("mrc", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            block_bytes = parse_size(block, "--block")
+            size_list = None if sizes is None else [
+                parse_size(x, "--sizes") for x in sizes.split(",") if x.strip()]
+            r = run(trace, block_bytes, size_list, sample, sample_size, error, progress)
+            if html_out is not None:
+                from .report import write_mrc_page
+
+                write_mrc_page(r.as_dict(), html_out)
+        except BlocklabError as e:
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    res = r.resolution_bytes // r.block_bytes
+    out.print(
+        f"{trace}: {r.method}, {_size(r.block_bytes)} blocks: {r.requests:,} requests "
+        f"({r.reads:,} reads, {r.writes:,} writes), {r.accesses:,} block accesses; working "
+        f"set {r.distinct_blocks:,.0f} blocks = {r.working_set_bytes / 2**20:,.1f} MiB"
+        + ("" if r.rate == 1 else f" (estimated; rate {r.rate:.4g}, sizes below "
+           f"{res:,} blocks are not resolved)")
+        + f"; {r.elapsed_s:.2f} s, {r.requests_per_s:,.0f} requests/s",
+        highlight=False, soft_wrap=True)
+    t = Table("cache", "blocks", "miss ratio", "read", "write")
+    for c in t.columns:
+        c.justify = "right"
+    cv = r.curve
+    for k, sz in enumerate(cv.size_bytes):
+        t.add_row(_size(sz), f"{sz // r.block_bytes:,}",
+                  *("-" if v is None else f"{v:.4f}"
+                    for v in (cv.miss_ratio[k], cv.read_miss_ratio[k], cv.write_miss_ratio[k])))
+    out.print(t)
+    if r.error:
+        ev = r.error
+        out.print(f"error against the exact curve ({ev['sizes_compared']} sizes from "
+                  f"{_size(ev['from_bytes'])}): mean {_g(ev['miss_ratio']['mean_abs'])}, "
+                  f"largest {_g(ev['miss_ratio']['max_abs'])} (reads: mean "
+                  f"{_g(ev['read_miss_ratio']['mean_abs'])}; writes: mean "
+                  f"{_g(ev['write_miss_ratio']['mean_abs'])})", highlight=False, soft_wrap=True)
+    if html_out is not None:
+        out.print(f"chart: {html_out}", highlight=False)
+
+
+# --------------------------------------------------------------------------------------------
 # blocklab risk
 
 
@@ -933,6 +1075,11 @@ def risk(
         "--trials", help="Periods simulated per array.", min=1)] = 1_000_000,
     seed: Annotated[int, typer.Option(
         "--seed", help="Random seed (the same seed gives the same answer).", min=0)] = 0,
+    ure: Annotated[str | None, typer.Option(
+        "--ure", help="Unrecoverable read errors per bit read during rebuilds: a rate in "
+        "(0, 1e-10] (datasheets: 1e-14 to 1e-17), or catalog (each drive's datasheet "
+        "figure). A rebuild with no redundancy left (RAID-5, or RAID-6 with a second "
+        "failure) that meets one loses data. Off when not given.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Probability of data loss over a period and mean time to data loss (Monte Carlo, 95 %
@@ -951,7 +1098,7 @@ def risk(
 
         try:
             results = run(runs, window_s, afr, weibull_shape, weibull_scale, years, trials,
-                          seed, progress)
+                          seed, progress, ure)
         except BlocklabError as e:
             _fail(e)
     if as_json:
@@ -974,6 +1121,14 @@ def risk(
         )
     Console(width=max(out.width, 150) if not out.is_terminal else None).print(t)
     for r in results:
+        if r.ure_per_bit is not None:
+            for g, rate in r.ure_per_bit.items():
+                out.print(f"{r.run}: {g}: URE {rate:.3g} per bit; one rebuild reads "
+                          f"{r.rebuild_read_bytes.get(g, 0.0) / 1e9:,.1f} GB: P(URE) = 1 - "
+                          f"(1 - p)^bits = {_g(r.p_ure_per_rebuild.get(g), '.4g')}",
+                          highlight=False, soft_wrap=True)
+            out.print(f"{r.run}: rebuild reads: {r.read_source}; URE rate: {r.ure_source}",
+                      highlight=False, soft_wrap=True)
         for share in r.ddp_triple_share.items():
             out.print(f"{r.run}: pool {share[0]}: {share[1]:.4f} of its drive triples share a "
                       "D-stripe", highlight=False, soft_wrap=True)
@@ -1194,7 +1349,8 @@ def _one_line_summaries(*apps: typer.Typer) -> None:
                 info.short_help = " ".join(doc.split("\n\n")[0].split())
 
 
-_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app)
+_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app,
+                    cache_app)
 
 
 def main() -> None:

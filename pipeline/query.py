@@ -19,7 +19,12 @@ COLUMNS, each with ``run`` first):
 - ``trace``: the traces' rows, plus ``request`` (the row number in the file, as ios.request);
 - ``traces``: one row per trace (path, source format, linux_devices, start_utc);
 - ``requests``: host requests of both kinds, ``run, time_ns, device, sector, size_bytes, op,
-  latency_ns``: the traces' rows and the runs' ios (arrival time as ``time_ns``, device 0).
+  latency_ns``: the traces' rows and the runs' ios (arrival time as ``time_ns``, device 0);
+- ``device_ios``: requests completed at a device, ``run, device, devno, op, arrival_ns,
+  issue_ns, complete_ns, size_bytes, merges``: the traces' rows (device ``major,minor`` for
+  Linux traces; completion from ``complete_ns``, else ``time_ns + latency_ns``; rows with
+  neither have a null ``complete_ns``), the runs' host requests (device ``host``) and drive
+  operations (device ``drive N``, arrival when queued at the drive, issue when started).
 
 The named queries are ``queries/*.sql``, one per file, each opening with a header comment:
 
@@ -58,7 +63,7 @@ OPTIONAL_FILES = ("drive_ops", "drive_busy", "events")
 #: Views each kind of input provides (``requests`` comes from both).
 RUN_VIEWS = ("ios", "drive_ops", "drive_busy", "events", "runs", "drives")
 TRACE_VIEWS = ("trace", "traces")
-BOTH_VIEWS = ("requests",)
+BOTH_VIEWS = ("requests", "device_ios")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,6 +372,27 @@ def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBP
         con.executemany("INSERT INTO traces VALUES (?, ?, ?, ?, ?)", [
             (s.name, str(s.path), str(s.meta.get("source_format", "")),
              bool(s.meta.get("linux_devices")), s.meta.get("start_utc")) for s in traces])
+    # One row per request completed at a device, for iostat's per-device figures: a trace's
+    # rows (device as major,minor for Linux traces; completion from complete_ns, else from
+    # time_ns + latency_ns), a run's host requests (device ``host``, the volume) and its
+    # drive operations (device ``drive N``). arrival_ns is when the request was given to the
+    # device's queue, issue_ns when the device started it (null when unknown).
+    con.execute(
+        "CREATE VIEW device_ios AS "
+        "SELECT t.run, CASE WHEN coalesce(tr.linux_devices, false) "
+        "THEN CAST(t.device >> 20 AS VARCHAR) || ',' || CAST(t.device & 1048575 AS VARCHAR) "
+        "ELSE CAST(t.device AS VARCHAR) END AS device, CAST(t.device AS BIGINT) AS devno, "
+        "t.op, t.time_ns AS arrival_ns, t.issue_ns, "
+        "coalesce(t.complete_ns, t.time_ns + t.latency_ns) AS complete_ns, t.size_bytes, "
+        "CAST(coalesce(t.merges, 0) AS BIGINT) AS merges "
+        "FROM trace t LEFT JOIN traces tr ON tr.run = t.run "
+        "UNION ALL "
+        "SELECT run, 'host', -1, op, arrival_ns, start_ns, complete_ns, size_bytes, 0 "
+        "FROM ios "
+        "UNION ALL "
+        "SELECT run, 'drive ' || CAST(drive AS VARCHAR), drive, "
+        "CAST(CASE WHEN write THEN 1 ELSE 0 END AS UTINYINT), queued_ns, start_ns, "
+        "complete_ns, sectors * 512, 0 FROM drive_ops")
     con.execute(
         "CREATE VIEW requests AS "
         "SELECT run, time_ns, device, sector, size_bytes, op, latency_ns FROM trace "

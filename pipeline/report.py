@@ -526,3 +526,64 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     _write(out, page.encode())
     return ReportResult(output=str(out), runs=[s.name for s in sources],
                         charts=[c.id for c in charts], png=pngs, svg=svgs)
+
+
+# ---------------------------------------------------------------------------------------------
+# the miss-ratio curve of `blocklab cache mrc --html`
+
+
+def mrc_chart(result: dict[str, Any]) -> Chart:
+    """The LRU miss-ratio curve (miss ratio against cache size, log axis; all, read and write
+    accesses), with the working set marked: the size from which only cold misses are left."""
+    curve = result["curve"]
+    rows = []
+    for k, size in enumerate(curve["size_bytes"]):
+        for label, key in (("all", "miss_ratio"), ("read", "read_miss_ratio"),
+                           ("write", "write_miss_ratio")):
+            v = curve[key][k]
+            if v is not None:
+                rows.append({"cache_mib": size / 2**20, "miss_ratio": v, "accesses": label})
+    lines = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("cache_mib:Q", scale=alt.Scale(type="log"), title="cache size (MiB)"),
+        y=alt.Y("miss_ratio:Q", scale=alt.Scale(domain=[0, 1]), title="miss ratio"),
+        color=alt.Color("accesses:N", title="accesses"),
+        tooltip=["accesses:N", "cache_mib:Q", "miss_ratio:Q"])
+    wss = [{"wss_mib": result["working_set_bytes"] / 2**20, "label": "working set"}]
+    rule = alt.Chart(alt.Data(values=wss)).mark_rule(strokeDash=[6, 3]).encode(
+        x="wss_mib:Q", tooltip=["label:N", "wss_mib:Q"])
+    text = alt.Chart(alt.Data(values=wss)).mark_text(align="left", dx=4, dy=-6, y=0).encode(
+        x="wss_mib:Q", text="label:N")
+    spec = _spec(alt.layer(lines, rule, text).properties(width=640, height=320))
+    note = (f"{result['method']}; {result['block_bytes']} B blocks; {result['accesses']:,} "
+            f"block accesses of {result['requests']:,} requests; working set "
+            f"{result['working_set_bytes'] / 2**20:,.1f} MiB")
+    return Chart("mrc", "LRU miss-ratio curve", spec, note)
+
+
+def write_mrc_page(result: dict[str, Any], output: str | os.PathLike[str],
+                   title: str | None = None) -> str:
+    """One self-contained HTML page with the miss-ratio curve and its table; returns the
+    path written (atomically, owner-only)."""
+    chart = mrc_chart(result)
+    title = title or f"blocklab cache mrc: {result['trace']}"
+    curve = result["curve"]
+    table = [{"cache_bytes": s, "miss_ratio": curve["miss_ratio"][k],
+              "read_miss_ratio": curve["read_miss_ratio"][k],
+              "write_miss_ratio": curve["write_miss_ratio"][k]}
+             for k, s in enumerate(curve["size_bytes"])]
+    specs = json.dumps({chart.id: chart.spec}, separators=(",", ":"))
+    page = "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style>",
+        f"<script>{_js_safe(_bundle())}</script>", "</head><body>",
+        f"<h1>{html.escape(title)}</h1>", f"<h2>{html.escape(chart.title)}</h2>",
+        f'<p class="note">{html.escape(chart.note)}</p>',
+        f'<div class="chart" id="chart-{chart.id}"></div>', _table(table),
+        f'<script type="application/json" id="blocklab-specs">{_json_safe(specs)}</script>',
+        f"<script>{_DRAW}</script>",
+        f'<p class="note">blocklab {html.escape(__version__)}</p>', "</body></html>"])
+    out = Path(output)
+    if out.parent and not out.parent.is_dir():
+        raise BlocklabError(f"--html {out}: the folder {out.parent} does not exist")
+    _write(out, page.encode())
+    return str(out)

@@ -26,8 +26,22 @@ window. Data is lost when a failure finds, in a set containing it, as many membe
 the set tolerates: in a pool, tolerance + 1 overlapping failures lose data only if they share a
 D-stripe, which the kernel checks against the pool's actual D-stripes; the share of drive
 triples that share one is reported (``ddp_triple_share``). Failures of different drives are
-independent; unrecoverable read errors during a rebuild, correlated failures and the time to
-notice a failure are not modelled.
+independent; correlated failures and the time to notice a failure are not modelled.
+
+**Unrecoverable read errors** (``--ure RATE`` per bit read, or ``--ure catalog``: each group's
+drive's datasheet figure, ``ure_per_bit`` in the drive catalog with its source; off without
+``--ure``). While a set is at its tolerance (a RAID-5 group rebuilding one drive, a RAID-6
+group or a D-stripe rebuilding two), its rebuilds read the survivors with no redundancy left,
+and a URE there loses data. A rebuild is taken to read its group's **rebuild read bytes**
+evenly over its window: measured in the run (the rebuild's read operations in
+``drive_ops.parquet``, ``replay --drive-ops``; else the bytes rebuilt in ``events.parquet``
+times the layout's reads per rebuilt byte: width - 1 for RAID-5, width - 2 for RAID-6, 1 for a
+mirror, 8 for a D-stripe), or for an array TOML the members' capacity times that. The kernel
+integrates the URE hazard (bits read x -ln(1 - p)) with the failure hazard, so a RAID-5
+rebuild of B bits meets a URE with probability 1 - (1 - p)^B (``p_ure_per_rebuild``, printed
+beside the results), and a RAID-6's only when a second failure overlaps it (reads during the
+overlap). A drive in several sets (a pool's D-stripes) shares its reads out evenly among
+them. Scrubbing (latent errors found and repaired before a failure) is not modelled.
 
 **Failure model.** ``--afr F``: exponential lifetimes whose probability of failing within a
 year (8760 power-on hours, the year of drive datasheets' AFR) is F: rate -ln(1 - F) / 8760 per
@@ -83,7 +97,9 @@ from blocklab.kernels import engine as E
 from blocklab.kernels import risk as K
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import OPK_REBUILD_READ
 
+from . import catalog as C
 from . import query as Q
 from .array import ArrayModel, build_array
 from .config import (
@@ -254,6 +270,8 @@ class Input:
     windows_s: dict[str, float]
     window_source: str  # "measured (longest)", "--window-s"
     measured: list[dict[str, Any]]  # the run's failures with their windows
+    read_bytes: dict[str, float] = dataclasses.field(default_factory=dict)  # per rebuild
+    read_source: str = ""
 
 
 def _config_from_meta(name: str, d: Any) -> ArrayConfig:
@@ -309,6 +327,69 @@ def _windows(name: str, arr: ArrayModel, rows: list[dict[str, Any]], events: boo
     return {g: measured.get(g, longest) for g in groups}, "measured (longest)"
 
 
+def _reads_per_rebuilt_byte(g: GroupConfig) -> float:
+    """Bytes a rebuild reads from the survivors per byte it rebuilds, by layout: the other
+    members of a RAID-5 stripe, all but one of a RAID-6 stripe's survivors (one parity
+    suffices), the mirror, the eight other pieces of a D-stripe (RAID-6 8+2: eight)."""
+    kind = g.raid if g.layout == "pool" else g.layout
+    width = g.group_width if g.layout == "pool" else g.width
+    return {"raid5": width - 1, "raid6": width - 2, "raid1": 1, "raid10": 1,
+            "ddp": DDP_WIDTH - 2}.get(kind, 0.0)
+
+
+def _member_bytes(arr: ArrayModel) -> dict[str, float]:
+    """Bytes of a member drive each group uses (its member map's sectors per member)."""
+    out: dict[str, float] = {}
+    for r in range(len(arr.MP)):
+        geom = int(arr.MP[r, E.MP_GROUP])
+        name = arr.cfg.groups[int(arr.row_group[r])].name
+        per = float(arr.GR[geom, E.G_DS]) * 512
+        if int(arr.row_dstripe[r]) >= 0:  # a pool's D-stripe: one piece per member
+            per = float(arr.cfg.groups[int(arr.row_group[r])].piece_bytes)
+            out[name] = out.get(name, 0.0) + per * DDP_WIDTH / arr.cfg.groups[
+                int(arr.row_group[r])].width
+        else:
+            out[name] = max(out.get(name, 0.0), per)
+    return out
+
+
+def _rebuild_reads(src: Q.Source, arr: ArrayModel, rows: list[dict[str, Any]]
+                   ) -> tuple[dict[str, float], str]:
+    """Bytes one rebuild of each group read in the run: its rebuild_read drive operations
+    (replay --drive-ops) over its rebuilds, else the bytes rebuilt (events) times the layout's
+    reads per rebuilt byte; groups without a rebuild in the run take their members' capacity
+    times that."""
+    groups = {g.name: g for g in arr.cfg.groups}
+    cap = _member_bytes(arr)
+    out = {n: cap.get(n, 0.0) * _reads_per_rebuilt_byte(g) for n, g in groups.items()}
+    rebuilds: dict[str, int] = {}
+    for r in rows:
+        rebuilds[r["group"]] = rebuilds.get(r["group"], 0) + 1
+    if not rebuilds:
+        return out, "members' capacity x the layout's reads per rebuilt byte"
+    if (src.path / "drive_ops.parquet").is_file():
+        res = Q.run_query([], sql=(
+            "SELECT d.\"group\" AS g, sum(o.sectors) * 512 AS b FROM drive_ops o "
+            "JOIN drives d ON d.run = o.run AND d.drive = o.drive "
+            f"WHERE o.kind = {OPK_REBUILD_READ} GROUP BY ALL"), sources=[src])
+        for row in res.rows():
+            if row["g"] in rebuilds:
+                out[row["g"]] = float(row["b"]) / rebuilds[row["g"]]
+        return out, "measured: the rebuilds' read operations (drive_ops.parquet)"
+    res = Q.run_query([], sql=(
+        "SELECT \"group\" AS g, drive, max(bytes) AS b FROM events "
+        "WHERE event = 'rebuild_end' GROUP BY ALL"), sources=[src])
+    done: dict[str, list[float]] = {}
+    for row in res.rows():
+        if row["b"] is not None:
+            done.setdefault(row["g"], []).append(float(row["b"]))
+    for name, bs in done.items():
+        if name in groups:
+            out[name] = max(bs) * _reads_per_rebuilt_byte(groups[name])
+    return out, ("bytes rebuilt (events.parquet) x the layout's reads per rebuilt byte "
+                 "(replay --drive-ops measures the reads)")
+
+
 def load_inputs(paths: list[str], window_s: float | None) -> list[Input]:
     """The arrays that ``paths`` name, with their windows (module docstring)."""
     if window_s is not None and not (math.isfinite(window_s) and window_s >= 0):
@@ -325,8 +406,12 @@ def load_inputs(paths: list[str], window_s: float | None) -> list[Input]:
                 raise BlocklabError(f"{raw}: an array configuration has no measured rebuild "
                                     "window: give --window-s (or a run folder)")
             arr = _build(raw, load_array(p))
+            cap = _member_bytes(arr)
             out.append(Input(raw, arr, {g.name: window_s for g in arr.cfg.groups},
-                             "--window-s", []))
+                             "--window-s", [],
+                             {g.name: cap.get(g.name, 0.0) * _reads_per_rebuilt_byte(g)
+                              for g in arr.cfg.groups},
+                             "members' capacity x the layout's reads per rebuilt byte"))
             continue
         for src in Q.find_sources([raw]):
             if src.kind != "run":
@@ -337,9 +422,11 @@ def load_inputs(paths: list[str], window_s: float | None) -> list[Input]:
             events = (src.path / "events.parquet").is_file()
             rows = _measured(src) if events else []
             win, how = _windows(src.name, arr, rows, events, window_s)
+            reads, read_how = _rebuild_reads(src, arr, rows)
             out.append(Input(src.name, arr, win, how, [
                 {"drive": r["drive"], "group": r["group"], "failure_s": r["failure_s"],
-                 "window_s": r["window_s"], "rebuild_done": r["rebuild_done"]} for r in rows]))
+                 "window_s": r["window_s"], "rebuild_done": r["rebuild_done"]} for r in rows],
+                reads, read_how))
     return out
 
 
@@ -425,9 +512,17 @@ def _mean_ci(s: float, s2: float, n: int) -> tuple[float, float, float]:
 # analytic values
 
 
-def markov_mttdl_h(sets: Sets, windows_h: list[float], mttf_h: float) -> tuple[float, float]:
+def markov_mttdl_h(sets: Sets, windows_h: list[float], mttf_h: float,
+                   ure_slot: list[float] | None = None) -> tuple[float, float]:
     """(classical, independent-rebuild) MTTDL in hours of the sets, exponential lifetimes
-    (module docstring); loss rates of the sets add."""
+    (module docstring); loss rates of the sets add. ``ure_slot``: per slot, the expected
+    number of UREs its rebuild meets, U = bits x -ln(1 - p) (the probability of at least one
+    is 1 - exp(-U) = 1 - (1 - p)^bits; the Monte Carlo counts every URE met without
+    redundancy as a loss event, so its MTTDL is set against U); then a set of tolerance r also
+    loses data when r failures overlap and the last rebuild meets a URE: falling(n, r)
+    lambda^r W^(r-1) U added to the classical rate (n lambda U for RAID-5, the URE term of
+    Elerath and Pecht, IEEE Trans. Computers 58(3), 2009, with U for its probability), and
+    (n - r + 1) lambda C(n, r - 1) p^(r-1) U to the independent one."""
     classic = 0.0
     indep = 0.0
     lam = 1.0 / mttf_h
@@ -451,7 +546,59 @@ def markov_mttdl_h(sets: Sets, windows_h: list[float], mttf_h: float) -> tuple[f
             classic += share * falling * lam ** (r + 1) * w ** r
         p = w / (mttf_h + w)
         indep += share * (n - r) * lam * math.comb(n, r) * p ** r * (1 - p) ** (n - r)
+        if ure_slot is not None and r >= 1:
+            pu = max(ure_slot[x] for x in slots)
+            classic += share * math.prod(n - i for i in range(r)) * lam ** r * w ** (r - 1) * pu
+            indep += (share * (n - r + 1) * lam * math.comb(n, r - 1) * p ** (r - 1)
+                      * (1 - p) ** (n - r + 1) * pu)
     return (math.inf if classic == 0 else 1 / classic, math.inf if indep == 0 else 1 / indep)
+
+
+# ---------------------------------------------------------------------------------------------
+# unrecoverable read errors
+
+#: The largest URE rate accepted: datasheets give 1e-14 (desktop) to 1e-17 (SSDs) per bit.
+MAX_URE = 1e-10
+
+
+def parse_ure(text: str | None) -> float | str | None:
+    """``--ure``: None (not modelled), ``catalog`` or a rate per bit read in (0, 1e-10]."""
+    if text is None:
+        return None
+    if text.strip().lower() == "catalog":
+        return "catalog"
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (0 < v <= MAX_URE):
+        raise BlocklabError(f"--ure {text}: expected catalog or a rate per bit read in (0, "
+                            f"{MAX_URE:g}] (datasheets: 1e-14 to 1e-17)")
+    return v
+
+
+def ure_rates(arr: ArrayModel, ure: float | str) -> tuple[dict[str, float], str]:
+    """Each group's URE rate per bit read, and where it comes from."""
+    if not isinstance(ure, str):
+        return {g.name: float(ure) for g in arr.cfg.groups}, "--ure"
+    out: dict[str, float] = {}
+    src: list[str] = []
+    for g in arr.cfg.groups:
+        name = g.drive.catalog
+        fig = C.ure_per_bit(name) if name else None
+        if fig is None:
+            what = name or g.drive.disksim or "an inline drive"
+            raise BlocklabError(f"--ure catalog: the drive of group {g.name} ({what}) has no "
+                                "ure_per_bit in the catalog: give --ure RATE")
+        out[g.name] = fig[0]
+        src.append(f"{name}: {fig[0]:g} per bit, {fig[1]}")
+    return out, "catalog: " + "; ".join(dict.fromkeys(src))
+
+
+def p_ure(rate: float, read_bytes: float) -> float:
+    """P(at least one URE) reading ``read_bytes``: 1 - (1 - p)^bits (computed without
+    cancellation)."""
+    return -math.expm1(8.0 * read_bytes * math.log1p(-rate))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,6 +644,13 @@ class RiskResult:
     elapsed_s: float
     lifetimes_per_s: float
     notes: list[str]
+    # unrecoverable read errors (--ure): per group the rate per bit read, the bytes one
+    # rebuild read, and the analytic P(a rebuild meets a URE) = 1 - (1 - p)^bits
+    ure_per_bit: dict[str, float] | None = None
+    ure_source: str = "not modelled (--ure)"
+    rebuild_read_bytes: dict[str, float] = dataclasses.field(default_factory=dict)
+    read_source: str = ""
+    p_ure_per_rebuild: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -507,12 +661,26 @@ def _years(h: float) -> float | None:
 
 
 def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int,
-           progress: Callable[[int, int], None] | None = None) -> RiskResult:
+           progress: Callable[[int, int], None] | None = None,
+           ure: float | str | None = None) -> RiskResult:
     """Simulate one array (module docstring)."""
     sets = redundancy_sets(inp.arr)
     win_h = [inp.windows_s[g] / 3600.0 for g in sets.group]
     period_h = years * HOURS_PER_YEAR
-    st = K.Structure(np.array(win_h, dtype=np.float64), sets.sets, sets.tol, sets.domain)
+    rates: dict[str, float] | None = None
+    ure_source = "not modelled (--ure)"
+    ure_h = None
+    p_slot = None
+    p_group: dict[str, float] = {}
+    if ure is not None:
+        rates, ure_source = ure_rates(inp.arr, ure)
+        p_group = {g: p_ure(rates[g], inp.read_bytes.get(g, 0.0)) for g in rates}
+        # a slot's rebuild reads its group's bytes over its window: URE hazard per hour
+        ure_h = np.array([8.0 * inp.read_bytes.get(g, 0.0) * -math.log1p(-rates[g]) / w
+                          if w > 0 else 0.0 for g, w in zip(sets.group, win_h, strict=True)])
+        p_slot = [-math.log1p(-p_group[g]) for g in sets.group]  # expected UREs per rebuild
+    st = K.Structure(np.array(win_h, dtype=np.float64), sets.sets, sets.tol, sets.domain,
+                     ure_h)
     # room for a trial's failures: the expected count per slot and a wide margin (the kernel
     # says when a trial needs more, and the buffers grow)
     mean_life = model.scale_h * math.gamma(1 + 1 / model.shape)
@@ -555,7 +723,7 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
 
     markov = indep = None
     if model.exponential:
-        c, i = markov_mttdl_h(sets, win_h, model.scale_h)
+        c, i = markov_mttdl_h(sets, win_h, model.scale_h, p_slot)
         markov, indep = _years(c), _years(i)
     return RiskResult(
         run=inp.name, array=sets.describe, drives=len(sets.drives), sets=len(sets.sets),
@@ -574,15 +742,19 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
         failures_simulated=int(o[K.O_FAILURES]), lifetimes_simulated=int(o[K.O_LIFETIMES]),
         elapsed_s=elapsed,
         lifetimes_per_s=float(o[K.O_LIFETIMES]) / elapsed if elapsed > 0 else 0.0,
-        notes=notes)
+        notes=notes, ure_per_bit=rates, ure_source=ure_source,
+        rebuild_read_bytes=dict(inp.read_bytes), read_source=inp.read_source,
+        p_ure_per_rebuild=p_group)
 
 
 def risk(paths: list[str], window_s: float | None = None, afr: float | None = None,
          weibull_shape: float | None = None, weibull_scale_hours: float | None = None,
          years: float = 5.0, trials: int = 1_000_000, seed: int = 0,
-         progress: Callable[[str, int, int], None] | None = None) -> list[RiskResult]:
+         progress: Callable[[str, int, int], None] | None = None,
+         ure: str | None = None) -> list[RiskResult]:
     """``blocklab risk``: one result per array that ``paths`` name."""
     model = failure_model(afr, weibull_shape, weibull_scale_hours)
+    ure_rate = parse_ure(ure)
     if not (math.isfinite(years) and years > 0):
         raise BlocklabError(f"--years: must be positive, found {years:g}")
     if trials < 1:
@@ -596,7 +768,7 @@ def risk(paths: list[str], window_s: float | None = None, afr: float | None = No
             if progress is not None:
                 progress(name, done, total)
 
-        out.append(assess(inp, model, years, trials, seed, step))
+        out.append(assess(inp, model, years, trials, seed, step, ure_rate))
     return out
 
 

@@ -56,6 +56,8 @@ CASES: dict[str, tuple[list[str], dict[str, str]]] = {
     "task-rates": (["tasks"], {"sample_s": "1.0"}),
     "run-latency": (["runs/raid5"], {}),
     "orion-points": (["orion/trace.parquet", "orion/run"], {}),
+    "iostat": (["bt.parquet", "runs"], {"interval_s": "0.5"}),
+    "idle-times": (["bt.parquet", "runs"], {}),
 }
 
 

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.query import (
+    BOTH_VIEWS,
     RUN_VIEWS,
     TRACE_VIEWS,
     catalog,
@@ -79,7 +80,7 @@ def test_every_query_file_has_a_header_and_its_parameters():
     for want in ("latency-summary", "bandwidth", "rebuild-windows", "drive-utilization", "btt",
                  "workload", "compare"):
         assert want in cat
-    known = {*RUN_VIEWS, *TRACE_VIEWS, "requests"}
+    known = {*RUN_VIEWS, *TRACE_VIEWS, *BOTH_VIEWS}
     for name, info in cat.items():
         assert len(info.description) > 20, name
         assert set(info.views) <= known, (name, info.views)

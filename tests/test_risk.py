@@ -47,8 +47,8 @@ def structures(draw, max_slots=7):
     return slots, sets, tol, win
 
 
-def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None):
-    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains)
+def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None, ure=None):
+    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains, ure)
     return K.Runner(s, period, scale, shape, seed, 64)
 
 
@@ -66,16 +66,20 @@ def test_loss_condition_and_compensator_equal_reference(struct, data):
         while t < period and len(events) < 40:
             events.append((float(t), x))
             t += int(win[x]) + data.draw(st.integers(0, 6))
-    runner = _runner(slots, sets, tol, win, period, scale, shape)
+    # URE hazards per hour of each slot's rebuild (0: none), and the URE generator's state
+    ure = [data.draw(st.sampled_from([0.0, 0.0, 0.05, 0.4, 3.0])) for _ in range(slots)]
+    state = data.draw(st.integers(0, (1 << 64) - 1))
+    runner = _runner(slots, sets, tol, win, period, scale, shape, ure=ure)
     ev_t = np.array([e[0] for e in events] + [0.0], dtype=np.float64)
     ev_s = np.array([e[1] for e in events] + [0], dtype=np.int64)
     tl_t = np.zeros(2 * len(ev_t) + 2)
     tl_k = np.zeros(2 * len(ev_t) + 2, np.int64)
     res = np.zeros(3)
     for _ in range(2):  # twice: the kernel must leave its state as it found it
+        urng = np.array([state], dtype=np.uint64)
         K.sweep(ev_t, ev_s, len(events), period, scale, shape, runner.s.arrays(), runner.W,
-                tl_t, tl_k, res)
-        want = ref.losses(events, period, win, sets, tol, scale, shape)
+                tl_t, tl_k, urng, res)
+        want = ref.losses(events, period, win, sets, tol, scale, shape, ure, ref.Rng(state))
         assert int(res[0]) == want[0]
         assert res[1] == pytest.approx(want[1], rel=1e-9, abs=1e-12)
         assert res[2] == pytest.approx(want[2], rel=1e-9, abs=1e-12)
@@ -89,14 +93,16 @@ def test_simulation_equals_reference_trial_by_trial(struct, data):
     scale = data.draw(st.sampled_from([5.0, 20.0]))
     shape = data.draw(st.sampled_from([1.0, 1.5]))
     seed = data.draw(st.integers(0, (1 << 64) - 1))
-    runner = _runner(slots, sets, tol, win, period, scale, shape, seed)
+    ure = [data.draw(st.sampled_from([0.0, 0.1, 1.0])) for _ in range(slots)]
+    runner = _runner(slots, sets, tol, win, period, scale, shape, seed, ure=ure)
     runner._alloc(4)  # small buffers: trials overflow them, and the runner grows them
     for trial in range(6):
         before = runner.out.copy()
         runner.run(trial, 1)
         got = runner.out - before
         events, lives = ref.failures(seed, trial, slots, win, period, scale, shape)
-        n_loss, lam, lam_first = ref.losses(events, period, win, sets, tol, scale, shape)
+        n_loss, lam, lam_first = ref.losses(events, period, win, sets, tol, scale, shape, ure,
+                                            ref.ure_rng(seed, trial))
         assert got[K.O_FAILURES] == len(events) and got[K.O_LIFETIMES] == lives
         assert got[K.O_LOSSES] == n_loss and got[K.O_TRIALS_LOST] == (n_loss > 0)
         assert got[K.O_LAM] == pytest.approx(lam, rel=1e-9, abs=1e-12)
@@ -318,7 +324,7 @@ def test_a_pool_loses_data_only_when_failures_share_a_dstripe():
     for trio, lost in (((0, 1, 2), 1), ((0, 1, 4), 0), ((3, 4, 6), 1), ((2, 3, 4), 0)):
         ev_s[:3] = trio
         K.sweep(np.array([1.0, 2.0, 3.0, 0.0]), ev_s, 3, 100.0, 1e6, 1.0, run.s.arrays(),
-                run.W, *tl, res)
+                run.W, *tl, np.zeros(1, np.uint64), res)
         assert res[0] == lost, trio
 
 
@@ -339,7 +345,7 @@ def replayed(tmp_path_factory):
     ingest([str(SMALL)], str(trace), device="7:0")
     toml = _toml(d, RAID5 + '[rebuild]\nunit = "64MiB"\n')
     res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
-                                   str(d / "run"), "--fail", "2@0.5", "--json"])
+                                   str(d / "run"), "--fail", "2@0.5", "--drive-ops", "--json"])
     assert res.exit_code == 0, res.output
     return d / "run", json.loads(res.stdout)
 
@@ -438,3 +444,126 @@ def test_a_run_without_events_is_assessed_with_window_s(tmp_path):
     assert res.exit_code == 0, res.output
     (r,) = json.loads(res.stdout)
     assert r["window_source"] == "--window-s" and r["windows_s"] == {"g": 3600}
+
+
+# ---------------------------------------------------------------------------------------------
+# unrecoverable read errors (issue 23, deliverable 1)
+
+
+def _p_exact(p: float, bits: int) -> float:
+    """1 - (1 - p)^bits in 60-digit decimal arithmetic (floats cannot hold 1 - 1e-14 well
+    enough to raise it to the 10^13th power)."""
+    import decimal
+
+    with decimal.localcontext() as c:
+        c.prec = 60
+        return float(1 - (1 - decimal.Decimal(p)) ** bits)
+
+
+def test_a_rebuild_meets_a_ure_with_the_analytic_probability():
+    """A RAID-5 of 5 loses one drive; its 10-hour rebuild reads 4 x 300 GB at a URE rate of
+    1e-14 per bit: over many URE draws the share of rebuilds that lose data is
+    1 - (1 - p)^bits, and the compensator is exactly the URE hazard bits x -ln(1 - p)."""
+    p, read, w = 1e-14, 4 * 300e9, 10.0
+    bits = int(8 * read)
+    want = _p_exact(p, bits)
+    assert P.p_ure(p, read) == pytest.approx(want, rel=1e-12)
+    h = bits * -math.log1p(-p)
+    run = _runner(5, [[0, 1, 2, 3, 4]], [1], [w] * 5, 100.0, 1e12, 1.0, ure=[h / w] * 5)
+    ev_t, ev_s = np.array([1.0, 0.0]), np.array([2, 0], np.int64)
+    tl = np.zeros(4), np.zeros(4, np.int64)
+    res = np.zeros(3)
+    states = np.random.default_rng(5).integers(0, 1 << 63, 20_000, dtype=np.int64)
+    lost = 0
+    for state in states:
+        K.sweep(ev_t, ev_s, 1, 100.0, 1e12, 1.0, run.s.arrays(), run.W, *tl,
+                np.array([state], np.uint64), res)
+        lost += res[0] >= 1
+        assert res[1] == pytest.approx(h, rel=1e-6)  # the others' failure hazard is 1e-10
+    sigma = math.sqrt(want * (1 - want) / len(states))
+    assert abs(lost / len(states) - want) < 4.5 * sigma, (lost / len(states), want)
+
+
+def test_raid6_meets_a_ure_only_when_two_failures_overlap():
+    w, h = 10.0, 0.05
+    run = _runner(6, [list(range(6))], [2], [w] * 6, 100.0, 1e12, 1.0, ure=[h] * 6)
+    tl = np.zeros(8), np.zeros(8, np.int64)
+    res = np.zeros(3)
+    urng = np.array([12345], np.uint64)
+    K.sweep(np.array([1.0, 0.0]), np.array([0, 0], np.int64), 1, 100.0, 1e12, 1.0,
+            run.s.arrays(), run.W, *tl, urng, res)
+    assert res[0] == 0 and res[1] < 1e-9  # one failure: the second parity covers a URE
+    # two failures at 1 h and 4 h: 7 hours with no redundancy, both rebuilds reading
+    K.sweep(np.array([1.0, 4.0, 0.0]), np.array([0, 1, 0], np.int64), 2, 100.0, 1e12, 1.0,
+            run.s.arrays(), run.W, *tl, urng, res)
+    assert res[1] == pytest.approx(7 * 2 * h, rel=1e-6)
+
+
+def test_raid5_with_ures_agrees_with_markov(tmp_path):
+    # MTTF 1000 h, a 0.2 h window, and a rebuild read of 4 members' capacity at a rate that
+    # makes P(URE) per rebuild about 1 %: the URE term n lambda P_ure is 12x the double
+    # failure term, and the simulated MTTDL must agree with the Markov rate that adds it
+    mttf, w_h = 1000.0, 0.2
+    toml = _toml(tmp_path, RAID5)
+    (probe,) = P.risk([str(toml)], window_s=w_h * 3600, trials=10, ure="1e-15")
+    read = probe.rebuild_read_bytes["g"]
+    rate = 0.01 / (8 * read)
+    (r,) = P.risk([str(toml)], window_s=w_h * 3600, weibull_shape=1.0,
+                  weibull_scale_hours=mttf, years=20_000 / 8760, trials=4000, seed=4,
+                  ure=f"{rate!r}")
+    n, lam = 5, 1 / mttf
+    pu = _p_exact(rate, int(8 * read))
+    assert r.p_ure_per_rebuild["g"] == pytest.approx(pu, rel=1e-9)
+    # every URE met without redundancy is a loss event: a rebuild meets -ln(1 - P) of them on
+    # average (0.5 % more than P here, which the interval resolves)
+    classic = 1 / (n * (n - 1) * lam ** 2 * w_h + n * lam * -math.log1p(-pu)) / 8760
+    assert r.mttdl_markov_years == pytest.approx(classic)
+    ci = r.mttdl_ci_years
+    assert (ci[1] - ci[0]) / r.mttdl_years < 0.05
+    assert _within(classic, ci), (classic, ci)
+    assert _within(r.mttdl_years, r.mttdl_counted_ci_years)  # losses counted on the paths
+    # without UREs the same array is 13x safer
+    (r0,) = P.risk([str(toml)], window_s=w_h * 3600, weibull_shape=1.0,
+                   weibull_scale_hours=mttf, years=20_000 / 8760, trials=4000, seed=4)
+    assert r0.mttdl_years > 10 * r.mttdl_years
+    assert r0.ure_per_bit is None and r0.p_ure_per_rebuild == {}
+
+
+def test_ure_rates_from_the_catalog_and_the_reads_of_a_toml(tmp_path):
+    (r,) = P.risk([str(_toml(tmp_path, RAID5))], window_s=3600, trials=100, ure="catalog")
+    assert r.ure_per_bit == {"g": 1e-16}
+    assert "Savvio 15K.3" in r.ure_source and "10^16" in r.ure_source
+    member = P._member_bytes(build_array(parse_array(
+        {"group": [{"name": "g", "layout": "raid5", "width": 5, "hot_spares": 1,
+                    "drive": "savvio_15k3_300g"}]}, tmp_path / "x.toml")))["g"]
+    assert 0.95 * 300e9 < member <= 300e9  # the members' capacity the group uses
+    assert r.rebuild_read_bytes == {"g": pytest.approx(4 * member)}
+    assert r.p_ure_per_rebuild["g"] == pytest.approx(_p_exact(1e-16, int(32 * member)),
+                                                     rel=1e-9)
+    atlas = _toml(tmp_path, RAID5.replace("savvio_15k3_300g", "atlas10k"), "b.toml")
+    with pytest.raises(P.BlocklabError, match="has no ure_per_bit in the catalog"):
+        P.risk([str(atlas)], window_s=3600, trials=10, ure="catalog")
+
+
+def test_rebuild_reads_measured_in_a_replay(replayed):
+    run, _rep = replayed
+    res = CliRunner().invoke(app, ["risk", str(run), "--trials", "2000", "--ure", "1e-14",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    (r,) = json.loads(res.stdout)
+    ops = pq.read_table(run / "drive_ops.parquet", columns=["kind", "sectors"]).to_pylist()
+    read = sum(o["sectors"] * 512 for o in ops if o["kind"] == 3)  # OPK_REBUILD_READ
+    assert read > 0 and r["rebuild_read_bytes"] == {"g": pytest.approx(read)}
+    assert "drive_ops" in r["read_source"]
+    assert r["p_ure_per_rebuild"]["g"] == pytest.approx(_p_exact(1e-14, 8 * read), rel=1e-9)
+    res = CliRunner().invoke(app, ["risk", str(run), "--trials", "2000", "--ure", "1e-14"])
+    assert res.exit_code == 0 and "P(URE) = 1 - (1 - p)^bits" in res.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "2e-10", "-1e-15", "often"])
+def test_bad_ure(tmp_path, value):
+    res = CliRunner().invoke(app, ["risk", str(_toml(tmp_path, RAID5)), "--window-s", "60",
+                                   "--trials", "10", "--ure", value])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"blocklab: error: --ure {value}: expected catalog or a rate")
+    assert len(res.stderr.strip().splitlines()) == 1

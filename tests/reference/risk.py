@@ -63,11 +63,26 @@ def failures(seed: int, trial: int, slots: int, win_h: list[float], period_h: fl
     return out, lives
 
 
+def ure_rng(seed: int, trial: int) -> Rng:
+    """The trial's URE generator, as kernels/risk.py seeds it (seed ^ URE_SALT)."""
+    return trial_rng(seed ^ 0x5552452D4C534521, trial)
+
+
 def losses(events: list[tuple[float, int]], period_h: float, win_h: list[float],
-           sets: list[list[int]], tol: list[int], scale_h: float, shape: float
+           sets: list[list[int]], tol: list[int], scale_h: float, shape: float,
+           ure_h: list[float] | None = None, urng: Rng | None = None
            ) -> tuple[int, float, float]:
-    """(loss events, compensator, compensator up to the first loss) of one trial."""
+    """(loss events, compensator, compensator up to the first loss) of one trial.
+
+    ``ure_h``: per slot, the URE hazard per hour of its rebuild's reads; a set with exactly
+    its tolerance exposed meets each exposed member's share (its hazard over the number of
+    sets it is in), and a URE loss happens where the trial's cumulative URE hazard crosses
+    the points of a unit-rate Poisson process drawn from ``urng``."""
     ev = sorted(events)  # (time, slot): failures at the same instant in slot order
+    slots_n = 1 + max([x for s in sets for x in s] + [x for _t, x in ev], default=0)
+    ure = list(ure_h or [0.0] * slots_n)
+    n_in = [sum(1 for s in sets if x in s) for x in range(len(ure))]
+    share = [ure[x] / n_in[x] if n_in[x] else 0.0 for x in range(len(ure))]
 
     def exposed_before(i: int) -> set[int]:
         """Slots exposed when failure i happens: failed earlier in the order, window open."""
@@ -80,6 +95,10 @@ def losses(events: list[tuple[float, int]], period_h: float, win_h: list[float],
     def dangerous(y: int, exp: set[int]) -> bool:
         return y not in exp and any(y in s and len(exp & set(s)) == tol[k]
                                     for k, s in enumerate(sets))
+
+    def ure_rate(exp: set[int]) -> float:
+        return sum(share[x] for k, s in enumerate(sets) if len(exp & set(s)) == tol[k]
+                   for x in exp & set(s))
 
     n_loss = 0
     first_loss = None
@@ -102,17 +121,54 @@ def losses(events: list[tuple[float, int]], period_h: float, win_h: list[float],
         starts = [tj + win_h[yj] for (tj, yj) in ev if yj == y and tj + win_h[yj] <= t]
         return max(starts, default=0.0)
 
-    lam = 0.0
-    lam_first = None
-    for a, b in zip(cuts, cuts[1:], strict=False):
-        if first_loss is not None and lam_first is None and a >= first_loss:
-            lam_first = lam
-        mid = (a + b) / 2
-        exp = exposed_at(mid)
+    def fail_hazard(a: float, b: float, exp: set[int], mid: float) -> float:
+        h = 0.0
         for y in slots:
             if dangerous(y, exp):
                 r = renewed(y, mid)
-                lam += cum_hazard(b - r, scale_h, shape) - cum_hazard(a - r, scale_h, shape)
+                h += cum_hazard(b - r, scale_h, shape) - cum_hazard(a - r, scale_h, shape)
+        return h
+
+    # URE losses on the path: crossings of the cumulative URE hazard
+    ure_first = None
+    ure_first_lam = None
+    acc = 0.0
+    nxt = None
+    lam = 0.0
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        mid = (a + b) / 2
+        exp = exposed_at(mid)
+        u = ure_rate(exp)
+        fh = fail_hazard(a, b, exp, mid)
+        if u > 0.0:
+            assert urng is not None
+            dh = u * (b - a)
+            if nxt is None:
+                nxt = -math.log(1.0 - urng.uniform())
+            if acc + dh >= nxt:
+                if ure_first is None:
+                    tau = a + (nxt - acc) / u
+                    ure_first = tau
+                    ure_first_lam = lam + fail_hazard(a, tau, exp, mid) + (nxt - acc)
+                while acc + dh >= nxt:
+                    n_loss += 1
+                    nxt += -math.log(1.0 - urng.uniform())
+            acc += dh
+            lam += dh
+        lam += fh
+    # the compensator up to the first loss of either kind
+    lam_first = None
+    lam2 = 0.0
+    if ure_first is not None and (first_loss is None or ure_first <= first_loss):
+        lam_first = ure_first_lam
+    elif first_loss is not None:
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            if a >= first_loss:
+                break
+            mid = (a + b) / 2
+            exp = exposed_at(mid)
+            lam2 += ure_rate(exp) * (b - a) + fail_hazard(a, b, exp, mid)
+        lam_first = lam2
     if lam_first is None:
         lam_first = lam
     return n_loss, lam, lam_first

@@ -1,0 +1,96 @@
+-- iostat: what `iostat -x` would have shown, per run, device and interval: r/s, w/s, rkB/s,
+-- wkB/s, rrqm/s, wrqm/s, r_await, w_await (ms), aqu-sz, rareq-sz, wareq-sz (kB) and %util,
+-- with sysstat's definitions (man/iostat.in; iostat.c) over the kernel's counters
+-- (Documentation/admin-guide/iostats.rst), computed from each request's arrival and completion.
+-- Counts, kB, merges and await are taken at completion, as the kernel counts them; await is
+-- arrival to completion (time in queue and in service); aqu-sz is the time-average number of
+-- requests in progress (arrival to completion) over the interval (iostats field 11); %util is
+-- the share of the interval with at least one request in progress (field 10). Reads and
+-- writes are ops read and write; discards, flushes and others count in aqu-sz and %util only.
+-- kB are 1024 bytes. Intervals run from 0 to the run's last completion (the last may be
+-- short: interval_s); an interval with no read has r_await and rareq-sz 0, as iostat prints.
+-- View: device_ios.
+-- Param: interval_s = 1.0  interval length in seconds (above 0).
+-- Param: device = ''  only this device (as the device column writes it); '' = every device.
+WITH p AS (
+    SELECT CASE WHEN $interval_s > 0 THEN greatest(CAST(round($interval_s * 1e9) AS BIGINT), 1)
+                ELSE error('interval_s must be above 0') END AS iv
+), r_all AS (
+    SELECT run, device, devno, op, arrival_ns AS a, complete_ns AS c,
+           size_bytes, merges
+    FROM device_ios
+    WHERE complete_ns IS NOT NULL AND complete_ns >= arrival_ns
+), span AS (
+    SELECT run, max(c) AS end_ns, greatest((max(c) - 1) // any_value(p.iv), 0) AS last_k
+    FROM r_all, p
+    GROUP BY run
+), r AS (
+    SELECT * FROM r_all WHERE $device = '' OR device = $device
+), done AS (
+    SELECT r.run, r.device, least(r.c // p.iv, span.last_k) AS k,
+           count(*) FILTER (WHERE op = 0)                          AS rd,
+           count(*) FILTER (WHERE op = 1)                          AS wr,
+           coalesce(sum(size_bytes) FILTER (WHERE op = 0), 0)      AS rd_bytes,
+           coalesce(sum(size_bytes) FILTER (WHERE op = 1), 0)      AS wr_bytes,
+           coalesce(sum(merges) FILTER (WHERE op = 0), 0)          AS rd_merges,
+           coalesce(sum(merges) FILTER (WHERE op = 1), 0)          AS wr_merges,
+           coalesce(sum(c - a) FILTER (WHERE op = 0), 0)           AS rd_ticks_ns,
+           coalesce(sum(c - a) FILTER (WHERE op = 1), 0)           AS wr_ticks_ns
+    FROM r JOIN span ON span.run = r.run, p
+    GROUP BY ALL
+), queue AS (
+    -- each request adds the part of its time in progress that falls in the interval
+    SELECT r.run, r.device, g.k,
+           sum(least(r.c, (g.k + 1) * p.iv) - greatest(r.a, g.k * p.iv)) AS queue_ns
+    FROM r, p, LATERAL generate_series(r.a // p.iv, (r.c - 1) // p.iv) AS g(k)
+    WHERE r.c > r.a
+    GROUP BY ALL
+), ordered AS (
+    SELECT run, device, a, c,
+           max(c) OVER (PARTITION BY run, device ORDER BY a, c
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM r
+), islands AS (
+    -- a busy period begins with a request that arrives after every earlier one completed
+    SELECT run, device, a, c,
+           sum(CASE WHEN prev_end IS NULL OR a > prev_end THEN 1 ELSE 0 END)
+               OVER (PARTITION BY run, device ORDER BY a, c ROWS UNBOUNDED PRECEDING) AS isl
+    FROM ordered
+), busy AS (
+    SELECT run, device, isl, min(a) AS s, max(c) AS e FROM islands GROUP BY ALL
+), util AS (
+    SELECT b.run, b.device, g.k,
+           sum(least(b.e, (g.k + 1) * p.iv) - greatest(b.s, g.k * p.iv)) AS busy_ns
+    FROM busy b, p, LATERAL generate_series(b.s // p.iv, (b.e - 1) // p.iv) AS g(k)
+    WHERE b.e > b.s
+    GROUP BY ALL
+), devs AS (
+    SELECT run, device, min(devno) AS devno FROM r GROUP BY ALL
+), grid AS (
+    SELECT d.run, d.device, d.devno, g.k,
+           least(p.iv, span.end_ns - g.k * p.iv) AS len_ns, g.k * p.iv AS t_ns
+    FROM devs d JOIN span ON span.run = d.run, p, LATERAL generate_series(0, span.last_k) AS g(k)
+)
+SELECT
+    grid.run,
+    grid.device,
+    grid.t_ns / 1e9                                                       AS t_s,
+    grid.len_ns / 1e9                                                     AS interval_s,
+    coalesce(done.rd, 0) / (grid.len_ns / 1e9)                            AS "r/s",
+    coalesce(done.wr, 0) / (grid.len_ns / 1e9)                            AS "w/s",
+    coalesce(done.rd_bytes, 0) / 1024 / (grid.len_ns / 1e9)               AS "rkB/s",
+    coalesce(done.wr_bytes, 0) / 1024 / (grid.len_ns / 1e9)               AS "wkB/s",
+    coalesce(done.rd_merges, 0) / (grid.len_ns / 1e9)                     AS "rrqm/s",
+    coalesce(done.wr_merges, 0) / (grid.len_ns / 1e9)                     AS "wrqm/s",
+    CASE WHEN done.rd > 0 THEN done.rd_ticks_ns / done.rd / 1e6 ELSE 0.0 END AS r_await,
+    CASE WHEN done.wr > 0 THEN done.wr_ticks_ns / done.wr / 1e6 ELSE 0.0 END AS w_await,
+    coalesce(queue.queue_ns, 0) / grid.len_ns                             AS "aqu-sz",
+    CASE WHEN done.rd > 0 THEN done.rd_bytes / 1024 / done.rd ELSE 0.0 END AS "rareq-sz",
+    CASE WHEN done.wr > 0 THEN done.wr_bytes / 1024 / done.wr ELSE 0.0 END AS "wareq-sz",
+    100 * coalesce(util.busy_ns, 0) / grid.len_ns                         AS "%util"
+FROM grid
+LEFT JOIN done ON done.run = grid.run AND done.device = grid.device AND done.k = grid.k
+LEFT JOIN queue ON queue.run = grid.run AND queue.device = grid.device AND queue.k = grid.k
+LEFT JOIN util ON util.run = grid.run AND util.device = grid.device AND util.k = grid.k
+WHERE grid.len_ns > 0
+ORDER BY grid.run, grid.k, grid.devno, grid.device;

@@ -1,0 +1,233 @@
+"""``blocklab trace iostat``: a case computed by hand, the plain-Python reference of the kernel
+counters (tests/reference/iostat.py) on random traces and on the real tracefs capture in
+../shared/traces (block-layer issue and completion times), run folders (host volume and
+drive operations), and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from blocklab.pipeline.cli import app
+from blocklab.pipeline.ingest import ingest
+from blocklab.pipeline.iostat import iostat, parse_interval
+from blocklab.traces import store
+from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import RUN_SCHEMAS, format_dev, make_dev
+
+from .golden import make_run
+from .reference import iostat as ref
+
+runner = CliRunner()
+FIGURES = ("r/s", "w/s", "rkB/s", "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await", "aqu-sz",
+           "rareq-sz", "wareq-sz", "%util")
+S = 1_000_000_000
+
+
+def write(path: Path, reqs: list[tuple], linux: bool = True, latency_only: bool = False,
+          no_completion: bool = False) -> Path:
+    """A trace of (device, op, arrival_ns, complete_ns, size_bytes, merges) rows."""
+    n = len(reqs)
+    cols = store.empty_columns(n)
+    dev, op, a, c, size, merges = (np.array([r[k] for r in reqs]) for k in range(6))
+    cols.update(time_ns=a.astype(np.int64), device=dev.astype(np.uint32),
+                sector=np.arange(n, dtype=np.int64) * 64, size_bytes=size.astype(np.int64),
+                op=op.astype(np.uint8), flags=np.zeros(n, np.uint16),
+                merges=merges.astype(np.int32))
+    if not no_completion:
+        if latency_only:
+            cols["latency_ns"] = (c - a).astype(np.int64)
+        else:
+            cols["complete_ns"] = c.astype(np.int64)
+            cols["issue_ns"] = a.astype(np.int64)
+    meta = store.TraceMeta(source_format="test", linux_devices=linux)
+    with store.TraceWriter(path, meta) as w:
+        w.write(store.columns_to_batch(cols))
+    return path
+
+
+def check(rows: list[dict], want: list[dict], where: str = "") -> None:
+    got = {(r["device"], round(r["t_s"], 9)): r for r in rows}
+    assert len(got) == len(rows) == len(want), (where, len(rows), len(want))
+    for w in want:
+        g = got[(w["device"], round(w["t_s"], 9))]
+        assert math.isclose(g["interval_s"], w["interval_s"], rel_tol=1e-12), (where, w)
+        for f in FIGURES:
+            assert math.isclose(g[f], w[f], rel_tol=1e-9, abs_tol=1e-9), (where, w, f, g[f])
+
+
+def test_a_case_computed_by_hand(tmp_path):
+    d0, d1 = make_dev(8, 0), make_dev(8, 16)
+    # 8,0: a read 0.2-0.6 s (4 KiB, 1 merge), a write 0.5-1.5 s (8 KiB), a read 1.8-1.9 s
+    # (16 KiB, 2 merges); 8,16: a write 0.1-0.3 s (512 B). The run ends at 1.9 s: intervals
+    # [0, 1) and [1, 1.9).
+    path = write(tmp_path / "t.parquet", [
+        (d0, 0, int(0.2 * S), int(0.6 * S), 4096, 1),
+        (d0, 1, int(0.5 * S), int(1.5 * S), 8192, 0),
+        (d0, 0, int(1.8 * S), int(1.9 * S), 16384, 2),
+        (d1, 1, int(0.1 * S), int(0.3 * S), 512, 0),
+    ])
+    r = iostat(path, 1.0)
+    rows = {(x["device"], x["t_s"]): x for x in r.rows}
+    assert [(x["t_s"], x["device"]) for x in r.rows] == [
+        (0.0, "8,0"), (0.0, "8,16"), (1.0, "8,0"), (1.0, "8,16")]
+    a = rows[("8,0", 0.0)]
+    # completed in [0, 1): the read (0.4 s in queue and service; 4 KiB; one merge).
+    # in progress: the read 0.4 s + the write 0.5 s = 0.9 request-seconds; busy 0.2-1.0
+    assert (a["r/s"], a["w/s"], a["rkB/s"], a["rrqm/s"]) == (1, 0, 4, 1)
+    assert a["r_await"] == pytest.approx(400) and a["rareq-sz"] == 4 and a["w_await"] == 0
+    assert a["aqu-sz"] == pytest.approx(0.9) and a["%util"] == pytest.approx(80)
+    b = rows[("8,0", 1.0)]
+    # [1, 1.9), 0.9 s long: the write (1000 ms, 8 KiB) and the second read (100 ms, 16 KiB,
+    # 2 merges); in progress 0.5 + 0.1 request-seconds; busy 1.0-1.5 and 1.8-1.9
+    assert b["interval_s"] == pytest.approx(0.9)
+    assert b["r/s"] == pytest.approx(1 / 0.9) and b["w/s"] == pytest.approx(1 / 0.9)
+    assert b["rkB/s"] == pytest.approx(16 / 0.9) and b["wkB/s"] == pytest.approx(8 / 0.9)
+    assert b["rrqm/s"] == pytest.approx(2 / 0.9) and b["wrqm/s"] == 0
+    assert b["r_await"] == pytest.approx(100) and b["w_await"] == pytest.approx(1000)
+    assert b["aqu-sz"] == pytest.approx(0.6 / 0.9) and b["%util"] == pytest.approx(60 / 0.9)
+    assert b["rareq-sz"] == 16 and b["wareq-sz"] == 8
+    c = rows[("8,16", 0.0)]
+    assert c["w/s"] == 1 and c["wkB/s"] == 0.5 and c["w_await"] == pytest.approx(200)
+    assert c["%util"] == pytest.approx(20) and c["aqu-sz"] == pytest.approx(0.2)
+    assert all(rows[("8,16", 1.0)][f] == 0 for f in FIGURES)
+    idle = {x["device"]: x for x in r.idle}
+    # 8,0 is busy 0.2-1.5 and 1.8-1.9: one idle period of 300 ms in 1.7 s
+    assert idle["8,0"]["busy_periods"] == 2 and idle["8,0"]["idle_periods"] == 1
+    assert idle["8,0"]["max_ms"] == pytest.approx(300) and idle["8,0"]["0.1-1s"] == 1
+    assert idle["8,0"]["idle_fraction"] == pytest.approx(0.3 / 1.7)
+    assert idle["8,16"]["idle_periods"] == 0 and idle["8,16"]["mean_ms"] is None
+    # the same with --device, and from latency_ns alone (no complete_ns)
+    only = iostat(path, 1.0, "8:16")
+    assert {x["device"] for x in only.rows} == {"8,16"} and len(only.rows) == 2
+    lat = write(tmp_path / "lat.parquet", [
+        (d0, 0, int(0.2 * S), int(0.6 * S), 4096, 1), (d0, 1, int(0.5 * S), int(1.5 * S),
+                                                       8192, 0)], latency_only=True)
+    assert iostat(lat, 1.0).rows[0]["aqu-sz"] == pytest.approx(0.9)
+
+
+reqs_st = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 3 * S),
+              st.integers(0, S), st.sampled_from([512, 4096, 65536]), st.integers(0, 3)),
+    min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reqs_st, st.sampled_from([0.25, 0.7, 1.0, 5.0]))
+def test_against_the_reference_property(tmp_path_factory, reqs, interval_s):
+    rows = [(make_dev(8, 16 * d), op, a, a + lat, size, m) for d, op, a, lat, size, m in reqs]
+    path = write(tmp_path_factory.mktemp("p") / "t.parquet", rows)
+    got = iostat(path, interval_s)
+    rr = [ref.Req(format_dev(d), op, a, c, size, m) for d, op, a, c, size, m in rows]
+    check(got.rows, ref.iostat(rr, round(interval_s * S)), f"interval {interval_s}")
+    gaps = ref.idle_periods(rr)
+    for x in got.idle:
+        g = gaps[x["device"]]
+        assert x["idle_periods"] == len(g)
+        if g:
+            assert x["max_ms"] == pytest.approx(max(g) / 1e6)
+            assert x["p50_ms"] == pytest.approx(ref.quantile(g, 0.5) / 1e6)
+            assert x["p99_ms"] == pytest.approx(ref.quantile(g, 0.99) / 1e6)
+            assert x["1-10ms"] == sum(1e6 <= v < 1e7 for v in g)
+
+
+def test_real_capture(shared, tmp_path):
+    """The tracefs capture of fio on a loop device: the figures as the kernel counters define
+    them, and the totals its README states (7,0 completed 633 reads and 889 writes)."""
+    out = tmp_path / "cap.parquet"
+    ingest([str(shared / "traces" / "tracefs-fio-loop0-vda.txt")], str(out))
+    t = pq.read_table(out, columns=["device", "op", "time_ns", "complete_ns", "size_bytes",
+                                    "merges"]).to_pylist()
+    rr = [ref.Req(format_dev(x["device"]), x["op"], x["time_ns"], x["complete_ns"],
+                  x["size_bytes"], x["merges"] or 0) for x in t if x["complete_ns"] is not None]
+    for interval_s in (0.1, 1.0):
+        got = iostat(out, interval_s)
+        check(got.rows, ref.iostat(rr, round(interval_s * S)), f"capture {interval_s}")
+        dev = [x for x in got.rows if x["device"] == "7,0"]
+        assert round(sum(x["r/s"] * x["interval_s"] for x in dev)) == 633
+        assert round(sum(x["w/s"] * x["interval_s"] for x in dev)) == 889
+        # fio wrote 64 MiB of 1 MiB writes and 825 small random ones on 7,0
+        assert sum(x["wkB/s"] * x["interval_s"] for x in dev) > 64 * 1024
+    gaps = ref.idle_periods(rr)
+    for x in got.idle:
+        assert x["idle_periods"] == len(gaps[x["device"]])
+        assert x["idle_s"] == pytest.approx(sum(gaps[x["device"]]) / 1e9)
+    res = runner.invoke(app, ["trace", "iostat", str(out), "--interval", "500ms", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["interval_s"] == 0.5 and {r["device"] for r in doc["rows"]} == {"7,0", "254,0"}
+
+
+def test_run_folder_host_and_drives(tmp_path):
+    run = make_run(tmp_path / "run", {"arrival_ns": [0, 200_000_000, 1_300_000_000],
+                                      "latency_ns": [300_000_000, 900_000_000, 50_000_000],
+                                      "op": [0, 1, 0], "size_bytes": [4096, 8192, 4096]})
+    res = runner.invoke(app, ["trace", "iostat", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {r["device"] for r in doc["rows"]} == {"host"}
+    assert any("no drive_ops.parquet" in n for n in doc["notes"])
+    host = [ref.Req("host", 0, 0, 300_000_000, 4096), ref.Req("host", 1, 200_000_000,
+                                                              1_100_000_000, 8192),
+            ref.Req("host", 0, 1_300_000_000, 1_350_000_000, 4096)]
+    ops = [(0, 0, 10_000_000, 20_000_000, 100_000_000, 8, False),
+           (1, 1, 210_000_000, 250_000_000, 1_000_000_000, 16, True),
+           (0, -1, 50_000_000, 120_000_000, 150_000_000, 128, False)]
+    n = len(ops)
+    pq.write_table(pa.table({
+        "drive": np.array([o[0] for o in ops], np.int32),
+        "request": np.array([o[1] for o in ops], np.int64),
+        "kind": np.zeros(n, np.uint8),
+        "queued_ns": np.array([o[2] for o in ops], np.int64),
+        "start_ns": np.array([o[3] for o in ops], np.int64),
+        "complete_ns": np.array([o[4] for o in ops], np.int64),
+        "sector": np.zeros(n, np.int64),
+        "sectors": np.array([o[5] for o in ops], np.int64),
+        "write": np.array([o[6] for o in ops]),
+        "cache_hit": np.zeros(n, bool)}, schema=RUN_SCHEMAS["drive_ops"]),
+        run / "drive_ops.parquet")
+    got = iostat(run, 0.5)
+    drives = [ref.Req(f"drive {o[0]}", int(o[6]), o[2], o[4], o[5] * 512) for o in ops]
+    check(got.rows, ref.iostat(host + drives, S // 2), "run")
+    assert {x["device"] for x in got.rows} == {"host", "drive 0", "drive 1"}
+    assert {x["device"] for x in iostat(run, 0.5, "1").rows} == {"drive 1"}
+    assert {x["device"] for x in iostat(run, 0.5, "host").rows} == {"host"}
+
+
+def test_parse_interval():
+    assert parse_interval("1s") == 1 and parse_interval("500ms") == 0.5
+    assert parse_interval("2") == 2 and parse_interval("100us") == pytest.approx(1e-4)
+    assert parse_interval("1m") == 60
+    for bad in ("0", "0s", "-1s", "fast", "1 parsec"):
+        with pytest.raises(BlocklabError, match="--interval"):
+            parse_interval(bad)
+
+
+def test_bad_input(tmp_path):
+    d0 = make_dev(8, 0)
+    good = write(tmp_path / "t.parquet", [(d0, 0, 0, 1000, 4096, 0)])
+    none = write(tmp_path / "none.parquet", [(d0, 0, 0, 1000, 4096, 0)], no_completion=True)
+    for args, words in (
+            ([str(good), "--interval", "0"], "--interval 0"),
+            ([str(good), "--interval", "-2s"], "--interval -2s"),
+            ([str(good), "--interval", "soon"], "--interval soon"),
+            ([str(good), "--device", "9:9"], "--device 9:9: no such device"),
+            ([str(none)], "no completion times"),
+            ([str(tmp_path / "missing.parquet")], "no such file")):
+        res = runner.invoke(app, ["trace", "iostat", *args])
+        assert res.exit_code == 2, (args, res.output)
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("blocklab: error:"), res.output
+        assert words in lines[0], (words, lines[0])
+        assert "Traceback" not in res.output
+    assert not list(tmp_path.glob(".*tmp*"))
