@@ -9,6 +9,7 @@ import lzma
 import os
 import queue
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -138,7 +139,7 @@ class Input:
     def _read_raw(self, n: int) -> bytes:
         try:
             return self.stream.read(n)
-        except (OSError, EOFError, lzma.LZMAError) as e:
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
             from .errors import BadInput
 
             raise BadInput(self.name, f"corrupt {self.compression} data ({e})") from None
