@@ -6,6 +6,7 @@ exit status 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import sys
@@ -13,16 +14,43 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 
 from . import __version__
 
+
+class _Guarded(typer.core.TyperGroup):
+    """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
+    exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with safety.signals_handled():
+            try:
+                return super().invoke(ctx)
+            except safety.Interrupted as e:
+                err.print(f"blocklab: {e}; nothing half-written was kept", markup=False,
+                          highlight=False, soft_wrap=True)
+                raise typer.Exit(128 + e.signum) from None
+            except typer.Exit as e:
+                sig = safety.received()  # a command that turned the signal into its own exit
+                if sig is not None and e.exit_code:
+                    raise typer.Exit(128 + sig) from None
+                raise
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # stdout closed (| head): Typer exits quietly
+                    raise
+                _fail(safety.os_error(e, e.filename or "blocklab"))
+
+
 app = typer.Typer(
+    cls=_Guarded,
     name="blocklab",
     help=(
         "Trace-driven replay and analysis of block storage. Capture (tracefs), ingest "
@@ -61,7 +89,7 @@ err = Console(stderr=True)
 
 def _fail(e: Exception) -> None:
     err.print(f"blocklab: error: {e}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(getattr(e, "exit_status", 2))  # 1 for a fault of the machine (safety.py)
 
 
 def _version_cb(value: bool) -> None:

@@ -38,6 +38,7 @@ import pyarrow as pa
 import vl_convert as vlc
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
 from . import __version__
@@ -484,8 +485,15 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
            svg_dir: str | os.PathLike[str] | None = None,
            title: str | None = None) -> ReportResult:
     """Write the report page for the run folders ``paths`` to ``output`` (and each chart as
-    PNG/SVG into ``png_dir``/``svg_dir``)."""
-    paths = list(paths)
+    PNG/SVG into ``png_dir``/``svg_dir``). The page is locked from the start: a second
+    report writing it meanwhile stops with one line (traces/safety.py)."""
+    with output_lock(output):
+        return _report(list(paths), output, png_dir, svg_dir, title)
+
+
+def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
+            png_dir: str | os.PathLike[str] | None, svg_dir: str | os.PathLike[str] | None,
+            title: str | None) -> ReportResult:
     try:
         sources = find_sources(paths)
     except BlocklabError as e:

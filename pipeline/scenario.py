@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
 from .config import parse_array
@@ -327,16 +328,21 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
     out = Path(output or f"scenario-{sc.name}")
     t0 = time.perf_counter()
     figs = []
-    for i, case in enumerate(cases):
-        if progress is not None:
-            progress(case.name, i, len(cases))
-        folder = out / case.name
-        if folder.exists():
-            shutil.rmtree(folder)
-        figs.append(run_case(copy.deepcopy(case), folder))
-    res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
-                         cases=figs, elapsed_s=time.perf_counter() - t0)
-    _write_json(out / "scenario.json", res.as_dict())
+    with output_lock(out, make_parent=True):  # one run per folder (traces/safety.py)
+        for i, case in enumerate(cases):
+            if progress is not None:
+                progress(case.name, i, len(cases))
+            folder = out / case.name
+            if folder.exists():
+                shutil.rmtree(folder)
+            try:
+                figs.append(run_case(copy.deepcopy(case), folder))
+            except BaseException:  # stopped or failed: no half case is left
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+        res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
+                             cases=figs, elapsed_s=time.perf_counter() - t0)
+        _write_json(out / "scenario.json", res.as_dict())
     return res
 
 

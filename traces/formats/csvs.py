@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blocklab.traces.io import Input, text_chunks
+from blocklab.traces.io import Input, compression_of, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
 from .base import Chunk, Format, ReadContext, mostly
@@ -273,16 +273,19 @@ def _frame(raw: bytes, names: list[str]) -> pl.DataFrame:
 
     schema = {n: pl.String for n in names}
     nlines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
-    try:
-        df = pl.read_csv(
-            io.BytesIO(raw), has_header=False, schema=schema, infer_schema=False,
-            truncate_ragged_lines=True, missing_columns="insert", quote_char=None,
-            encoding="utf8-lossy", raise_if_empty=False,
-        )
-        if df.height == nlines:
-            return df
-    except pl.exceptions.PolarsError:
-        pass
+    # Polars decompresses bytes that look compressed (after leading blank lines): damaged
+    # text can, and then it is no CSV to Polars, so Python splits it
+    if compression_of(raw.lstrip()[:8]) is None:
+        try:
+            df = pl.read_csv(
+                io.BytesIO(raw), has_header=False, schema=schema, infer_schema=False,
+                truncate_ragged_lines=True, missing_columns="insert", quote_char=None,
+                encoding="utf8-lossy", raise_if_empty=False,
+            )
+            if df.height == nlines:
+                return df
+        except (pl.exceptions.PolarsError, OSError):
+            pass
     rows = raw.removesuffix(b"\n").split(b"\n")
     cols: list[list[str | None]] = [[] for _ in names]
     for row in rows:
