@@ -6,9 +6,12 @@ exit status 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import inspect
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -1167,11 +1170,34 @@ _one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app
 
 
 def main() -> None:
-    try:
-        app()
-    except BlocklabError as e:  # pragma: no cover - commands catch their own
-        print(f"blocklab: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    # the handlers stay from here to the exit: a signal just after the command (its output
+    # complete) is a stop too, not Python's default death
+    with safety.signals_handled():
+        try:
+            app()
+        except BlocklabError as e:  # pragma: no cover - commands catch their own
+            print(f"blocklab: error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except safety.Interrupted as e:  # before or after the command
+            _exit_now(128 + e.signum)
+        except SystemExit:
+            sig = safety.received()
+            if sig is not None:
+                _exit_now(128 + sig)
+            # done: a signal from now on finds nothing to stop (and must not kill the exit)
+            for s in safety.SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
+            raise
+
+
+def _exit_now(status: int) -> None:
+    """Exit at once after a signal stopped the command (its outputs already cleaned up): the
+    signal may have cut a library mid-call (Numba's compiler, say), leaving objects whose
+    finalizers fail at interpreter exit with "Exception ignored" tracebacks."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

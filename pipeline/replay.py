@@ -40,6 +40,7 @@ from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.layout import raid as R
+from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import (
     EVENT_NAMES,
@@ -749,6 +750,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         drv = Driver(arr, opts, total, streams, tasks)
 
         def sink(c: dict[str, np.ndarray]) -> None:
+            safety.check()  # a signal's stop (traces/safety.py), per chunk
             w.requests(c)
             if progress is not None:
                 progress(w.rows_, total)

@@ -23,6 +23,7 @@ write each chart through vl-convert, also offline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import json
@@ -488,12 +489,19 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     PNG/SVG into ``png_dir``/``svg_dir``). The page is locked from the start: a second
     report writing it meanwhile stops with one line (traces/safety.py)."""
     with output_lock(output):
-        return _report(list(paths), output, png_dir, svg_dir, title)
+        made: list[Path] = []
+        try:
+            return _report(list(paths), output, png_dir, svg_dir, title, made)
+        except BaseException:  # stopped or failed: no charts of a page that was not written
+            for f in reversed(made):
+                with contextlib.suppress(OSError):
+                    f.rmdir() if f.is_dir() else f.unlink()
+            raise
 
 
 def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
             png_dir: str | os.PathLike[str] | None, svg_dir: str | os.PathLike[str] | None,
-            title: str | None) -> ReportResult:
+            title: str | None, made: list[Path]) -> ReportResult:
     try:
         sources = find_sources(paths)
     except BlocklabError as e:
@@ -521,6 +529,8 @@ def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
         if folder is None:
             continue
         d = Path(folder)
+        if not d.exists():
+            made.append(d)  # removed again (when empty) if the report fails
         d.mkdir(parents=True, exist_ok=True)
         for c in charts:
             f = d / f"{c.id}.{kind}"
@@ -530,6 +540,7 @@ def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
             except Exception as e:  # vl-convert raises ValueError with the Vega message
                 raise BlocklabError(f"report: chart {c.id}: {kind}: {e}") from None
             _write(f, data)
+            made.append(f)
             dest.append(str(f))
     _write(out, page.encode())
     return ReportResult(output=str(out), runs=[s.name for s in sources],

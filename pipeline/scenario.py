@@ -26,6 +26,7 @@ The figures are blocklab's: the studies' own tables could not be read from the c
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -339,6 +340,8 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
                 figs.append(run_case(copy.deepcopy(case), folder))
             except BaseException:  # stopped or failed: no half case is left
                 shutil.rmtree(folder, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()  # only if no finished case is in it
                 raise
         res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
                              cases=figs, elapsed_s=time.perf_counter() - t0)

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,6 +134,24 @@ def hold_lock(lockfile: Path, busy: str, remove: bool = True) -> Iterator[None]:
             with _held_lock:
                 _held[key] -= 1
         return
+    fd = -1
+    try:
+        with critical():  # a signal waits until the lock is held (and released by finally)
+            fd = _acquire(lockfile, busy)
+            with _held_lock:
+                _held[key] = 1
+        yield
+    finally:
+        if fd >= 0:
+            with _held_lock:
+                _held.pop(key, None)
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.unlink(lockfile)
+            os.close(fd)
+
+
+def _acquire(lockfile: Path, busy: str) -> int:
     while True:
         try:
             fd = os.open(lockfile, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -153,18 +172,7 @@ def hold_lock(lockfile: Path, busy: str, remove: bool = True) -> Iterator[None]:
         except FileNotFoundError:
             same = False
         if same:
-            break
-        os.close(fd)
-    with _held_lock:
-        _held[key] = 1
-    try:
-        yield
-    finally:
-        with _held_lock:
-            del _held[key]
-        if remove:
-            with contextlib.suppress(OSError):
-                os.unlink(lockfile)
+            return fd
         os.close(fd)
 
 
@@ -276,6 +284,7 @@ class Interrupted(KeyboardInterrupt):
 _received: list[int] = []  # the signal that stopped this run (one at most)
 _critical = [0]
 _pending: list[int] = []
+_depth = [0]  # signals_handled nesting
 
 
 def received() -> int | None:
@@ -293,25 +302,45 @@ def _handler(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def check() -> None:
+    """Raise Interrupted if a signal came and the command is still going on. The handler
+    raises at once, but where it lands is chance: in a ctypes callback (llvmlite loading a
+    kernel) the exception is printed and dropped, and the command would run on. So writers
+    call this per batch and before renaming an output into place: after a signal, no output
+    appears."""
+    if _received and not _critical[0]:
+        raise Interrupted(_received[0])
+
+
+def _unraisable(hook):  # type: ignore[no-untyped-def]
+    def quiet(u) -> None:  # type: ignore[no-untyped-def]
+        if not isinstance(u.exc_value, Interrupted):  # the one dropped in a callback: check()
+            hook(u)
+    return quiet
+
+
 @contextlib.contextmanager
-def critical() -> Iterator[None]:
-    """A section a signal must not cut (renaming an output into place): a signal that arrives
-    meanwhile is raised when it ends."""
+def critical(raise_at_end: bool = True) -> Iterator[None]:
+    """A section a signal must not cut (taking a lock, making or renaming a temporary): a
+    signal that arrives meanwhile is raised when it ends, or with ``raise_at_end=False`` by the
+    caller's next ``check()`` (when the end is not yet inside the caller's clean-up)."""
     _critical[0] += 1
     try:
         yield
     finally:
         _critical[0] -= 1
     if not _critical[0] and _pending:
-        raise Interrupted(_pending.pop())
+        sig = _pending.pop()
+        if raise_at_end:
+            raise Interrupted(sig)
 
 
 @contextlib.contextmanager
 def signals_handled() -> Iterator[None]:
     """Install the SIGINT/SIGTERM/SIGHUP handler for the body (main thread only; elsewhere, as
     in a worker thread, the body runs with the handlers it has), then restore the old ones."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or _depth[0]:
+        yield  # a worker thread, or handled already (blocklab's main, then its command)
         return
     old = {s: signal.getsignal(s) for s in SIGNALS}
     _received.clear()
@@ -320,8 +349,14 @@ def signals_handled() -> Iterator[None]:
         # a signal ignored by the parent (nohup's SIGHUP, a background job's SIGINT) stays so
         if old[s] is not signal.SIG_IGN:
             signal.signal(s, _handler)
+    _depth[0] += 1
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     try:
         yield
     finally:
+        _depth[0] -= 1
+        sys.unraisablehook = hook
         for s, h in old.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
+        _received.clear()  # a later call in this process starts afresh

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import BlocklabError
-from .safety import critical, os_error, output_lock, temporary_name
+from .safety import check, critical, os_error, output_lock, temporary_name
 from .schema import (
     COLUMNS,
     META_KEY,
@@ -79,23 +79,22 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
     """
     dest = Path(path)
     with output_lock(dest):
-        if dest.is_dir():
-            raise BlocklabError(f"{dest}: is a folder, expected a file")
         tmp = temporary_name(dest)
         try:
-            tmp.unlink(missing_ok=True)  # ours (a reused pid): we hold the lock
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            os.close(fd)
-        except OSError as e:
-            raise os_error(e, dest) from None
-        try:
+            with critical():  # no signal between making the temporary and the try it is in
+                if dest.is_dir():
+                    raise BlocklabError(f"{dest}: is a folder, expected a file")
+                tmp.unlink(missing_ok=True)  # ours (a reused pid): we hold the lock
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                os.close(fd)
             yield tmp
+            check()  # stopped by a signal that was dropped on its way: no output
             with critical():
                 os.chmod(tmp, mode)
                 os.replace(tmp, dest)
         except BaseException as e:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp)  # ours: the name holds our pid
             if isinstance(e, OSError):
                 raise os_error(e, dest) from None
             raise
@@ -119,10 +118,12 @@ class AtomicFolder:
     def __init__(self, dest: str | os.PathLike[str], mode: int = 0o700):
         self.dest = Path(dest)
         self._lock = output_lock(self.dest, make_parent=True)
-        self._lock.__enter__()
-        self._open = True
+        with critical(raise_at_end=False):  # a signal waits for the try below (check())
+            self._lock.__enter__()
+            self._open = True
         self.tmp = temporary_name(self.dest)
         try:
+            check()
             if self.dest.exists() and not self.dest.is_dir():
                 raise BlocklabError(f"{self.dest}: exists and is not a folder")
             if self.tmp.exists():
@@ -140,6 +141,7 @@ class AtomicFolder:
         """Give every file ``file_mode`` and rename the folder into place (replacing an older
         folder of that name)."""
         try:
+            check()  # stopped by a signal that was dropped on its way: no output
             for part in self.tmp.iterdir():
                 part.chmod(file_mode)
             with critical():
@@ -213,8 +215,10 @@ class TraceWriter:
         self.meta = meta
         self.rows = 0
         self._ctx = atomic_output(self.path)
-        self._tmp = self._ctx.__enter__()
+        with critical(raise_at_end=False):  # a signal waits for the try below (check())
+            self._tmp = self._ctx.__enter__()
         try:
+            check()
             self._writer = pq.ParquetWriter(
                 self._tmp,
                 TRACE_SCHEMA,
@@ -261,6 +265,7 @@ class TraceWriter:
             raise self._error
 
     def write(self, batch: pa.RecordBatch) -> None:
+        check()  # a signal's stop, should the handler's exception have been dropped
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
