@@ -46,9 +46,15 @@ class _Guarded(typer.core.TyperGroup):
                 if sig is not None and e.exit_code:
                     raise typer.Exit(128 + sig) from None
                 raise
-            except OSError as e:
-                if e.errno == errno.EPIPE:  # stdout closed (| head): Typer exits quietly
-                    raise
+            except Exception as e:
+                sig = safety.received()
+                if sig is not None:  # a library turned the signal into its own error (DuckDB:
+                    # "Query interrupted"); the clean-up ran as the error came up
+                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; nothing "
+                              "half-written was kept", markup=False, highlight=False)
+                    raise typer.Exit(128 + sig) from None
+                if not isinstance(e, OSError) or e.errno == errno.EPIPE:
+                    raise  # EPIPE: stdout closed (| head), Typer exits quietly
                 _fail(safety.os_error(e, e.filename or "blocklab"))
 
 
@@ -1172,7 +1178,7 @@ _one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app
 def main() -> None:
     # the handlers stay from here to the exit: a signal just after the command (its output
     # complete) is a stop too, not Python's default death
-    with safety.signals_handled():
+    with safety.signals_handled(restore=False):
         try:
             app()
         except BlocklabError as e:  # pragma: no cover - commands catch their own

@@ -36,7 +36,7 @@ assumptions = "none"
 name = "a"
 label = "random 8 KiB"
 measure = ["phases"]
-workload = { generator = "iometer", transfer_size = "8KiB", read_pct = 70, random_pct = 100, outstanding = 4, requests = 40000 }
+workload = { generator = "iometer", transfer_size = "8KiB", read_pct = 70, random_pct = 100, outstanding = 4, requests = 300000 }
 [case.array]
 group = [{ name = "g", layout = "raid0", width = 2, stripe_unit = "64KiB", drive = "atlas10k" }]
 '''
@@ -60,7 +60,7 @@ def replayed(tmp_path_factory) -> dict[str, Path]:
     """A trace and its run folder (for replay and report)."""
     d = tmp_path_factory.mktemp("sig-replayed")
     trace = d / "t.parquet"
-    res = runner.invoke(app, ["synth", "iometer", "-o", str(trace), "--requests", "60000",
+    res = runner.invoke(app, ["synth", "iometer", "-o", str(trace), "--requests", "1000000",
                               "--outstanding", "8", "--random-pct", "100", "--array",
                               str(ARRAY)])
     assert res.exit_code == 0, res.output
@@ -126,7 +126,7 @@ def test_signal_at_a_random_point(request, tmp_path, command, sig):
     try:
         started = _wait_for(p, marker)
         assert started, p.communicate()
-        time.sleep(RNG.uniform(0, 0.8))  # each command writes for a second or more
+        time.sleep(RNG.uniform(0, 0.3))  # each command writes for a second or more
         p.send_signal(sig)
         _o, err = p.communicate(timeout=300)
     finally:

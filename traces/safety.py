@@ -336,9 +336,10 @@ def critical(raise_at_end: bool = True) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def signals_handled() -> Iterator[None]:
+def signals_handled(restore: bool = True) -> Iterator[None]:
     """Install the SIGINT/SIGTERM/SIGHUP handler for the body (main thread only; elsewhere, as
-    in a worker thread, the body runs with the handlers it has), then restore the old ones."""
+    in a worker thread, the body runs with the handlers it has), then restore the old ones
+    (unless ``restore`` is False: a process's main, which sets what it wants on its way out)."""
     if threading.current_thread() is not threading.main_thread() or _depth[0]:
         yield  # a worker thread, or handled already (blocklab's main, then its command)
         return
@@ -356,7 +357,8 @@ def signals_handled() -> Iterator[None]:
         yield
     finally:
         _depth[0] -= 1
-        sys.unraisablehook = hook
-        for s, h in old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
-        _received.clear()  # a later call in this process starts afresh
+        if restore:
+            sys.unraisablehook = hook
+            for s, h in old.items():
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
+            _received.clear()  # a later call in this process starts afresh

@@ -277,12 +277,15 @@ class TraceWriter:
     def _flush(self) -> None:
         self._check()
         if self._pending:
-            self._queue.put(pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA))
+            table = pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA)
+            with critical():  # see io._HashingReader.read: a put cut by a signal can hang
+                self._queue.put(table)
             self._pending = []
             self._pending_rows = 0
 
     def _stop(self) -> None:
-        self._queue.put(None)
+        with critical():
+            self._queue.put(None)
         self._thread.join()
 
     def commit(self) -> None:
