@@ -97,7 +97,9 @@ err = Console(stderr=True)
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"blocklab: error: {e}", markup=False, highlight=False, soft_wrap=True)
+    # one line, even when a library's message (pyarrow's, DuckDB's) has several
+    text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
+    err.print(f"blocklab: error: {text}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(getattr(e, "exit_status", 2))  # 1 for a fault of the machine (safety.py)
 
 

@@ -105,6 +105,8 @@ def load(name: str | Path) -> Scenario:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise BlocklabError(f"{path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise BlocklabError(f"{path}: byte {e.start}: not UTF-8 text") from None
     missing = [k for k in ("name", "title", "study", "setup", "assumptions") if k not in data]
     if missing:
         raise BlocklabError(f"{path}: missing {', '.join(missing)} (a scenario names its "
