@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
 
-.PHONY: help setup demo test lint bench golden clean tools
+.PHONY: help setup demo test fuzz lint bench golden clean tools
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ test: setup tools ## run the test suite (installs blktrace/fio when root)
 	@$(BIN)/python -m blocklab.pipeline.warm >/dev/null 2>&1 & warm=$$!; \
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q; status=$$?; \
 	wait $$warm; exit $$status
+
+fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_PROFILE=fuzz; make test runs a few hundred)
+	BLOCKLAB_SHARED=$(SHARED) HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -m fuzz \
+	  --hypothesis-show-statistics
 
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .
