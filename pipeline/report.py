@@ -488,6 +488,9 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     """Write the report page for the run folders ``paths`` to ``output`` (and each chart as
     PNG/SVG into ``png_dir``/``svg_dir``). The page is locked from the start: a second
     report writing it meanwhile stops with one line (traces/safety.py)."""
+    out = Path(output)
+    if out.parent and not out.parent.is_dir():
+        raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
     with output_lock(output):
         made: list[Path] = []
         try:
@@ -520,8 +523,6 @@ def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
               ] + charts
     page = render_html(sources, compare, charts, extra, title)
     out = Path(output)
-    if out.parent and not out.parent.is_dir():
-        raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
     pngs: list[str] = []
     svgs: list[str] = []
     vl = _vl_version()
