@@ -111,6 +111,15 @@ def load(name: str | Path) -> Scenario:
     if missing:
         raise BlocklabError(f"{path}: missing {', '.join(missing)} (a scenario names its "
                             f"study, setup and assumptions)")
+    try:
+        return _parse(data, path)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # a value of the wrong type (a string where a table belongs, ...) found by the fuzzer
+        raise BlocklabError(f"{path}: a key is missing or a value has the wrong type "
+                            f"({type(e).__name__}: {e})") from None
+
+
+def _parse(data: dict[str, Any], path: Path) -> Scenario:
     base_w = data.get("workload", {})
     cases = []
     for i, c in enumerate(data.get("case", [])):
@@ -126,6 +135,8 @@ def load(name: str | Path) -> Scenario:
         bad = [m for m in measure if m not in MEASURES]
         if bad:
             raise BlocklabError(f"{where}.measure: unknown {bad} (known: {', '.join(MEASURES)})")
+        if "name" not in c or "array" not in c:
+            raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
         try:  # a bad array config fails here, naming its key
             parse_array(c["array"], path)
         except BlocklabError as e:
@@ -135,8 +146,6 @@ def load(name: str | Path) -> Scenario:
                     or not isinstance(link[0], int) or link[0] < 1):
                 raise BlocklabError(f"{where}.links: expected [count, mtu] pairs with an MTU "
                                     f"of {' or '.join(map(str, MTU_EFFICIENCY))}, found {link}")
-        if "name" not in c or "array" not in c:
-            raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
         if measure_needs := [m for m in ("links", "oio") if m in measure and not (
                 c.get(m, data.get(m)))]:
             raise BlocklabError(f"{where}.{measure_needs[0]}: the {measure_needs[0]} measure "
