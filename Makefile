@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
 
-.PHONY: help setup demo test lint bench golden fidelity clean tools
+.PHONY: help setup demo test fuzz lint bench golden fidelity clean tools
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -45,6 +45,10 @@ demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tabl
 test: setup tools ## run the test suite (installs blktrace/fio when root)
 	@# setup compiled every kernel family (blocklab.pipeline.warm), so no test compiles
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
+
+fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_PROFILE=fuzz; make test runs a few hundred)
+	BLOCKLAB_SHARED=$(SHARED) HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -m fuzz \
+	  --hypothesis-show-statistics
 
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .

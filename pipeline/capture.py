@@ -57,6 +57,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import ReadContext
 from blocklab.traces.formats.paired import Pairer, ProcessNames, rows_to_chunk
 from blocklab.traces.formats.tracefs_raw import PageDecoder, parse_header_page, read_formats
+from blocklab.traces.safety import pid_alive, stale_temporaries
 from blocklab.traces.schema import NULL, TIME_COLUMNS, format_dev, make_dev
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
 
@@ -294,15 +295,6 @@ def remove_instance(path: Path) -> None:
     raise BlocklabError(f"{path}: cannot remove: still busy (a process has its files open)")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")  # a zombie holds no files: its capture is over
-
-
 def _holds_files_in(pid: int, path: Path) -> bool:
     prefix = str(path) + "/"
     try:
@@ -331,25 +323,13 @@ def stale_instances(instances: Path) -> list[Path]:
         pid = int(m[1])
         if pid == os.getpid():
             continue
-        if _pid_alive(pid):
+        if pid_alive(pid):
             if _holds_files_in(pid, p):
                 continue
             with contextlib.suppress(OSError):
                 if time.time() - p.stat().st_mtime < SETUP_GRACE_S:
                     continue
         out.append(p)
-    return out
-
-
-def _stale_temp_files(output: Path) -> list[Path]:
-    """Temporary outputs (``.NAME.tmp-PID``) of killed captures beside ``output``."""
-    out = []
-    pat = re.compile(re.escape(f".{output.name}.tmp-") + r"(\d+)$")
-    with contextlib.suppress(OSError):
-        for p in output.parent.iterdir():
-            m = pat.match(p.name)
-            if m and not _pid_alive(int(m[1])):
-                out.append(p)
     return out
 
 
@@ -362,7 +342,7 @@ def cleanup(output: Path | None = None) -> list[str]:
         remove_instance(p)
         removed.append(str(p))
     if output is not None:
-        for p in _stale_temp_files(output):
+        for p in stale_temporaries(output):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
             removed.append(str(p))

@@ -6,23 +6,60 @@ exit status 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 
 from . import __version__
 
+
+class _Guarded(typer.core.TyperGroup):
+    """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
+    exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with safety.signals_handled():
+            try:
+                return super().invoke(ctx)
+            except safety.Interrupted as e:
+                err.print(f"blocklab: {e}; nothing half-written was kept", markup=False,
+                          highlight=False, soft_wrap=True)
+                raise typer.Exit(128 + e.signum) from None
+            except typer.Exit as e:
+                sig = safety.received()  # a command that turned the signal into its own exit
+                if sig is not None and e.exit_code:
+                    raise typer.Exit(128 + sig) from None
+                raise
+            except Exception as e:
+                sig = safety.received()
+                if sig is not None:  # a library turned the signal into its own error (DuckDB:
+                    # "Query interrupted"); the clean-up ran as the error came up
+                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; nothing "
+                              "half-written was kept", markup=False, highlight=False)
+                    raise typer.Exit(128 + sig) from None
+                if not isinstance(e, OSError) or e.errno == errno.EPIPE:
+                    raise  # EPIPE: stdout closed (| head), Typer exits quietly
+                _fail(safety.os_error(e, e.filename or "blocklab"))
+
+
 app = typer.Typer(
+    cls=_Guarded,
     name="blocklab",
     help=(
         "Trace-driven replay and analysis of block storage. Capture (tracefs), ingest "
@@ -63,8 +100,10 @@ err = Console(stderr=True)
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"blocklab: error: {e}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    # one line, even when a library's message (pyarrow's, DuckDB's) has several
+    text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
+    err.print(f"blocklab: error: {text}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(getattr(e, "exit_status", 2))  # 1 for a fault of the machine (safety.py)
 
 
 def _kernels_ready() -> None:
@@ -1354,11 +1393,34 @@ _one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app
 
 
 def main() -> None:
-    try:
-        app()
-    except BlocklabError as e:  # pragma: no cover - commands catch their own
-        print(f"blocklab: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    # the handlers stay from here to the exit: a signal just after the command (its output
+    # complete) is a stop too, not Python's default death
+    with safety.signals_handled(restore=False):
+        try:
+            app()
+        except BlocklabError as e:  # pragma: no cover - commands catch their own
+            print(f"blocklab: error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except safety.Interrupted as e:  # before or after the command
+            _exit_now(128 + e.signum)
+        except SystemExit:
+            sig = safety.received()
+            if sig is not None:
+                _exit_now(128 + sig)
+            # done: a signal from now on finds nothing to stop (and must not kill the exit)
+            for s in safety.SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
+            raise
+
+
+def _exit_now(status: int) -> None:
+    """Exit at once after a signal stopped the command (its outputs already cleaned up): the
+    signal may have cut a library mid-call (Numba's compiler, say), leaving objects whose
+    finalizers fail at interpreter exit with "Exception ignored" tracebacks."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

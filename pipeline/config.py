@@ -301,6 +301,8 @@ def load_array(path: str | Path) -> ArrayConfig:
         raise ConfigError(f"{p}: no such file") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: byte {e.start}: not UTF-8 text") from None
     return parse_array(data, p)
 
 

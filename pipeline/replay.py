@@ -23,12 +23,9 @@ the next issue). Discards, flushes and other commands are counted and skipped.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +40,7 @@ from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.layout import raid as R
+from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import (
     EVENT_NAMES,
@@ -51,7 +49,7 @@ from blocklab.traces.schema import (
     RUN_SCHEMA_VERSION,
     RUN_SCHEMAS,
 )
-from blocklab.traces.store import open_trace
+from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import __version__
 from .array import ArrayModel, Plan, build_array, plan
@@ -747,15 +745,14 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     tasks = plan(arr)
     opts = Options(closed=closed, record=drive_ops, drain=drain, **options_for(cfg))
     out = Path(output)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(mode=0o700, parents=True)
+    folder = AtomicFolder(out)  # locked, written as .NAME.tmp-PID (traces/store.py)
+    tmp = folder.tmp
     try:
         w = _RunWriter(tmp, drive_ops)
         drv = Driver(arr, opts, total, streams, tasks)
 
         def sink(c: dict[str, np.ndarray]) -> None:
+            safety.check()  # a signal's stop (traces/safety.py), per chunk
             w.requests(c)
             if progress is not None:
                 progress(w.rows_, total)
@@ -793,15 +790,9 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             "requests_per_s": total / elapsed if elapsed > 0 else None,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        for part in tmp.iterdir():  # the trace's offsets and timing: the owner's alone
-            part.chmod(0o600)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            shutil.rmtree(tmp)
-        raise
+        folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
+    except BaseException as e:
+        raise folder.fail(e) from None
     # the summary from the run folder through DuckDB, out of core (queries/run-latency.sql):
     # holding every latency for it grew replay's memory by 8 bytes a request
     from .query import run_query

@@ -23,6 +23,7 @@ write each chart through vl-convert, also offline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import json
@@ -38,6 +39,7 @@ import pyarrow as pa
 import vl_convert as vlc
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
 from . import __version__
@@ -484,8 +486,25 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
            svg_dir: str | os.PathLike[str] | None = None,
            title: str | None = None) -> ReportResult:
     """Write the report page for the run folders ``paths`` to ``output`` (and each chart as
-    PNG/SVG into ``png_dir``/``svg_dir``)."""
-    paths = list(paths)
+    PNG/SVG into ``png_dir``/``svg_dir``). The page is locked from the start: a second
+    report writing it meanwhile stops with one line (traces/safety.py)."""
+    out = Path(output)
+    if out.parent and not out.parent.is_dir():
+        raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
+    with output_lock(output):
+        made: list[Path] = []
+        try:
+            return _report(list(paths), output, png_dir, svg_dir, title, made)
+        except BaseException:  # stopped or failed: no charts of a page that was not written
+            for f in reversed(made):
+                with contextlib.suppress(OSError):
+                    f.rmdir() if f.is_dir() else f.unlink()
+            raise
+
+
+def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
+            png_dir: str | os.PathLike[str] | None, svg_dir: str | os.PathLike[str] | None,
+            title: str | None, made: list[Path]) -> ReportResult:
     try:
         sources = find_sources(paths)
     except BlocklabError as e:
@@ -504,8 +523,6 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
               ] + charts
     page = render_html(sources, compare, charts, extra, title)
     out = Path(output)
-    if out.parent and not out.parent.is_dir():
-        raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
     pngs: list[str] = []
     svgs: list[str] = []
     vl = _vl_version()
@@ -513,6 +530,8 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
         if folder is None:
             continue
         d = Path(folder)
+        if not d.exists():
+            made.append(d)  # removed again (when empty) if the report fails
         d.mkdir(parents=True, exist_ok=True)
         for c in charts:
             f = d / f"{c.id}.{kind}"
@@ -522,6 +541,7 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
             except Exception as e:  # vl-convert raises ValueError with the Vega message
                 raise BlocklabError(f"report: chart {c.id}: {kind}: {e}") from None
             _write(f, data)
+            made.append(f)
             dest.append(str(f))
     _write(out, page.encode())
     return ReportResult(output=str(out), runs=[s.name for s in sources],

@@ -37,6 +37,7 @@ order in blocklab.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
 from .config import parse_array
@@ -172,10 +174,21 @@ def load(name: str | Path) -> Scenario:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise BlocklabError(f"{path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise BlocklabError(f"{path}: byte {e.start}: not UTF-8 text") from None
     missing = [k for k in ("name", "title", "study", "setup", "assumptions") if k not in data]
     if missing:
         raise BlocklabError(f"{path}: missing {', '.join(missing)} (a scenario names its "
                             f"study, setup and assumptions)")
+    try:
+        return _parse(data, path)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # a value of the wrong type (a string where a table belongs, ...) found by the fuzzer
+        raise BlocklabError(f"{path}: a key is missing or a value has the wrong type "
+                            f"({type(e).__name__}: {e})") from None
+
+
+def _parse(data: dict[str, Any], path: Path) -> Scenario:
     base_w = data.get("workload", {})
     cases = []
     for i, c in enumerate(data.get("case", [])):
@@ -191,6 +204,8 @@ def load(name: str | Path) -> Scenario:
         bad = [m for m in measure if m not in MEASURES]
         if bad:
             raise BlocklabError(f"{where}.measure: unknown {bad} (known: {', '.join(MEASURES)})")
+        if "name" not in c or "array" not in c:
+            raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
         try:  # a bad array config fails here, naming its key
             parse_array(c["array"], path)
         except BlocklabError as e:
@@ -201,8 +216,6 @@ def load(name: str | Path) -> Scenario:
                     or not isinstance(link[0], int) or link[0] < 1):
                 raise BlocklabError(f"{where}.links: expected [count, mtu] pairs with an MTU "
                                     f"of {MTU_RANGE[0]} to {MTU_RANGE[1]} bytes, found {link}")
-        if "name" not in c or "array" not in c:
-            raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
         if measure_needs := [m for m in ("links", "oio") if m in measure and not (
                 c.get(m, data.get(m)))]:
             raise BlocklabError(f"{where}.{measure_needs[0]}: the {measure_needs[0]} measure "
@@ -557,18 +570,25 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
     out = Path(output or f"scenario-{sc.name}")
     t0 = time.perf_counter()
     figs = []
-    for i, case in enumerate(cases):
-        if progress is not None:
-            progress(case.name, i, len(cases))
-        folder = out / case.name
-        if folder.exists():
-            shutil.rmtree(folder)
-        figs.append(run_case(copy.deepcopy(case), folder))
-    pub, orders = compare(sc.published, {f["case"]: f for f in figs})
-    res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
-                         cases=figs, elapsed_s=time.perf_counter() - t0, published=pub,
-                         orderings=orders)
-    _write_json(out / "scenario.json", res.as_dict())
+    with output_lock(out, make_parent=True):  # one run per folder (traces/safety.py)
+        for i, case in enumerate(cases):
+            if progress is not None:
+                progress(case.name, i, len(cases))
+            folder = out / case.name
+            if folder.exists():
+                shutil.rmtree(folder)
+            try:
+                figs.append(run_case(copy.deepcopy(case), folder))
+            except BaseException:  # stopped or failed: no half case is left
+                shutil.rmtree(folder, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()  # only if no finished case is in it
+                raise
+        pub, orders = compare(sc.published, {f["case"]: f for f in figs})
+        res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
+                             cases=figs, elapsed_s=time.perf_counter() - t0, published=pub,
+                             orderings=orders)
+        _write_json(out / "scenario.json", res.as_dict())
     return res
 
 

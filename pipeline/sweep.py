@@ -34,14 +34,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import json
 import math
 import os
 import re
-import shutil
 import signal
 import socket
 import tempfile
@@ -60,6 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import clean_temporaries, hold_lock
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import atomic_output, open_trace
 
@@ -583,32 +582,17 @@ def _check_out(sweep: Sweep, out: Path) -> None:
                             "to an axis is fine)")
 
 
-@contextlib.contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    f = open(out / ".sweep.lock", "a+")  # noqa: SIM115 - held for the whole run
-    try:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BlocklabError(f"-o {out}: another blocklab sweep is writing into it") from None
-        yield
-    finally:
-        f.close()
+def _lock(out: Path) -> contextlib.AbstractContextManager[None]:
+    """The output folder's lock (``.sweep.lock`` inside it, kept: the folder is the output),
+    held for the whole run."""
+    return hold_lock(out / ".sweep.lock", f"-o {out}: another blocklab sweep is writing into "
+                     "it", remove=False)
 
 
 def _clean_temporaries(out: Path) -> list[str]:
     """Remove what an interrupted run left: replay's and the summaries' temporary names
     (``.NAME.tmp-PID``). Only called while holding the folder's lock."""
-    gone = []
-    for root, dirs, files in os.walk(out):
-        for name in [*dirs, *files]:
-            if name.startswith(".") and ".tmp-" in name:
-                p = Path(root) / name
-                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(
-                    missing_ok=True)
-                gone.append(str(p))
-        dirs[:] = [d for d in dirs if not (d.startswith(".") and ".tmp-" in d)]
-    return gone
+    return clean_temporaries(out)
 
 
 def _write_json(path: Path, obj: Any) -> None:

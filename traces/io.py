@@ -9,11 +9,14 @@ import lzma
 import os
 import queue
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+
+from .safety import critical
 
 #: Bytes read per chunk: a few MB keeps the kernels busy and memory small.
 CHUNK_BYTES = 8 << 20
@@ -54,14 +57,18 @@ class _HashingReader:
 
     def hexdigest(self) -> str:
         if self._thread.is_alive():
-            self._queue.put(None)
+            with critical():
+                self._queue.put(None)
             self._thread.join()
         return self.sha.hexdigest()
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n)
         if data:
-            self._queue.put(data)
+            # a signal's exception inside Queue.put can lose the consumer's wake-up: then both
+            # threads wait for ever (the clean-up's put(None) on a full queue); it waits
+            with critical():
+                self._queue.put(data)
         self.nbytes += len(data)
         return data
 
@@ -75,7 +82,8 @@ class _HashingReader:
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._queue.put(None)
+            with critical():
+                self._queue.put(None)
             self._thread.join()
         self.raw.close()
 
@@ -138,7 +146,7 @@ class Input:
     def _read_raw(self, n: int) -> bytes:
         try:
             return self.stream.read(n)
-        except (OSError, EOFError, lzma.LZMAError) as e:
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
             from .errors import BadInput
 
             raise BadInput(self.name, f"corrupt {self.compression} data ({e})") from None

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import queue
+import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import BlocklabError
+from .safety import check, critical, os_error, output_lock, temporary_name
 from .schema import (
     COLUMNS,
     META_KEY,
@@ -70,20 +72,93 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
     """Yield a temporary path beside ``path``; rename it to ``path`` only if the body succeeds.
 
     The temporary file is created (empty, exclusive) with ``mode`` before the body writes it, so
-    the data is never readable by others, even for an instant.
+    the data is never readable by others, even for an instant. ``path`` is locked meanwhile (a
+    second writer of it stops with one line) and what killed writers of it left is removed
+    first (traces/safety.py). An operating-system error (no space, permission denied, ...)
+    comes out as one line naming ``path`` and the cause.
     """
     dest = Path(path)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with output_lock(dest):
+        tmp = temporary_name(dest)
+        try:
+            with critical():  # no signal between making the temporary and the try it is in
+                if dest.is_dir():
+                    raise BlocklabError(f"{dest}: is a folder, expected a file")
+                tmp.unlink(missing_ok=True)  # ours (a reused pid): we hold the lock
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                os.close(fd)
+            yield tmp
+            check()  # stopped by a signal that was dropped on its way: no output
+            with critical():
+                os.chmod(tmp, mode)
+                os.replace(tmp, dest)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # ours: the name holds our pid
+            if isinstance(e, OSError):
+                raise os_error(e, dest) from None
+            raise
+
+
+class AtomicFolder:
+    """A folder written under a temporary name (``.NAME.tmp-PID``, mode 0700) and renamed into
+    place by ``commit``; ``fail`` removes it. The folder's name is locked in between, as
+    ``atomic_output`` locks a file's.
+
+    Use::
+
+        folder = AtomicFolder(out)
+        try:
+            ...write into folder.tmp...
+            folder.commit()
+        except BaseException as e:
+            raise folder.fail(e) from None
+    """
+
+    def __init__(self, dest: str | os.PathLike[str], mode: int = 0o700):
+        self.dest = Path(dest)
+        self._lock = output_lock(self.dest, make_parent=True)
+        with critical(raise_at_end=False):  # a signal waits for the try below (check())
+            self._lock.__enter__()
+            self._open = True
+        self.tmp = temporary_name(self.dest)
+        try:
+            check()
+            if self.dest.exists() and not self.dest.is_dir():
+                raise BlocklabError(f"{self.dest}: exists and is not a folder")
+            if self.tmp.exists():
+                shutil.rmtree(self.tmp)
+            self.tmp.mkdir(mode=mode, parents=True)
+        except BaseException as e:
+            raise self.fail(e) from None
+
+    def _release(self) -> None:
+        if self._open:
+            self._open = False
+            self._lock.__exit__(None, None, None)
+
+    def commit(self, file_mode: int = 0o600) -> None:
+        """Give every file ``file_mode`` and rename the folder into place (replacing an older
+        folder of that name)."""
+        try:
+            check()  # stopped by a signal that was dropped on its way: no output
+            for part in self.tmp.iterdir():
+                part.chmod(file_mode)
+            with critical():
+                if self.dest.is_dir() and not self.dest.is_symlink():
+                    shutil.rmtree(self.dest)
+                os.replace(self.tmp, self.dest)
+        except BaseException as e:
+            raise self.fail(e) from None
+        self._release()
+
+    def fail(self, e: BaseException) -> BaseException:
+        """Remove the temporary folder; return what to raise (``e``, or an OSError as one
+        line naming the folder and the cause)."""
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.tmp)
+        self._release()
+        return os_error(e, self.dest) if isinstance(e, OSError) else e
 
 
 def columns_to_batch(
@@ -140,16 +215,22 @@ class TraceWriter:
         self.meta = meta
         self.rows = 0
         self._ctx = atomic_output(self.path)
-        self._tmp = self._ctx.__enter__()
-        self._writer = pq.ParquetWriter(
-            self._tmp,
-            TRACE_SCHEMA,
-            compression="zstd",
-            compression_level=3,
-            use_dictionary=_DICT_COLUMNS,
-            column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
-            write_statistics=True,
-        )
+        with critical(raise_at_end=False):  # a signal waits for the try below (check())
+            self._tmp = self._ctx.__enter__()
+        try:
+            check()
+            self._writer = pq.ParquetWriter(
+                self._tmp,
+                TRACE_SCHEMA,
+                compression="zstd",
+                compression_level=3,
+                use_dictionary=_DICT_COLUMNS,
+                column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
+                write_statistics=True,
+            )
+        except BaseException as e:
+            self._ctx.__exit__(type(e), e, e.__traceback__)  # removes the file, raises
+            raise
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         # Row groups are encoded and compressed on a second thread (pyarrow releases the GIL),
@@ -184,6 +265,7 @@ class TraceWriter:
             raise self._error
 
     def write(self, batch: pa.RecordBatch) -> None:
+        check()  # a signal's stop, should the handler's exception have been dropped
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
@@ -195,12 +277,15 @@ class TraceWriter:
     def _flush(self) -> None:
         self._check()
         if self._pending:
-            self._queue.put(pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA))
+            table = pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA)
+            with critical():  # see io._HashingReader.read: a put cut by a signal can hang
+                self._queue.put(table)
             self._pending = []
             self._pending_rows = 0
 
     def _stop(self) -> None:
-        self._queue.put(None)
+        with critical():
+            self._queue.put(None)
         self._thread.join()
 
     def commit(self) -> None:
@@ -226,9 +311,17 @@ class TraceWriter:
 
     def __exit__(self, et, ev, tb) -> None:
         if et is None:
-            self.commit()
+            try:
+                self.commit()
+            except BaseException as e:
+                self.abort(e)
+                if isinstance(e, OSError):
+                    raise os_error(e, self.path) from None
+                raise
         else:
             self.abort(ev)
+            if isinstance(ev, OSError):  # no space, a quota, ...: one line naming the file
+                raise os_error(ev, self.path) from None
 
 
 def open_trace(path: str | os.PathLike[str]) -> tuple[pq.ParquetFile, TraceMeta]:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blocklab.traces.io import Input, text_chunks
+from blocklab.traces.io import Input, compression_of, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
 
 from .base import Chunk, Format, ReadContext, mostly
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 FILETIME_UNIX_EPOCH = 116_444_736_000_000_000  # 100 ns ticks from 1601-01-01 to 1970-01-01
+#: Key of the mask a converter returns of rows whose numbers overflow once scaled to ns/bytes.
+RANGE = "_out_of_range"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,15 @@ def _op(df: pl.DataFrame, spec: CsvSpec) -> np.ndarray:
     return raw.replace_strict(spec.ops, default=255, return_dtype=pl.UInt8).to_numpy()
 
 
+def _scaled(col: np.ndarray, scale: int, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(col - offset) * scale`` in int64, and a mask of the rows where that would overflow
+    (a damaged digit can make a field 10x larger; NumPy wraps silently)."""
+    limit = np.iinfo(np.int64).max // scale
+    shifted = col - offset if offset else col
+    over = (col < np.iinfo(np.int64).min + max(offset, 0)) | (np.abs(shifted) > limit)
+    return np.where(over, 0, shifted) * scale, over
+
+
 def _msr(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     hosts = df["Hostname"].to_list()
     known = ctx.extra.setdefault("hosts", [])
@@ -73,44 +84,56 @@ def _msr(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     index = {h: i for i, h in enumerate(known)}
     stream = np.array([index[h] for h in hosts], dtype=np.int64)
     off = df["Offset"].to_numpy()
+    t, t_over = _scaled(df["Timestamp"].to_numpy(), 100, FILETIME_UNIX_EPOCH)
+    lat, lat_over = _scaled(df["ResponseTime"].to_numpy(), 100)
     return {
-        "time_ns": (df["Timestamp"].to_numpy() - FILETIME_UNIX_EPOCH) * 100,
+        "time_ns": t,
         "device": df["DiskNumber"].to_numpy(),
         "sector": off // 512,
         "size_bytes": df["Size"].to_numpy(),
-        "latency_ns": df["ResponseTime"].to_numpy() * 100,
+        "latency_ns": lat,
         "stream": stream,
+        RANGE: t_over | lat_over,
     }
 
 
 def _spc(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     asu = df["ASU"].to_numpy()
+    secs = df["Timestamp"].to_numpy()
+    # "nan", "inf" and 1e300 parse as floats; none of them is a time
+    over = ~np.isfinite(secs) | (np.abs(secs) > 9.2e9)
     return {
-        "time_ns": np.round(df["Timestamp"].to_numpy() * 1e9).astype(np.int64),
+        "time_ns": np.round(np.where(over, 0.0, secs) * 1e9).astype(np.int64),
         "device": asu,
         "sector": df["LBA"].to_numpy(),
         "size_bytes": df["Size"].to_numpy(),
         "stream": asu,
+        RANGE: over,
     }
 
 
 def _alibaba(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
+    t, over = _scaled(df["timestamp"].to_numpy(), 1000)
     return {
-        "time_ns": df["timestamp"].to_numpy() * 1000,
+        "time_ns": t,
         "device": df["device_id"].to_numpy(),
         "sector": df["offset"].to_numpy() // 512,
         "size_bytes": df["length"].to_numpy(),
+        RANGE: over,
     }
 
 
 def _tencent(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     vol = df["VolumeID"].to_numpy()
+    t, t_over = _scaled(df["Timestamp"].to_numpy(), 1_000_000_000)
+    size, s_over = _scaled(df["Size"].to_numpy(), 512)
     return {
-        "time_ns": df["Timestamp"].to_numpy() * 1_000_000_000,
+        "time_ns": t,
         "device": vol,
         "sector": df["Offset"].to_numpy(),
-        "size_bytes": df["Size"].to_numpy() * 512,
+        "size_bytes": size,
         "stream": vol,
+        RANGE: t_over | s_over,
     }
 
 
@@ -181,20 +204,24 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
                     raw, first_line = raw[cut:], first_line + 1
             if not raw.strip():
                 continue
-            df = pl.read_csv(
-                io.BytesIO(raw), has_header=False, new_columns=names, infer_schema=False,
-                truncate_ragged_lines=True, columns=list(range(len(names))),
-            )
+            df = _frame(raw, names)
             lines = first_line + np.arange(df.height)
-            blank = df.select(pl.all_horizontal(pl.all().is_null())).to_series().to_numpy()
+            # a line of nothing but blanks (or a lone carriage return) is no request
+            blank = df.select(pl.all_horizontal(
+                pl.all().is_null() | (pl.all().str.strip_chars() == ""))).to_series().to_numpy()
             typed = df.select(
                 [pl.col(c).str.strip_chars().cast(types[t], strict=False) for c, t in spec.columns]
             )
             keep = ~blank
             missing = df.select(pl.any_horizontal(pl.all().is_null())).to_series().to_numpy()
             unparsed = typed.select(pl.any_horizontal(pl.all().is_null())).to_series().to_numpy()
-            for k in np.nonzero(keep & (missing | unparsed))[0].tolist():
-                what = "missing fields" if missing[k] else "a field that is not a number"
+            # bytes that are not UTF-8 were read as U+FFFD (Polars' lossy decoding)
+            garbled = df.select(pl.any_horizontal(
+                pl.all().str.contains("\ufffd", literal=True).fill_null(False))
+            ).to_series().to_numpy()
+            for k in np.nonzero(keep & (missing | unparsed | garbled))[0].tolist():
+                what = ("bytes that are not UTF-8 text" if garbled[k] else
+                        "missing fields" if missing[k] else "a field that is not a number")
                 ctx.bad(inp.name, f"malformed {spec.name} CSV line: {what}", line=int(lines[k]))
                 keep[k] = False
             op = _op(typed, spec)
@@ -207,10 +234,14 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
             if typed.height == 0:
                 continue
             cols = spec.convert(typed, ctx)
+            over = cols.pop(RANGE)
             size = cols["size_bytes"]
             bad = (size < 0) | (size > MAX_REQUEST_BYTES) | (cols["sector"] < 0)
-            for k in np.nonzero(bad)[0].tolist():
-                ctx.bad(inp.name, "negative or absurd size or offset", line=int(lines[k]))
+            for k in np.nonzero(bad | over)[0].tolist():
+                msg = ("a time or size too large to hold in nanoseconds or bytes" if over[k]
+                       else "negative or absurd size or offset")
+                ctx.bad(inp.name, msg, line=int(lines[k]))
+            bad |= over
             ok = check_monotonic(ctx, inp.name, cols["time_ns"], lines, last)
             sel = ~bad if ok is None else (~bad & ok)
             if not sel.all():
@@ -227,6 +258,41 @@ def _reader(spec: CsvSpec) -> Callable[[list[Input], ReadContext], Iterator[Chun
                 ctx.on_progress()
 
     return read
+
+
+def _frame(raw: bytes, names: list[str]) -> pl.DataFrame:
+    """One row of string fields per line of ``raw`` (whole lines), whatever the bytes.
+
+    Polars reads the chunk with no quoting (a stray ``"`` must not join lines), lossy UTF-8
+    (bad bytes become U+FFFD, reported by line), missing fields as null and extra ones dropped.
+    The line numbers of errors come from row positions, so a chunk Polars splits into another
+    number of rows than it has lines (it treats a lone ``\\r`` as a line end in some versions)
+    is split in Python instead.
+    """
+    import polars as pl
+
+    schema = {n: pl.String for n in names}
+    nlines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
+    # Polars decompresses bytes that look compressed (after leading blank lines): damaged
+    # text can, and then it is no CSV to Polars, so Python splits it
+    if compression_of(raw.lstrip()[:8]) is None:
+        try:
+            df = pl.read_csv(
+                io.BytesIO(raw), has_header=False, schema=schema, infer_schema=False,
+                truncate_ragged_lines=True, missing_columns="insert", quote_char=None,
+                encoding="utf8-lossy", raise_if_empty=False,
+            )
+            if df.height == nlines:
+                return df
+        except (pl.exceptions.PolarsError, OSError):
+            pass
+    rows = raw.removesuffix(b"\n").split(b"\n")
+    cols: list[list[str | None]] = [[] for _ in names]
+    for row in rows:
+        fields = row.removesuffix(b"\r").decode("utf-8", "replace").split(",") if row else []
+        for i, col in enumerate(cols):
+            col.append(fields[i] if i < len(fields) else None)
+    return pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema)
 
 
 FORMATS = [

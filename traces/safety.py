@@ -1,0 +1,364 @@
+"""Outputs written safely: one writer per output, temporaries of killed runs removed, signals
+turned into a clean stop, and operating-system errors turned into one line for people.
+
+Every command that writes uses these (through ``store.atomic_output``, ``store.TraceWriter``
+and ``AtomicFolder``):
+
+- **Temporary names.** An output ``DIR/NAME`` is written as ``DIR/.NAME.tmp-PID`` and renamed
+  when complete. A run that is stopped removes its temporary; one that was SIGKILLed cannot, so
+  the next run writing ``NAME`` removes every ``.NAME.tmp-PID`` whose process is gone.
+- **One writer.** The output is locked (``flock`` on ``DIR/.NAME.lock``) for as long as it is
+  written; a second command writing the same output meanwhile stops with one line. The lock
+  file is removed by its holder, and a waiter that locked a removed file tries again.
+- **Signals.** SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` (a KeyboardInterrupt) in the
+  main thread, so every ``except BaseException`` clean-up runs; the CLI exits 128 + signal.
+  A signal that arrives while an output is being renamed into place (``critical``) is held
+  until the rename is done, so an output is never half replaced.
+- **Operating-system errors** become a ``BlocklabError`` naming the path and the cause (exit
+  2), or a ``SystemFault`` (exit 1) for faults of the machine rather than of the request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import BlocklabError
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)$")
+
+
+def temporary_name(dest: Path) -> Path:
+    """The name ``dest`` is written under before it is complete: ``.NAME.tmp-PID`` beside it."""
+    return dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a zombie writes nothing more)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def stale_temporaries(dest: Path) -> list[Path]:
+    """Temporaries of ``dest`` (``.NAME.tmp-PID`` beside it) whose process is gone."""
+    dest = Path(dest)
+    out = []
+    with contextlib.suppress(OSError):
+        for p in dest.parent.iterdir():
+            m = _TMP.match(p.name)
+            if m and m["name"] == dest.name and int(m["pid"]) != os.getpid() \
+                    and not pid_alive(int(m["pid"])):
+                out.append(p)
+    return sorted(out)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def remove_stale(dest: Path) -> list[str]:
+    """Remove what killed runs writing ``dest`` left; returns what was removed."""
+    gone = []
+    for p in stale_temporaries(dest):
+        _remove(p)
+        gone.append(str(p))
+    return gone
+
+
+def clean_temporaries(folder: Path) -> list[str]:
+    """Remove every temporary (``.NAME.tmp-PID``) under ``folder``, at any depth, whoever
+    wrote it. Only for a caller that holds ``folder``'s lock: then no one else writes there."""
+    gone = []
+    for root, dirs, files in os.walk(folder):
+        for name in [*dirs, *files]:
+            if _TMP.match(name):
+                p = Path(root) / name
+                _remove(p)
+                gone.append(str(p))
+        dirs[:] = [d for d in dirs if not _TMP.match(d)]
+    return gone
+
+
+# ---------------------------------------------------------------------------------------------
+# one writer per output
+
+_held: dict[str, int] = {}
+_held_lock = threading.Lock()
+
+
+class OutputBusy(BlocklabError):
+    """Another process holds the output's lock."""
+
+
+@contextlib.contextmanager
+def hold_lock(lockfile: Path, busy: str, remove: bool = True) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lockfile`` (made if missing), or raise OutputBusy with
+    the message ``busy``. Re-entrant within a process (a report locks its page, then writes it
+    with atomic_output, which locks it again). With ``remove`` the file is unlinked before it is
+    released, so no lock file stays behind."""
+    key = os.path.abspath(lockfile)
+    with _held_lock:
+        if key in _held:
+            _held[key] += 1
+            nested = True
+        else:
+            nested = False
+    if nested:
+        try:
+            yield
+        finally:
+            with _held_lock:
+                _held[key] -= 1
+        return
+    fd = -1
+    try:
+        with critical():  # a signal waits until the lock is held (and released by finally)
+            fd = _acquire(lockfile, busy)
+            with _held_lock:
+                _held[key] = 1
+        yield
+    finally:
+        if fd >= 0:
+            with _held_lock:
+                _held.pop(key, None)
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.unlink(lockfile)
+            os.close(fd)
+
+
+def _acquire(lockfile: Path, busy: str) -> int:
+    while True:
+        try:
+            fd = os.open(lockfile, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            # named as the output it locks: that is the path the user gave
+            e.filename = None
+            raise os_error(e, lockfile.parent / lockfile.name.removesuffix(".lock")
+                           .removeprefix(".")) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputBusy(busy) from None
+        # the holder before us may have removed the file after we opened it: then our lock
+        # is on a file no one else can find; lock the one that is there now instead
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lockfile).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def lock_path(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(dest: str | os.PathLike[str], make_parent: bool = False) -> Iterator[None]:
+    """Hold ``dest``'s lock (``.NAME.lock`` beside it) while the body writes ``dest``, after
+    removing the temporaries of killed runs that wrote it. With ``make_parent`` the folder
+    ``dest`` goes in is made if missing (else a missing folder is a one-line error)."""
+    dest = Path(dest)
+    if make_parent:
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise os_error(e, dest) from None
+    with hold_lock(lock_path(dest), f"{dest}: another blocklab command is writing it now "
+                   f"(it holds {lock_path(dest).name}); wait until it ends"):
+        remove_stale(dest)
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
+# operating-system errors
+
+
+class SystemFault(BlocklabError):
+    """A fault of the machine (an I/O error, memory exhausted), not of what was asked:
+    reported as one line with exit status 1."""
+
+    exit_status = 1
+
+
+_CAUSES = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for the file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.EISDIR: "is a folder, expected a file",
+    errno.ENOTDIR: "a part of the path is not a folder",
+    errno.ENOENT: "no such file or folder",
+    errno.EEXIST: "exists already",
+    errno.ENOTEMPTY: "a folder that is not empty is in the way",
+    errno.EXDEV: "on another file system than its temporary (a mount point?): write it "
+                 "into a folder of one file system",
+    errno.ENAMETOOLONG: "name too long",
+    errno.ELOOP: "too many symbolic links",
+    errno.EBUSY: "busy: a mount point (an output and its temporary beside it must be on one "
+                 "file system), or in use",
+    errno.ETXTBSY: "busy (a program being run)",
+    errno.EMFILE: "too many open files",
+}
+#: errnos that are the machine's fault (exit 1), not the user's request (exit 2)
+_FAULTS = {errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENXIO, errno.ENODEV,
+           errno.ESTALE}
+
+
+def _errno_of(e: OSError) -> int | None:
+    if e.errno is not None:
+        return e.errno
+    # pyarrow raises OSError("... error: No space left on device") without an errno
+    text = str(e)
+    for code in _CAUSES | dict.fromkeys(_FAULTS, ""):
+        if os.strerror(code) in text:
+            return code
+    return None
+
+
+def os_error(e: OSError, path: str | os.PathLike[str]) -> BlocklabError:
+    """``e`` as one line naming the path and the cause (SystemFault for a machine fault).
+
+    ``path`` is the output being written; the error's own file name, when it has one and it
+    is not a temporary of ``path``, is named instead (it is where the fault is)."""
+    code = _errno_of(e)
+    where = str(path)
+    if e.filename and not _TMP.match(Path(str(e.filename)).name):
+        where = str(e.filename)
+    cause = _CAUSES.get(code) if code is not None else None
+    if cause is None:
+        cause = os.strerror(code) if code is not None else (str(e).strip().splitlines()
+                                                            or [type(e).__name__])[0]
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    msg = f"{where}: {cause}" + (f" ({name})" if name else "")
+    return SystemFault(msg) if code in _FAULTS else BlocklabError(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# signals
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread when SIGINT, SIGTERM or SIGHUP arrives (a KeyboardInterrupt,
+    so code that stops cleanly on Ctrl-C stops cleanly on all three)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"stopped by {signal.Signals(self.signum).name}"
+
+
+_received: list[int] = []  # the signal that stopped this run (one at most)
+_critical = [0]
+_pending: list[int] = []
+_depth = [0]  # signals_handled nesting
+
+
+def received() -> int | None:
+    """The signal that stopped the command, if one did."""
+    return _received[0] if _received else None
+
+
+def _handler(signum: int, frame: object) -> None:
+    if _received:
+        return  # already stopping: let the clean-up finish
+    _received.append(signum)
+    if _critical[0]:
+        _pending.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+def check() -> None:
+    """Raise Interrupted if a signal came and the command is still going on. The handler
+    raises at once, but where it lands is chance: in a ctypes callback (llvmlite loading a
+    kernel) the exception is printed and dropped, and the command would run on. So writers
+    call this per batch and before renaming an output into place: after a signal, no output
+    appears."""
+    if _received and not _critical[0]:
+        raise Interrupted(_received[0])
+
+
+def _unraisable(hook):  # type: ignore[no-untyped-def]
+    def quiet(u) -> None:  # type: ignore[no-untyped-def]
+        if not isinstance(u.exc_value, Interrupted):  # the one dropped in a callback: check()
+            hook(u)
+    return quiet
+
+
+@contextlib.contextmanager
+def critical(raise_at_end: bool = True) -> Iterator[None]:
+    """A section a signal must not cut (taking a lock, making or renaming a temporary): a
+    signal that arrives meanwhile is raised when it ends, or with ``raise_at_end=False`` by the
+    caller's next ``check()`` (when the end is not yet inside the caller's clean-up)."""
+    _critical[0] += 1
+    try:
+        yield
+    finally:
+        _critical[0] -= 1
+    if not _critical[0] and _pending:
+        sig = _pending.pop()
+        if raise_at_end:
+            raise Interrupted(sig)
+
+
+@contextlib.contextmanager
+def signals_handled(restore: bool = True) -> Iterator[None]:
+    """Install the SIGINT/SIGTERM/SIGHUP handler for the body (main thread only; elsewhere, as
+    in a worker thread, the body runs with the handlers it has), then restore the old ones
+    (unless ``restore`` is False: a process's main, which sets what it wants on its way out)."""
+    if threading.current_thread() is not threading.main_thread() or _depth[0]:
+        yield  # a worker thread, or handled already (blocklab's main, then its command)
+        return
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+    _received.clear()
+    _pending.clear()
+    for s in SIGNALS:
+        # a signal ignored by the parent (nohup's SIGHUP, a background job's SIGINT) stays so
+        if old[s] is not signal.SIG_IGN:
+            signal.signal(s, _handler)
+    _depth[0] += 1
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+        if restore:
+            sys.unraisablehook = hook
+            for s, h in old.items():
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
+            _received.clear()  # a later call in this process starts afresh
