@@ -290,6 +290,32 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return p, zones, curve_d, curve_t
 
 
+# DiskSim 4.0's own demerits on its validation traces, as its valid/runvalid script states them
+# ("rms should be about"), by (the disk's name in its parameter files, the trace's file name).
+# The script has none for the Seagate ST41601N.
+DISKSIM_DEMERITS = {
+    ("QUANTUM_QM39100TD-SW", "atlas_III.trace"): 0.378,
+    ("SEAGATE_ST32171W", "barracuda.trace"): 0.349,
+    ("SEAGATE_ST34501N_validate", "cheetah4LP.trace"): 0.318,
+    ("SEAGATE_ST39102LW_validate", "cheetah9LP.trace"): 0.107,
+    ("IBM_DNES-309170W_validate", "ibm18es.trace"): 0.135,
+    ("QUANTUM_TORNADO_validate", "atlas10k.trace"): 0.268,
+    ("HP_C2247A_validate", "hp_c2247a.trace"): 0.090,
+    ("HP_C3323A_validate", "hp_c3323a.trace"): 0.306,
+    ("HP_C2490A_validate", "hp_c2490a.trace"): 0.254,
+    ("DEC_RZ26_validate", "dec_rz26.trace"): 0.340,
+}
+
+
+def disksim_demerit(drive: str, trace: str | Path) -> float | None:
+    """DiskSim's own demerit (ms) for this drive on this validation trace, where its valid/
+    folder gives one (the trace may be compressed: ``NAME.trace.xz``)."""
+    name = Path(trace).name
+    for ext in (".xz", ".gz", ".zst"):
+        name = name.removesuffix(ext)
+    return DISKSIM_DEMERITS.get((drive, name))
+
+
 # ``--without``: parts of the model that can be switched off, to measure what each is worth on
 # a real drive's trace (what a simpler, faster model would give up): the parameters each sets
 _OVERHEADS = (H.P_OV_RHR, H.P_OV_RHW, H.P_OV_RMR, H.P_OV_RMW, H.P_OV_WHR, H.P_OV_WHW,
@@ -341,6 +367,7 @@ class ValidateResult:
     real_hits: int
     requests_per_s: float
     without: list[str] = dataclasses.field(default_factory=list)
+    disksim_demerit_ms: float | None = None  # DiskSim's own on this trace, where known
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -386,4 +413,5 @@ def validate_disksim(specs: str | Path, trace: str | Path,
         real_hits=real_hits,
         requests_per_s=len(lbn) / elapsed if elapsed > 0 else float("inf"),
         without=list(dict.fromkeys(without)),
+        disksim_demerit_ms=disksim_demerit(drive.name, trace),
     )

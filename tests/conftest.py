@@ -23,7 +23,7 @@ def shared() -> Path:
 #: Test files that replay (the engine, the HDD and SSD models). They run last: ``make test``
 #: compiles those kernels in the background meanwhile (pipeline/warm.py), so on a fresh clone
 #: the other files' tests run while the engine compiles instead of after it.
-REPLAYING = {"test_catalog.py", "test_engine.py", "test_failures.py", "test_golden.py",
+REPLAYING = {"test_catalog.py", "test_disksim_valid.py", "test_engine.py", "test_failures.py", "test_golden.py",
              "test_hdd.py", "test_query.py", "test_report.py", "test_risk.py",
              "test_scenario.py", "test_sweep.py", "test_synth_closed_loop.py",
              "test_synth_search.py", "test_synth_spc1.py"}
