@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import json
 import lzma
+from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from blocklab.kernels.drive import hdd as H
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.validate import disksim_demerit, validate_disksim
+from blocklab.pipeline.disksim_params import read_drive
+from blocklab.pipeline.validate import (
+    demerit,
+    disksim_demerit,
+    drive_params,
+    validate_disksim,
+    without_parts,
+)
 
 from .valid_drives import IN_SHARED, VALID, trace_path, valid_path
 
+DATA = Path(__file__).resolve().parent / "data" / "disksim"
 # DiskSim 4.0's demerits (ms): its valid/runvalid script ("rms should be about")
 RUNVALID = {"atlas_III": 0.378, "barracuda": 0.349, "cheetah4LP": 0.318, "cheetah9LP": 0.107,
             "ibm18es": 0.135, "atlas10k": 0.268, "hp_c2247a": 0.090, "hp_c3323a": 0.306,
@@ -32,8 +43,7 @@ def test_valid_drive_within_twice_disksims_demerit(name, request):
     assert r.mean_sim_ms == pytest.approx(r.mean_real_ms, rel=0.05)
     if name in RUNVALID:
         assert r.demerit_ms <= 2 * RUNVALID[name], r
-    else:  # DiskSim's script gives no figure: the smallest it gives any drive, twice
-        assert r.demerit_ms <= 2 * min(RUNVALID.values()), r
+    # (the ST41601N, which DiskSim cannot replay to the end: see the test below)
 
 
 def test_disksims_figure_needs_its_trace():
@@ -53,3 +63,49 @@ def test_validate_cli_prints_disksims_figure():
     res = CliRunner().invoke(app, ["validate", "disksim", str(valid_path("st41601n")),
                                    str(trace_path("st41601n"))], env={"COLUMNS": "300"})
     assert res.exit_code == 0 and "DiskSim" not in res.stdout
+
+
+def _trace_columns(name):
+    p = trace_path(name)
+    text = (lzma.open(p, "rt") if p.suffix == ".xz" else open(p)).read()
+    rows = [line.split() for line in text.splitlines()]
+    lbn = np.array([int(r[2]) for r in rows], dtype=np.int64)
+    n = np.array([int(r[3]) for r in rows], dtype=np.int64)
+    w = np.array([r[0] == "W" for r in rows], dtype=np.int64)
+    real = np.array([float(r[4]) for r in rows]) / 1000
+    idle = np.array([float(r[5]) for r in rows]) / 1000
+    return lbn, n, w, real, idle
+
+
+def _replay(name, parts=()):
+    p, zones, cd, ct = drive_params(read_drive(valid_path(name)))
+    lbn, n, w, real, idle = _trace_columns(name)
+    out = np.zeros(len(lbn))
+    H.replay_closed(without_parts(p, parts), zones, cd, ct, H.new_state(), lbn, n, w, idle,
+                    out)
+    return out, real
+
+
+@pytest.mark.parametrize("name", [n for n in VALID if n not in IN_SHARED])
+def test_agrees_with_disksim_per_request(name):
+    """DiskSim 4.0's own service times on the seven drives not in the shared folder
+    (tests/data/disksim/README.md): the model reproduces them request by request (the read on
+    arrival switched off: DiskSim has no such part), but for requests whose head arrives within
+    a few microseconds of its sector, where DiskSim's fixed-point angles and the model's
+    floating point round differently. These drives cover sparing schemes 1, 2, 3, 7 and 8."""
+    sim, _real = _replay(name, ["read-on-arrival"])
+    ds = np.loadtxt(lzma.open(DATA / f"{name}.sim.xz", "rt"))
+    if name == "st41601n":  # DiskSim stops at request 3206 (README)
+        assert len(ds) == 3205
+    else:
+        assert len(ds) == len(sim)
+    assert np.mean(np.abs(sim[:len(ds)] - ds) < 0.01) >= 0.995
+
+
+def test_st41601n_against_disksim_where_it_runs():
+    """DiskSim gives no demerit for the Seagate ST41601N (it stops at request 3206): on the
+    requests it completes, the model's demerit is within twice DiskSim's."""
+    sim, real = _replay("st41601n")
+    ds = np.loadtxt(lzma.open(DATA / "st41601n.sim.xz", "rt"))
+    k = len(ds)
+    assert demerit(sim[:k], real[:k]) <= 2 * demerit(ds, real[:k])
