@@ -218,6 +218,7 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_WRITE_BACK] = 1.0 if c["fast_write_level"] > 0 else 0.0
     p[H.P_CACHE_ON] = 1.0 if c["enable_caching"] else 0.0
     p[H.P_ALMOST] = 1.0 if c.get("allow_almost_read_hits", 0) else 0.0
+    p[H.P_REQ_OVERHEAD] = d.per_request_overhead_ms
     nseg = int(c["segments"])
     if not 1 <= nseg <= H.SEG_MAX:
         raise ParamError(f"{where}: Number of buffer segments must be 1 to {H.SEG_MAX}, "

@@ -3,12 +3,15 @@ model's demerit is within the project's limit of twice DiskSim's own on that tra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import lzma
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blocklab.kernels.drive import hdd as H
@@ -22,6 +25,8 @@ from blocklab.pipeline.validate import (
     without_parts,
 )
 
+from .reference import disksim_layout as dl
+from .reference import hdd as ref
 from .valid_drives import IN_SHARED, VALID, trace_path, valid_path
 
 DATA = Path(__file__).resolve().parent / "data" / "disksim"
@@ -109,3 +114,72 @@ def test_st41601n_against_disksim_where_it_runs():
     ds = np.loadtxt(lzma.open(DATA / "st41601n.sim.xz", "rt"))
     k = len(ds)
     assert demerit(sim[:k], real[:k]) <= 2 * demerit(ds, real[:k])
+
+
+_DRIVES: dict = {}
+
+
+def _drive_and_params(name):
+    if name not in _DRIVES:
+        d = read_drive(valid_path(name))
+        _DRIVES[name] = (d, drive_params(d))
+    return _DRIVES[name]
+
+
+def _near_slips(d, total):
+    """Blocks just before the zones' slipped sectors (or tracks) and zone ends: where a media
+    walk jumps a slip, a spare area or a zone gap."""
+    g = dl.Geometry.of(d)
+    starts = dl.zone_starts(g)
+    out = []
+    for zi, z in enumerate(g.zones):
+        out += [starts[zi + 1] - 40]
+        unit = z.bpt if g.scheme == 1 else 1
+        for i, sl in enumerate(sorted(z.slips)[:30]):
+            out.append(starts[zi] + (sl - i) * unit - z.dead - 20)
+    return [x for x in out if 0 <= x < total - 500]
+
+
+# request steps: sequential, nearby, far, at a slip; 1-300 blocks; idle times that land before,
+# during and after a read-ahead or a destage
+_step = st.tuples(
+    st.sampled_from(["seq", "seq", "near", "far", "slip"]), st.integers(-400, 400),
+    st.integers(1, 300), st.booleans(),
+    st.one_of(st.sampled_from([0.0, 0.3, 1.0, 5.0, 40.0]), st.floats(0, 30)))
+
+
+@pytest.mark.parametrize("name", [n for n in VALID if n not in IN_SHARED])
+@settings(max_examples=30, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=40), pick=st.integers(0, 10**9),
+       req_overhead=st.sampled_from([0.0, 0.0, 0.37]))
+def test_service_matches_reference(name, steps, pick, req_overhead):
+    """The kernel's service times against the plain-Python reference on the seven drives (their
+    sparing schemes 1, 2, 3, 7 and 8, slips included), and with a per-request overhead."""
+    d, (p, zones, cd, ct) = _drive_and_params(name)
+    total = int(p[H.P_BLOCKS])
+    slips = _near_slips(d, total)
+    a = pick % (total - 500)
+    prev_end = a
+    reqs = []
+    for kind, delta, n, w, idle in steps:
+        if kind == "seq":
+            a = prev_end
+        elif kind == "near":
+            a = prev_end + delta
+        elif kind == "far":
+            a = (a * 7919 + delta * 104729 + 12345) % total
+        elif slips:
+            a = slips[(pick + delta) % len(slips)]
+        a = min(max(a, 0), total - n)
+        reqs.append((a, n, w, idle))
+        prev_end = a + n
+    if req_overhead:
+        d = dataclasses.replace(d, per_request_overhead_ms=req_overhead)
+        p = drive_params(d)[0]
+    want = ref.replay(d, reqs)
+    cols = [np.array([r[i] for r in reqs]) for i in range(4)]
+    got = np.zeros(len(reqs))
+    H.replay_closed(p, zones, cd, ct, H.new_state(), cols[0].astype(np.int64),
+                    cols[1].astype(np.int64), cols[2].astype(np.int64), cols[3].astype(float),
+                    got)
+    assert got == pytest.approx(want, abs=1e-6)

@@ -10,11 +10,16 @@ facts only):
   may start with unused sectors ("empty space at zone front"); logical blocks fill the tracks of
   a cylinder before the next cylinder, in surface order or, with the "cylinder switch on
   surface" mappings, in reverse order on alternate cylinders; spare space and slipped defects
-  are placed exactly: spare sectors at the end of each sparing range (per zone, per range of
-  cylinders, per cylinder, per track) or spare tracks at the end of the zone, and every slipped
-  sector (or track) listed in the ``.model`` file shifts the blocks after it by one. The first
-  block of a track starts ``offset + (track switches) x track skew + (cylinder switches) x
-  cylinder skew`` sectors after the index, counted from the start of the zone.
+  are placed exactly, for each of DiskSim's sparing schemes 0-10: spare sectors at the end of
+  each sparing range (per zone, per range of cylinders, per cylinder, per track) or at the
+  front of each cylinder, or spare tracks at the end of the zone; every slipped sector (or
+  track) listed in the ``.model`` file shifts the blocks after it by one, within its sparing
+  range (into its spares) or, in the "slip to the end" schemes, along the whole zone. The
+  first block of a track starts ``offset + (track switches) x track skew + (cylinder
+  switches) x cylinder skew`` sectors after the index, counted from the start of the zone, and
+  with sectors spared per cylinder or per track one more for each slip of the zone before the
+  track's cylinder (or track), as ``g1_map_pbn_skew`` has it. A defect remapped to itself is
+  no defect (DiskSim's ``g1_ltop_*`` skip it); other remapped defects are refused.
 - **Mechanics** (``diskmodel/mech_g1.c``): seek time from the measured curve (linear
   interpolation, extrapolated beyond its end) or the Ruemmler-Wilkes equation with the first ten
   distances measured; a head switch costs ``max(seek, head switch)``; a write adds the settling
@@ -56,10 +61,11 @@ facts only):
 
 Not modelled (see the README's fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
-remapped to spare sectors (none in the catalogued drives), command queueing inside the drive
-(the engine queues), sneaky read hits, reconnections when the interface overtakes the media
-during a read. Almost read hits (DiskSim's "Allow almost read hits": a read starting where the
-read-ahead in progress has got to is served from it) are modelled when the drive allows them.
+remapped to another sector (none in DiskSim's validation drives), command queueing inside the
+drive (the engine queues), sneaky read hits, reconnections when the interface overtakes the
+media during a read, and the disk keys ``pipeline/disksim_params.py`` lists as not modelled.
+Almost read hits (DiskSim's "Allow almost read hits": a read starting where the read-ahead in
+progress has got to is served from it) are modelled when the drive allows them.
 
 Parameters travel as one float64 vector ``p`` (``P_*``), the layout as one float64 table
 ``zones`` (``Z_N`` columns per zone, followed by every zone's slip list), the seek curve as two
@@ -81,8 +87,8 @@ from blocklab.kernels._jit import njit
  P_RA_IDLE_HIT, P_HIGH_WM, P_WM_BY_REQ, P_READ_ARRIVAL,
  P_SEEK_KIND, P_HPL_X, P_HPL_A, P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK,
  P_NZONES, P_SERP, P_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
- P_NBUCKETS, P_ALMOST, P_SLIP_SKEW) = range(57)
-P_N = 57
+ P_NBUCKETS, P_ALMOST, P_SLIP_SKEW, P_REQ_OVERHEAD) = range(58)
+P_N = 58
 SEEK_CURVE, SEEK_HPL = 0, 1
 # how spare space and slips place blocks (``P_SPARING``): see the zone table below
 SPARE_RANGE, SPARE_TRACK, SPARE_TO_END, SPARE_FRONT_SLIPS = 0, 1, 2, 3
@@ -821,6 +827,9 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     receives at time ``t`` (ms), when it has no other request. Updates the drive's state in
     ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0)."""
     b = d * S_N
+    # DiskSim's "Per-request overhead time": the request reaches the drive's controller this
+    # much later (disksim_diskctlr.c, disk_event_arrive)
+    t = t + p[P_REQ_OVERHEAD]
     seg_n = p[P_SEG_BLOCKS]
     prev_write = st[b + S_PREV_WRITE] > 0
     seq = a == st[b + S_PREV_END]

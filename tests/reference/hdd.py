@@ -291,6 +291,7 @@ class RefDisk:
     # -- one request
     def service(self, t, a, n, write):
         ov = self.ov
+        t += self.d.per_request_overhead_ms  # it reaches the controller this much later
         seq = a == self.prev_end
         prev_write = self.prev_write
         stop = (self.free, self.cyl, self.head)
