@@ -953,7 +953,9 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             x0 = t + ov + p[P_DATA_PREP]
             media_at = t + ov
             ds = int(st[b + S_DS_SEG])
-            if destaging and ds >= 0 and p[P_WSEG] <= 0:
+            # (with a dedicated write segment too: DiskSim 4.0 on the IBM 18ES appends a write
+            # to the destage it continues and holds any other until the destage ends)
+            if destaging and ds >= 0:
                 lo, hi = _seg_bounds(st, b, ds)
                 if a == hi and a + n - lo <= seg_n:
                     # it appends to the data being written: same segment, the media write

@@ -393,7 +393,7 @@ class RefDisk:
                 x0 = t + ovw + ov["data preparation"]
                 media_at = t + ovw
                 ds = self.destage_seg
-                appends = (destaging and ds >= 0 and not self.wseg and a == self.segs[ds][1]
+                appends = (destaging and ds >= 0 and a == self.segs[ds][1]
                            and a + n - self.segs[ds][0] <= self.seg_size)
                 if appends:  # into the segment being destaged, the media write goes on
                     k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
