@@ -680,7 +680,9 @@ def validate_disksim(
 ) -> None:
     """Replay a DiskSim validation trace on the drive SPECS describes (one request at a time,
     each issued after the previous completes plus the trace's idle time) and print the demerit
-    against the measured service times, with mean simulated and real service times."""
+    against the measured service times, beside DiskSim 4.0's own where its valid/ folder gives
+    it, with mean simulated and real service times. Every DiskSim 4.0 layout (sparing schemes
+    0-10, mapping schemes 0-2) is read; the trace may be compressed (.xz, .gz, .zst)."""
     _kernels_ready()
     from .validate import validate_disksim as run
 
@@ -691,9 +693,10 @@ def validate_disksim(
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
+    theirs = "" if r.disksim_demerit_ms is None else f" (DiskSim {r.disksim_demerit_ms:.3f} ms)"
     out.print(
         f"{r.drive}{' without ' + ', '.join(r.without) if r.without else ''}: "
-        f"{r.requests} requests, demerit {r.demerit_ms:.3f} ms, mean service "
+        f"{r.requests} requests, demerit {r.demerit_ms:.3f} ms{theirs}, mean service "
         f"{r.mean_sim_ms:.3f} ms simulated / {r.mean_real_ms:.3f} ms real, "
         f"{r.requests_per_s:,.0f} requests/s",
         highlight=False,

@@ -20,7 +20,7 @@ from blocklab.traces.formats.disksim import read_validate
 from blocklab.traces.io import Input
 from blocklab.traces.schema import OP_WRITE
 
-from .disksim_params import DiskSimDrive, ParamError, read_drive
+from .disksim_params import DiskSimDrive, ParamError, Zone, read_drive
 
 
 def demerit(sim_ms: np.ndarray, real_ms: np.ndarray) -> float:
@@ -31,49 +31,161 @@ def demerit(sim_ms: np.ndarray, real_ms: np.ndarray) -> float:
     return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
-# DiskSim's sparing schemes ("Sparing scheme used", diskmodel/layout_g1.h) that the kernel maps
-# exactly: none, spare tracks per zone, spare sectors per cylinder / per track / per range of
-# cylinders / per zone (with slips either pushing blocks on or, "slip to end", eating spares)
-_SPARING = {0: "none", 1: "tracks per zone", 2: "sectors per cylinder",
-            3: "sectors per track", 8: "sectors per range", 9: "sectors per zone",
-            10: "sectors per zone, slips to the end"}
+# DiskSim 4.0's sparing schemes ("Sparing scheme used"; the names of diskmodel/layout_g1.h, the
+# placements its manual's dm_layout_g1 section gives them)
+SPARING = {0: "no spares", 1: "spare tracks at the end of each zone",
+           2: "spare sectors at the end of each cylinder",
+           3: "spare sectors at the end of each track",
+           4: "spare sectors at the end of each cylinder, slips pushed to the end of the zone",
+           5: "spare sectors at the front of each cylinder",
+           6: "spare sectors at the front of each cylinder, slips pushed to the end of the zone",
+           7: "slips pushed to the end of the zone, no spare sectors per cylinder",
+           8: "spare sectors at the end of each range of cylinders",
+           9: "spare sectors at the end of each zone",
+           10: "spare sectors at the end of each zone, slips pushed past them"}
 _HUGE = float(1 << 50)
 
 
-def _zone_layout(d: DiskSimDrive, z) -> tuple[int, float, float]:
-    """(LBNs in the zone, sectors per sparing range, LBNs per range), as DiskSim's
-    ``dm_layout_g1_compute_blksinband`` and ``g1_ltop_*`` count them."""
+@dataclasses.dataclass(frozen=True)
+class ZoneLayout:
+    """How one zone's blocks sit on its sectors, in the kernel's terms (``kernels/drive/hdd.py``,
+    zone table): LBNs in the zone, sectors per sparing range, LBNs per range, sectors before a
+    range's blocks, and the slips as the kernel counts them."""
+
+    lbns: int
+    range_sectors: float
+    range_lbns: float
+    front: int
+    slips: list[int]
+
+
+def sparing_kind(d: DiskSimDrive) -> tuple[int, int]:
+    """(``P_SPARING``, ``P_SLIP_SKEW``) of a drive's sparing scheme."""
+    s = d.sparing_scheme
+    kind = {1: H.SPARE_TRACK, 4: H.SPARE_TO_END, 5: H.SPARE_FRONT_SLIPS, 6: H.SPARE_TO_END,
+            7: H.SPARE_TO_END}.get(s, H.SPARE_RANGE)
+    # DiskSim's g1_map_pbn_skew turns tracks on by the slips before them only in the
+    # per-cylinder ("issectpercyl": 2, 4, 5, 6) and per-track (3) schemes
+    skew = {2: H.SKEW_SLIPS_CYL, 3: H.SKEW_SLIPS_TRACK, 4: H.SKEW_SLIPS_CYL,
+            5: H.SKEW_SLIPS_CYL, 6: H.SKEW_SLIPS_CYL}.get(s, H.SKEW_SLIPS_NONE)
+    return kind, skew
+
+
+def zone_layout(d: DiskSimDrive, z: Zone) -> ZoneLayout:
+    """A zone's layout under the drive's sparing scheme. Its LBN count is DiskSim's
+    (``dm_layout_g1_compute_blksinband``, diskmodel/layout_g1_load.c)."""
     cyls = z.last_cylinder - z.first_cylinder + 1
     bpt = z.blocks_per_track
-    phys = cyls * bpt * d.surfaces - z.empty_front
+    bpc = bpt * d.surfaces
+    phys = cyls * bpc - z.empty_front
     s = d.sparing_scheme
-    if s == 0:
-        return phys, _HUGE, _HUGE
+    slips = sorted(z.slips)
+    if s == 0:  # DiskSim's no-sparing mapping reads no slips
+        return ZoneLayout(phys, _HUGE, _HUGE, 0, [])
     if s == 1:
-        return phys - z.spares * bpt, _HUGE, _HUGE
-    if s == 2:
-        bpc = bpt * d.surfaces
-        return phys - z.spares * cyls, bpc, bpc - z.spares
+        return ZoneLayout(phys - z.spares * bpt, _HUGE, _HUGE, 0, slips)
+    if s in (2, 5):
+        return ZoneLayout(phys - z.spares * cyls, bpc, bpc - z.spares,
+                          z.spares if s == 5 else 0, slips)
     if s == 3:
-        return phys - z.spares * cyls * d.surfaces, bpt, bpt - z.spares
+        return ZoneLayout(phys - z.spares * cyls * d.surfaces, bpt, bpt - z.spares, 0, slips)
+    if s in (4, 6, 7):
+        # slips push blocks along the zone's data sectors: count them in data-sector numbers
+        # (_check_layout refuses slips in a cylinder's spare sectors)
+        fr = z.spares if s == 6 else 0
+        rl = bpc - z.spares
+        u = [q // bpc * rl + q % bpc - fr for q in slips]
+        lbns = phys - len(z.slips) - (z.spares * cyls if s != 7 else 0)
+        return ZoneLayout(lbns, bpc, rl, fr, u)
     if s == 8:
-        rs = bpt * d.surfaces * d.range_size_for_sparing
-        return phys - z.spares * (cyls // d.range_size_for_sparing), rs, rs - z.spares
+        rs = bpc * d.range_size_for_sparing
+        return ZoneLayout(phys - z.spares * (cyls // d.range_size_for_sparing), rs,
+                          rs - z.spares, 0, slips)
     if s == 9:
-        return phys - z.spares, _HUGE, _HUGE
-    return phys - z.spares - len(z.slips), _HUGE, _HUGE  # 10
+        return ZoneLayout(phys - z.spares, _HUGE, _HUGE, 0, slips)
+    return ZoneLayout(phys - z.spares - len(z.slips), _HUGE, _HUGE, 0, slips)  # 10
+
+
+def _check_layout(d: DiskSimDrive) -> None:
+    """Refuse what DiskSim's layout cannot place, naming the file and the zone."""
+    where = d.source
+    s = d.sparing_scheme
+    if s not in SPARING:
+        raise ParamError(f"{where}: sparing scheme {s} is not one of DiskSim's (0-10: "
+                         + "; ".join(f"{k} {v}" for k, v in SPARING.items()) + ")")
+    if d.mapping_scheme not in (0, 1, 2):
+        raise ParamError(f"{where}: LBN-to-PBN mapping scheme {d.mapping_scheme} is not "
+                         "supported (0 normal, 1 and 2 cylinder switch on surface)")
+    if s == 8 and d.range_size_for_sparing < 1:
+        raise ParamError(f"{where}: Rangesize for sparing must be at least 1 with sparing "
+                         f"scheme 8, not {d.range_size_for_sparing}")
+    for i, z in enumerate(d.zones):
+        zw = f"{where}: zone {i + 1} (cylinders {z.first_cylinder}-{z.last_cylinder})"
+        bpt = z.blocks_per_track
+        if z.last_cylinder < z.first_cylinder or bpt < 1:
+            raise ParamError(f"{zw}: needs at least one cylinder and one block per track")
+        unit = {2: bpt * d.surfaces, 3: bpt, 4: bpt * d.surfaces, 5: bpt * d.surfaces,
+                6: bpt * d.surfaces, 8: bpt * d.surfaces * max(d.range_size_for_sparing, 1)}
+        if s in unit and not 0 <= z.spares < unit[s]:
+            raise ParamError(f"{zw}: {z.spares} spares do not fit a sparing range of "
+                             f"{unit[s]} sectors")
+        if s == 7 and z.spares:
+            # DiskSim counts no blocks for them (compute_blksinband) but its g1_ltop skips them
+            # in every cylinder, so it would place the zone's last blocks past its end
+            raise ParamError(f"{zw}: sparing scheme 7 keeps its spares at the end of the "
+                             f"disk, not {z.spares} per cylinder")
+        if len(set(z.slips)) != len(z.slips):
+            raise ParamError(f"{zw}: a slip is listed twice")
+        room = {2: bpt * d.surfaces, 3: bpt, 5: bpt * d.surfaces,
+                8: bpt * d.surfaces * max(d.range_size_for_sparing, 1)}.get(s)
+        if room:
+            # slips that use a range's spares: no more than it has (a last range of fewer
+            # cylinders than "Rangesize for sparing" has none: DiskSim counts none for it)
+            full = ((z.last_cylinder - z.first_cylinder + 1) * bpt * d.surfaces) // room
+            per: dict[int, int] = {}
+            for q in z.slips:
+                per[q // room] = per.get(q // room, 0) + 1
+            over = [r for r, k in per.items() if k > (z.spares if r < full else 0)]
+            if over:
+                raise ParamError(f"{zw}: more slips than spares in sparing range {over[0] + 1} "
+                                 f"({per[over[0]]} slips, "
+                                 f"{z.spares if over[0] < full else 0} spares)")
+        if s == 8:
+            rs = bpt * d.surfaces * d.range_size_for_sparing
+            part = (z.last_cylinder - z.first_cylinder + 1) % d.range_size_for_sparing
+            if part * bpt * d.surfaces > rs - z.spares:
+                # DiskSim's g1_ltop_sectperrangespare numbers the last range's blocks as a full
+                # range's and would place those past a full range's LBNs beyond the zone
+                raise ParamError(f"{zw}: its last {part} cylinders hold more blocks than a "
+                                 f"range of {d.range_size_for_sparing} less its spares")
+        if s in (1, 9) and len(z.slips) > z.spares:
+            raise ParamError(f"{zw}: {len(z.slips)} slips but {z.spares} spares")
+        if s in (4, 6):
+            fr = z.spares if s == 6 else 0
+            bpc = bpt * d.surfaces
+            bad = [q for q in z.slips if not fr <= q % bpc < fr + bpc - z.spares]
+            if bad:
+                # DiskSim's g1_ltop then leaves the next data sector empty and its
+                # g1_map_pbn_skew counts the slip by its physical place: not modelled
+                raise ParamError(f"{zw}: slips in a cylinder's spare sectors are not modelled "
+                                 f"with sparing scheme {s} ({', '.join(map(str, bad[:5]))})")
+        pairs = list(zip(z.defects[::2], z.defects[1::2], strict=False))
+        if len(z.defects) % 2:
+            raise ParamError(f"{zw}: defects must come in pairs (defect, spare it moves to)")
+        if s != 0 and any(a != b for a, b in pairs):
+            # a defect "remapped" to itself changes nothing in DiskSim's g1_ltop_* (they skip
+            # it), which is what the validation drives list (the Cheetah 4LP's one defect)
+            raise ParamError(f"{zw}: defects remapped to another sector are not modelled "
+                             f"({', '.join(f'{a} -> {b}' for a, b in pairs if a != b)})")
+        if zone_layout(d, z).lbns < 0:
+            raise ParamError(f"{zw}: more spares and slips than sectors")
 
 
 def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The kernel's parameter vector, layout table (zones, then their slips) and seek table for a
     DiskSim drive (see ``kernels/drive/hdd.py`` for what each parameter does)."""
     where = d.source
-    if d.sparing_scheme not in _SPARING:
-        raise ParamError(f"{where}: sparing scheme {d.sparing_scheme} is not supported "
-                         f"(supported: {', '.join(f'{k} {v}' for k, v in _SPARING.items())})")
-    if d.mapping_scheme not in (0, 1, 2):
-        raise ParamError(f"{where}: LBN-to-PBN mapping scheme {d.mapping_scheme} is not "
-                         "supported (0 normal, 1 and 2 cylinder switch on surface)")
+    _check_layout(d)
     ov = d.overheads_ms
     c = d.cache
     p = np.zeros(H.P_N)
@@ -106,6 +218,7 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_WRITE_BACK] = 1.0 if c["fast_write_level"] > 0 else 0.0
     p[H.P_CACHE_ON] = 1.0 if c["enable_caching"] else 0.0
     p[H.P_ALMOST] = 1.0 if c.get("allow_almost_read_hits", 0) else 0.0
+    p[H.P_REQ_OVERHEAD] = d.per_request_overhead_ms
     nseg = int(c["segments"])
     if not 1 <= nseg <= H.SEG_MAX:
         raise ParamError(f"{where}: Number of buffer segments must be 1 to {H.SEG_MAX}, "
@@ -136,11 +249,11 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_SINGLE_SEEK] = d.single_cylinder_seek_ms
     p[H.P_NZONES] = len(d.zones)
     p[H.P_SERP] = d.mapping_scheme
-    p[H.P_TRACK_SPARING] = 1.0 if d.sparing_scheme == 1 else 0.0
+    p[H.P_SPARING], p[H.P_SLIP_SKEW] = sparing_kind(d)
     nz = len(d.zones)
-    nslips = sum(len(z.slips) for z in d.zones)
-    zl = [_zone_layout(d, z) for z in d.zones]
-    total = sum(x[0] for x in zl)
+    zl = [zone_layout(d, z) for z in d.zones]
+    nslips = sum(len(x.slips) for x in zl)
+    total = sum(x.lbns for x in zl)
     # the bucket index: a few thousand buckets of a power-of-two number of blocks
     shift = max(0, int(np.ceil(np.log2(max(total, 1) / 4096))))
     nb = (total >> shift) + 1
@@ -148,7 +261,7 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     first = 0
     slip_at = nz * H.Z_N
     for i, z in enumerate(d.zones):  # in LBN order, as listed
-        nlbn, rs, rl = zl[i]
+        nlbn, rs, rl = zl[i].lbns, zl[i].range_sectors, zl[i].range_lbns
         b = i * H.Z_N
         zones[b + H.Z_FIRST_CYL] = z.first_cylinder
         zones[b + H.Z_LAST_CYL] = z.last_cylinder
@@ -161,9 +274,10 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         zones[b + H.Z_DEAD] = z.empty_front
         zones[b + H.Z_RANGE] = rs
         zones[b + H.Z_RANGE_LBNS] = rl
+        zones[b + H.Z_FRONT] = zl[i].front
         zones[b + H.Z_SLIP0] = slip_at
-        zones[b + H.Z_NSLIP] = len(z.slips)
-        slips = sorted(z.slips)
+        slips = zl[i].slips
+        zones[b + H.Z_NSLIP] = len(slips)
         zones[slip_at:slip_at + len(slips)] = slips
         slip_at += len(slips)
         first += nlbn
@@ -175,6 +289,32 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     p[H.P_NBUCKETS] = nb
     zones[slip_at:] = np.searchsorted(starts, np.arange(nb) << shift, side="right") - 1
     return p, zones, curve_d, curve_t
+
+
+# DiskSim 4.0's own demerits on its validation traces, as its valid/runvalid script states them
+# ("rms should be about"), by (the disk's name in its parameter files, the trace's file name).
+# The script has none for the Seagate ST41601N.
+DISKSIM_DEMERITS = {
+    ("QUANTUM_QM39100TD-SW", "atlas_III.trace"): 0.378,
+    ("SEAGATE_ST32171W", "barracuda.trace"): 0.349,
+    ("SEAGATE_ST34501N_validate", "cheetah4LP.trace"): 0.318,
+    ("SEAGATE_ST39102LW_validate", "cheetah9LP.trace"): 0.107,
+    ("IBM_DNES-309170W_validate", "ibm18es.trace"): 0.135,
+    ("QUANTUM_TORNADO_validate", "atlas10k.trace"): 0.268,
+    ("HP_C2247A_validate", "hp_c2247a.trace"): 0.090,
+    ("HP_C3323A_validate", "hp_c3323a.trace"): 0.306,
+    ("HP_C2490A_validate", "hp_c2490a.trace"): 0.254,
+    ("DEC_RZ26_validate", "dec_rz26.trace"): 0.340,
+}
+
+
+def disksim_demerit(drive: str, trace: str | Path) -> float | None:
+    """DiskSim's own demerit (ms) for this drive on this validation trace, where its valid/
+    folder gives one (the trace may be compressed: ``NAME.trace.xz``)."""
+    name = Path(trace).name
+    for ext in (".xz", ".gz", ".zst"):
+        name = name.removesuffix(ext)
+    return DISKSIM_DEMERITS.get((drive, name))
 
 
 # ``--without``: parts of the model that can be switched off, to measure what each is worth on
@@ -228,6 +368,7 @@ class ValidateResult:
     real_hits: int
     requests_per_s: float
     without: list[str] = dataclasses.field(default_factory=list)
+    disksim_demerit_ms: float | None = None  # DiskSim's own on this trace, where known
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -273,4 +414,5 @@ def validate_disksim(specs: str | Path, trace: str | Path,
         real_hits=real_hits,
         requests_per_s=len(lbn) / elapsed if elapsed > 0 else float("inf"),
         without=list(dict.fromkeys(without)),
+        disksim_demerit_ms=disksim_demerit(drive.name, trace),
     )

@@ -23,8 +23,9 @@ def shared() -> Path:
 #: Test files that replay (the engine, the HDD and SSD models). They run last: ``make setup``
 #: compiles the kernels first (pipeline/warm.py), but a bare ``pytest`` on an empty cache
 #: compiles them in the first replaying test, and the quick files report first.
-REPLAYING = {"test_catalog.py", "test_engine.py", "test_failures.py", "test_golden.py",
-             "test_hdd.py", "test_mrc.py", "test_query.py", "test_report.py", "test_risk.py",
+REPLAYING = {"test_catalog.py", "test_disksim_valid.py", "test_engine.py", "test_failures.py",
+             "test_golden.py", "test_hdd.py", "test_mrc.py", "test_query.py", "test_report.py",
+             "test_risk.py",
              "test_scenario.py", "test_sweep.py", "test_synth_closed_loop.py",
              "test_synth_search.py", "test_synth_spc1.py"}
 

@@ -1,10 +1,15 @@
-"""The DiskSim parameter importer reads all four validated drives in ../shared."""
+"""The DiskSim parameter importer reads all eleven validated drives of DiskSim's valid/ folder
+(four in ../shared, seven in tests/data/disksim/valid) and refuses what the model does not do."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from blocklab.pipeline.disksim_params import ParamError, parse, read_drive
+
+from .valid_drives import valid_path
 
 # name: (block count, surfaces, cylinders, rpm, zones, seek type, bus read ms/block)
 DRIVES = {
@@ -45,3 +50,47 @@ def test_parameter_errors_name_file_and_line(tmp_path):
     bad.write_text("disksim_disk D {\n  Rotation = 5,\n  [\n")
     with pytest.raises(ParamError, match="bad.parv"):
         parse(bad)
+
+
+# the seven drives of DiskSim's valid/ folder not in the shared one: (block count, surfaces,
+# cylinders, rpm, zones, seek type, sparing scheme)
+VALID_MORE = {
+    "atlas_III": (17783250, 10, 8057, 7200, 9, "extracted", 7),
+    "cheetah4LP": (8887200, 8, 6581, 10033, 7, "extracted", 8),
+    "dec_rz26": (2050860, 14, 2599, 5360, 1, "extracted", 3),
+    "hp_c2490a": (4165272, 18, 2629, 6398, 11, "extracted", 1),
+    "hp_c3323a": (2056008, 7, 2982, 5396, 8, "extracted", 1),
+    "ibm18es": (17916240, 5, 11474, 7200, 55, "extracted", 7),
+    "st41601n": (2676846, 17, 2098, 5397, 14, "extracted", 2),
+}
+
+
+@pytest.mark.parametrize("name", list(VALID_MORE))
+def test_reads_the_other_valid_drives(name):
+    d = read_drive(valid_path(name))
+    blocks, surfaces, cyls, rpm, zones, seek, scheme = VALID_MORE[name]
+    assert (d.block_count, d.surfaces, d.cylinders, d.rpm) == (blocks, surfaces, cyls, rpm)
+    assert d.seek_type == seek and d.sparing_scheme == scheme and len(d.zones) == zones
+    # (the HP C2490A's last zone ends on cylinder 2629 of 0-2628: DiskSim does not check)
+    assert d.zones[0].first_cylinder == 0 and d.zones[-1].last_cylinder <= cyls
+    for a, b in zip(d.zones, d.zones[1:], strict=False):
+        assert a.first_cylinder <= a.last_cylinder < b.first_cylinder
+    assert len(d.seek_curve) > 50
+
+
+@pytest.mark.parametrize(("key", "old", "new", "msg"), [
+    ("Preseeking level", "0", "1", "'Preseeking level = 1' is not modelled (only 0"),
+    ("Time scale for overheads", "1.000000", "2.0", "'Time scale for overheads = 2.0' is not"),
+    ("Combine seq writes", "1", "0", "'Combine seq writes = 0' is not modelled (only 1"),
+    ("Seek type", "extracted", "linear", "'Seek type = linear' is not modelled (only extracted"),
+    ("Access time type", "trackSwitchPlusRotation", "averageRotation",
+     "'Access time type = averageRotation' is not modelled"),
+])
+def test_keys_the_model_does_not_do_are_refused(tmp_path, key, old, new, msg):
+    src = valid_path("ibm18es").parent
+    for f in ("ibm18es.parv", "ibm18es.diskspecs", "ibm18es.model", "ibm18es.seek"):
+        text = (src / f).read_text()
+        pat = re.compile(rf"({re.escape(key)}\s*=\s*){re.escape(old)}\b")
+        (tmp_path / f).write_text(pat.sub(lambda m: m.group(1) + new, text))
+    with pytest.raises(ParamError, match=re.escape(msg)):
+        read_drive(tmp_path / "ibm18es.parv")

@@ -330,8 +330,9 @@ def test_unsupported_layouts_are_refused(shared, tmp_path):
         (tmp_path / f).write_text((src / f).read_text())
     model = (src / "barracuda.model").read_text()
     (tmp_path / "barracuda.model").write_text(
-        model.replace("Sparing scheme used = 8", "Sparing scheme used = 7"))
-    with pytest.raises(ParamError, match=r"barracuda.parv: sparing scheme 7 is not supported"):
+        model.replace("Sparing scheme used = 8", "Sparing scheme used = 11"))
+    with pytest.raises(ParamError, match=r"barracuda.parv: sparing scheme 11 is not one of "
+                                         r"DiskSim's \(0-10: 0 no spares; 1 spare tracks"):
         drive_params(read_drive(tmp_path / "barracuda.parv"))
 
 

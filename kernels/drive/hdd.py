@@ -10,11 +10,16 @@ facts only):
   may start with unused sectors ("empty space at zone front"); logical blocks fill the tracks of
   a cylinder before the next cylinder, in surface order or, with the "cylinder switch on
   surface" mappings, in reverse order on alternate cylinders; spare space and slipped defects
-  are placed exactly: spare sectors at the end of each sparing range (per zone, per range of
-  cylinders, per cylinder, per track) or spare tracks at the end of the zone, and every slipped
-  sector (or track) listed in the ``.model`` file shifts the blocks after it by one. The first
-  block of a track starts ``offset + (track switches) x track skew + (cylinder switches) x
-  cylinder skew`` sectors after the index, counted from the start of the zone.
+  are placed exactly, for each of DiskSim's sparing schemes 0-10: spare sectors at the end of
+  each sparing range (per zone, per range of cylinders, per cylinder, per track) or at the
+  front of each cylinder, or spare tracks at the end of the zone; every slipped sector (or
+  track) listed in the ``.model`` file shifts the blocks after it by one, within its sparing
+  range (into its spares) or, in the "slip to the end" schemes, along the whole zone. The
+  first block of a track starts ``offset + (track switches) x track skew + (cylinder
+  switches) x cylinder skew`` sectors after the index, counted from the start of the zone, and
+  with sectors spared per cylinder or per track one more for each slip of the zone before the
+  track's cylinder (or track), as ``g1_map_pbn_skew`` has it. A defect remapped to itself is
+  no defect (DiskSim's ``g1_ltop_*`` skip it); other remapped defects are refused.
 - **Mechanics** (``diskmodel/mech_g1.c``): seek time from the measured curve (linear
   interpolation, extrapolated beyond its end) or the Ruemmler-Wilkes equation with the first ten
   distances measured; a head switch costs ``max(seek, head switch)``; a write adds the settling
@@ -61,10 +66,11 @@ facts only):
 
 Not modelled (see the README's fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
-remapped to spare sectors (none in the catalogued drives), command queueing inside the drive
-(the engine queues), sneaky read hits, reconnections when the interface overtakes the media
-during a read. Almost read hits (DiskSim's "Allow almost read hits": a read starting where the
-read-ahead in progress has got to is served from it) are modelled when the drive allows them.
+remapped to another sector (none in DiskSim's validation drives), command queueing inside the
+drive (the engine queues), sneaky read hits, reconnections when the interface overtakes the
+media during a read, and the disk keys ``pipeline/disksim_params.py`` lists as not modelled.
+Almost read hits (DiskSim's "Allow almost read hits": a read starting where the read-ahead in
+progress has got to is served from it) are modelled when the drive allows them.
 
 Parameters travel as one float64 vector ``p`` (``P_*``), the layout as one float64 table
 ``zones`` (``Z_N`` columns per zone, followed by every zone's slip list), the seek curve as two
@@ -85,10 +91,15 @@ from blocklab.kernels._jit import njit
  P_WRITE_BACK, P_CACHE_ON, P_NSEGS, P_WSEG, P_NWSEGS, P_SEG_BLOCKS, P_RA_KIND, P_MAX_RA,
  P_RA_IDLE_HIT, P_HIGH_WM, P_WM_BY_REQ, P_READ_ARRIVAL,
  P_SEEK_KIND, P_HPL_X, P_HPL_A, P_HPL_B, P_HPL_C, P_HPL_E, P_SINGLE_SEEK,
- P_NZONES, P_SERP, P_TRACK_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
- P_NBUCKETS, P_ALMOST) = range(56)
-P_N = 56
+ P_NZONES, P_SERP, P_SPARING, P_BLOCKS, P_BUCKETS_AT, P_BUCKET_SHIFT,
+ P_NBUCKETS, P_ALMOST, P_SLIP_SKEW, P_REQ_OVERHEAD) = range(58)
+P_N = 58
 SEEK_CURVE, SEEK_HPL = 0, 1
+# how spare space and slips place blocks (``P_SPARING``): see the zone table below
+SPARE_RANGE, SPARE_TRACK, SPARE_TO_END, SPARE_FRONT_SLIPS = 0, 1, 2, 3
+# which earlier slips turn a track's first sector on by one sector each (``P_SLIP_SKEW``):
+# none, those before the track's cylinder, those before the track itself
+SKEW_SLIPS_NONE, SKEW_SLIPS_CYL, SKEW_SLIPS_TRACK = 0, 1, 2
 # read-ahead kinds (DiskSim's "Buffer continuous read")
 RA_NONE, RA_TRACK, RA_CYL, RA_SEG, RA_DEC = 0, 1, 2, 3, 4
 SEG_MAX = 16  # cache segments a state vector has room for
@@ -96,12 +107,25 @@ SEG_MAX = 16  # cache segments a state vector has room for
 # Zone table columns (float64): first and last cylinder, sectors per track, first LBN, LBNs,
 # track and cylinder skew (sectors), offset of the first block (sectors), empty sectors at the
 # zone's front, sectors per sparing range and LBNs per range (both huge when the zone is one
-# range), index in ``zones`` of the zone's first slip, number of slips. Slips are zone-relative
-# physical sectors (tracks with track sparing), ascending. After the zones and their slips,
-# ``zones`` holds a bucket index: entry i is the zone of LBN ``i << P_BUCKET_SHIFT``.
+# range), index in ``zones`` of the zone's first slip, number of slips, sectors of a range that
+# come before its blocks (spares at the front). Slips are ascending; what they count depends on
+# ``P_SPARING``:
+#
+# - ``SPARE_RANGE``: zone-relative physical sectors. A range's blocks start ``front`` sectors
+#   into it and a slipped sector pushes the range's later blocks on, into its spare sectors
+#   (DiskSim's sparing schemes 0, 2, 3, 8, 9 and 10; 9 and 10 have one range per zone).
+# - ``SPARE_FRONT_SLIPS``: as ``SPARE_RANGE``, but the spares are at the range's front and its
+#   slips use them: its blocks start ``front - (slips in the range)`` sectors into it (5).
+# - ``SPARE_TRACK``: zone-relative tracks; a slipped track pushes the later tracks on (1).
+# - ``SPARE_TO_END``: the zone's data sectors (the ``LBNs per range`` sectors of each range
+#   after its ``front``) numbered in order, and a slipped one pushes every later block of the
+#   zone on, across ranges, into the spare space at the zone's end (4, 6, 7).
+#
+# After the zones and their slips, ``zones`` holds a bucket index: entry i is the zone of LBN
+# ``i << P_BUCKET_SHIFT``.
 (Z_FIRST_CYL, Z_LAST_CYL, Z_BPT, Z_FIRST_LBN, Z_NLBN, Z_TSKEW, Z_CSKEW, Z_OFFSET, Z_DEAD,
- Z_RANGE, Z_RANGE_LBNS, Z_SLIP0, Z_NSLIP) = range(13)
-Z_N = 13
+ Z_RANGE, Z_RANGE_LBNS, Z_SLIP0, Z_NSLIP, Z_FRONT) = range(14)
+Z_N = 14
 
 # Per-drive state vector (float64) indices: head position when the mechanism is next free,
 # that time, the previous request (write?, its end), an LRU clock, the read-ahead in progress
@@ -173,6 +197,12 @@ def _first_at_least(zones, lo, hi, v):
 
 
 @njit(inline="always", nrt=False)
+def _slips_in(zones, s0, ns, lo, hi):
+    """How many of the slips ``zones[s0:s0 + ns]`` lie in [lo, hi)."""
+    return _first_at_least(zones, s0, s0 + ns, hi) - _first_at_least(zones, s0, s0 + ns, lo)
+
+
+@njit(inline="always", nrt=False)
 def _slips_shift(zones, s0, ns, first, x):
     """(how many slips at or after ``first`` push logical offset ``x`` (relative to ``first``)
     forward, index of the first slip at or after ``first``): slip i counts while
@@ -199,16 +229,26 @@ def _phys(p, zones, lbn):
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
     s0 = int(zones[b + Z_SLIP0])
     ns = int(zones[b + Z_NSLIP])
-    if p[P_TRACK_SPARING] > 0:
+    kind = p[P_SPARING]
+    if kind == SPARE_TRACK:
         trk = off // bpt
         k, i0 = _slips_shift(zones, s0, ns, 0, trk)
         return b, (trk + k) * bpt + off % bpt, i0 + k
     rs = int(zones[b + Z_RANGE])
     rl = int(zones[b + Z_RANGE_LBNS])
+    fr = int(zones[b + Z_FRONT])
+    if kind == SPARE_TO_END:  # slips and blocks in data-sector numbers (u) of the whole zone
+        k, i0 = _slips_shift(zones, s0, ns, 0, off)
+        u = off + k
+        rng = u // rl
+        return b, rng * rs + fr + u - rng * rl, i0 + k
     rng = off // rl
     x = off - rng * rl
-    k, i0 = _slips_shift(zones, s0, ns, rng * rs, x)
-    return b, rng * rs + x + k, i0 + k
+    start = rng * rs + fr
+    if kind == SPARE_FRONT_SLIPS:
+        start -= _slips_in(zones, s0, ns, rng * rs, (rng + 1) * rs)
+    k, i0 = _slips_shift(zones, s0, ns, start, x)
+    return b, start + x + k, i0 + k
 
 
 @njit(nrt=False)
@@ -234,8 +274,19 @@ def _where(p, zones, b, q):
     if (serp == 1 and cz % 2 == 1) or (serp == 2 and cyl % 2 == 1):
         head = surf - 1 - trk
     ang = (int(zones[b + Z_OFFSET]) + (trk + (surf - 1) * cz) * int(zones[b + Z_TSKEW])
-           + cz * int(zones[b + Z_CSKEW]) + sec) % bpt
-    return cyl, head, float(ang)
+           + cz * int(zones[b + Z_CSKEW]) + sec)
+    if p[P_SLIP_SKEW] != SKEW_SLIPS_NONE:
+        # DiskSim's g1_map_pbn_skew: with sectors spared per cylinder or per track, each slip
+        # of the zone before the track's cylinder (or before the track: its physical head)
+        # turns the track's sectors on by one
+        cut = cz * surf * bpt
+        if p[P_SLIP_SKEW] == SKEW_SLIPS_TRACK:
+            cut += head * bpt
+        if p[P_SPARING] == SPARE_TO_END:  # slips are in data-sector numbers
+            cut = cut // int(zones[b + Z_RANGE]) * int(zones[b + Z_RANGE_LBNS])
+        s0 = int(zones[b + Z_SLIP0])
+        ang += _first_at_least(zones, s0, s0 + int(zones[b + Z_NSLIP]), cut) - s0
+    return cyl, head, float(ang % bpt)
 
 
 @njit(inline="always", nrt=False)
@@ -245,10 +296,18 @@ def _run_len(p, zones, b, lbn, q, nxt, left):
     bpt = int(zones[b + Z_BPT])
     m = min(left, bpt - q % bpt)
     m = min(m, int(zones[b + Z_FIRST_LBN] + zones[b + Z_NLBN]) - lbn)
-    if p[P_TRACK_SPARING] > 0:
+    kind = p[P_SPARING]
+    if kind == SPARE_TRACK:
         return max(m, 1)
     rs = int(zones[b + Z_RANGE])
     rl = int(zones[b + Z_RANGE_LBNS])
+    if kind == SPARE_TO_END:  # to the end of the range's data sectors, or the next slip
+        rng = q // rs
+        u = rng * rl + q - rng * rs - int(zones[b + Z_FRONT])
+        m = min(m, (rng + 1) * rl - u)
+        if nxt < int(zones[b + Z_SLIP0] + zones[b + Z_NSLIP]):
+            m = min(m, int(zones[nxt]) - u)
+        return max(m, 1)
     off = lbn - int(zones[b + Z_FIRST_LBN]) + int(zones[b + Z_DEAD])
     rng = 0 if q < rs else q // rs  # (one range per zone: no division)
     m = min(m, (rng + 1) * rl - off)  # the range's spares follow its last block
@@ -266,7 +325,8 @@ def _lbns_before(p, zones, b, qp):
     bpt = int(zones[b + Z_BPT])
     s0 = int(zones[b + Z_SLIP0])
     ns = int(zones[b + Z_NSLIP])
-    if p[P_TRACK_SPARING] > 0:
+    kind = p[P_SPARING]
+    if kind == SPARE_TRACK:
         trk = qp // bpt
         slipped = _first_at_least(zones, s0, s0 + ns, trk) - s0
         inside = 0 if (slipped < ns and zones[s0 + slipped] == trk) else qp - trk * bpt
@@ -274,11 +334,17 @@ def _lbns_before(p, zones, b, qp):
     else:
         rs = int(zones[b + Z_RANGE])
         rl = int(zones[b + Z_RANGE_LBNS])
+        fr = int(zones[b + Z_FRONT])
         rng = qp // rs
         x = qp - rng * rs
-        sl = _first_at_least(zones, s0, s0 + ns, qp) - _first_at_least(zones, s0, s0 + ns,
-                                                                           rng * rs)
-        off = rng * rl + min(rl, x - sl)
+        if kind == SPARE_TO_END:
+            u = rng * rl + min(max(x - fr, 0), rl)
+            off = u - (_first_at_least(zones, s0, s0 + ns, u) - s0)
+        else:
+            if kind == SPARE_FRONT_SLIPS:
+                fr -= _slips_in(zones, s0, ns, rng * rs, (rng + 1) * rs)
+            sl = _slips_in(zones, s0, ns, rng * rs + fr, max(qp, rng * rs + fr))
+            off = rng * rl + min(rl, max(x - fr - sl, 0))
     return first + min(max(off - dead, 0), nl)
 
 
@@ -378,9 +444,11 @@ def _step(p, zones, zb, q, nxt, lbn, cnt):
     first = int(zones[zb + Z_FIRST_LBN])
     if nl >= first + int(zones[zb + Z_NLBN]):
         return _phys(p, zones, nl)
+    if p[P_SPARING] == SPARE_TO_END:
+        return _phys(p, zones, nl)
     send = int(zones[zb + Z_SLIP0] + zones[zb + Z_NSLIP])
     q2 = q + cnt
-    if p[P_TRACK_SPARING] > 0:
+    if p[P_SPARING] == SPARE_TRACK:
         bpt = int(zones[zb + Z_BPT])
         while nxt < send and zones[nxt] == q2 // bpt:
             q2 += bpt
@@ -764,6 +832,9 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     receives at time ``t`` (ms), when it has no other request. Updates the drive's state in
     ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0)."""
     b = d * S_N
+    # DiskSim's "Per-request overhead time": the request reaches the drive's controller this
+    # much later (disksim_diskctlr.c, disk_event_arrive)
+    t = t + p[P_REQ_OVERHEAD]
     seg_n = p[P_SEG_BLOCKS]
     prev_write = st[b + S_PREV_WRITE] > 0
     seq = a == st[b + S_PREV_END]
@@ -887,7 +958,9 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
             x0 = t + ov + p[P_DATA_PREP]
             media_at = t + ov
             ds = int(st[b + S_DS_SEG])
-            if destaging and ds >= 0 and p[P_WSEG] <= 0:
+            # (with a dedicated write segment too: DiskSim 4.0 on the IBM 18ES appends a write
+            # to the destage it continues and holds any other until the destage ends)
+            if destaging and ds >= 0:
                 lo, hi = _seg_bounds(st, b, ds)
                 if a == hi and a + n - lo <= seg_n:
                     # it appends to the data being written: same segment, the media write

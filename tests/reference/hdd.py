@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 import math
 
+from . import disksim_layout as dl
+
 EPS = 1e-9  # ms: an arrival this close before a sector's start still catches it
 
 
@@ -60,23 +62,19 @@ class Loc:
 
 
 class Layout:
+    """A drive's layout as ``disksim_layout`` places blocks (every sparing scheme), with the
+    zones' first LBNs and sizes."""
+
     def __init__(self, d):
         self.d = d
+        self.g = dl.Geometry.of(d)
         self.surf = d.surfaces
         self.zones = []
-        first = 0
-        for z in d.zones:
-            cyls = z.last_cylinder - z.first_cylinder + 1
-            bpt = z.blocks_per_track
-            phys = cyls * bpt * d.surfaces - z.empty_front
-            s = d.sparing_scheme
-            lbns = {0: phys, 1: phys - z.spares * bpt, 2: phys - z.spares * cyls,
-                    3: phys - z.spares * cyls * d.surfaces,
-                    8: phys - z.spares * (cyls // max(d.range_size_for_sparing, 1)),
-                    9: phys - z.spares, 10: phys - z.spares - len(z.slips)}[s]
-            self.zones.append(dict(z=z, first=first, lbns=lbns, bpt=bpt))
-            first += lbns
-        self.total = first
+        starts = dl.zone_starts(self.g)
+        for i, z in enumerate(d.zones):
+            self.zones.append(dict(z=z, first=starts[i], lbns=starts[i + 1] - starts[i],
+                                   bpt=z.blocks_per_track))
+        self.total = starts[-1]
 
     def zone_of(self, lbn):
         for i, zz in enumerate(self.zones):
@@ -86,46 +84,12 @@ class Layout:
 
     def phys(self, lbn):
         """(zone index, physical sector in the zone) of an LBN, DiskSim's way."""
-        zi = self.zone_of(lbn)
-        zz = self.zones[zi]
-        z = zz["z"]
-        bpt = zz["bpt"]
-        off = lbn - zz["first"] + z.empty_front
-        s = self.d.sparing_scheme
-        if s == 1:  # spare tracks; a slipped track pushes the following ones on
-            trk, sec = divmod(off, bpt)
-            for sl in z.slips:
-                if sl <= trk:
-                    trk += 1
-            return zi, trk * bpt + sec
-        if s in (0, 9, 10):
-            first, x = 0, off
-        else:
-            size = {2: bpt * self.surf, 3: bpt,
-                    8: bpt * self.surf * self.d.range_size_for_sparing}[s]
-            rng, x = divmod(off, size - z.spares)
-            first = rng * size
-        shift = 0
-        if s != 0:
-            for sl in z.slips:
-                if sl >= first and sl - first <= x + shift:
-                    shift += 1
-        return zi, first + x + shift
+        return dl.place(self.g, lbn)
 
     def where(self, zi, p):
-        z = self.zones[zi]["z"]
         bpt = self.zones[zi]["bpt"]
-        bpc = bpt * self.surf
-        cz, rest = divmod(p, bpc)
-        trk, sec = divmod(rest, bpt)
-        cyl = z.first_cylinder + cz
-        head = trk
-        m = self.d.mapping_scheme
-        if (m == 1 and cz % 2) or (m == 2 and cyl % 2):
-            head = self.surf - 1 - trk
-        angle = (int(z.offset_of_first_block) + (trk + (self.surf - 1) * cz) * int(z.track_skew)
-                 + cz * int(z.cylinder_skew) + sec) % bpt
-        return Loc(zi, p, p // bpt, cyl, head, angle, bpt)
+        cyl, head, sec = dl.chs(self.g, zi, p)
+        return Loc(zi, p, p // bpt, cyl, head, dl.angle(self.g, zi, cyl, head, sec), bpt)
 
     def loc(self, lbn):
         return self.where(*self.phys(lbn))
@@ -327,6 +291,7 @@ class RefDisk:
     # -- one request
     def service(self, t, a, n, write):
         ov = self.ov
+        t += self.d.per_request_overhead_ms  # it reaches the controller this much later
         seq = a == self.prev_end
         prev_write = self.prev_write
         stop = (self.free, self.cyl, self.head)
@@ -428,7 +393,7 @@ class RefDisk:
                 x0 = t + ovw + ov["data preparation"]
                 media_at = t + ovw
                 ds = self.destage_seg
-                appends = (destaging and ds >= 0 and not self.wseg and a == self.segs[ds][1]
+                appends = (destaging and ds >= 0 and a == self.segs[ds][1]
                            and a + n - self.segs[ds][0] <= self.seg_size)
                 if appends:  # into the segment being destaged, the media write goes on
                     k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
