@@ -473,31 +473,29 @@ def compare(published: list[Published], figs: dict[str, dict[str, Any]]
     figures), and the orderings: pairs of one quantity whose study values differ by more than
     ORDER_MARGIN, with whether blocklab keeps their order."""
     rows: list[dict[str, Any]] = []
+    base: list[tuple[float, float | None]] = []  # (study, blocklab) in the dimension's unit
     for p in published:
         if p.case not in figs:
             continue
-        dim = QUANTITIES[p.quantity][0]
-        f = UNITS[dim][p.unit]
+        f = UNITS[QUANTITIES[p.quantity][0]][p.unit]
         v = measured(p, figs[p.case])
         rows.append({"quantity": p.quantity, "case": p.label, "unit": p.unit,
                      "study": p.value, "blocklab": None if v is None else v / f,
                      "ratio": None if v is None else v / f / p.value, "where": p.where})
+        base.append((p.study, v))
     orderings = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for j in range(i + 1, len(rows)):
+            b = rows[j]
             if a["quantity"] != b["quantity"]:
                 continue
-            sa, sb = (a["study"] * UNITS[QUANTITIES[a["quantity"]][0]][a["unit"]],
-                      b["study"] * UNITS[QUANTITIES[b["quantity"]][0]][b["unit"]])
+            (sa, va), (sb, vb) = base[i], base[j]
             if max(sa, sb) <= min(sa, sb) * (1 + ORDER_MARGIN):
                 continue
-            hi, lo = (a, b) if sa > sb else (b, a)
-            kept = (None if hi["blocklab"] is None or lo["blocklab"] is None else
-                    hi["blocklab"] * UNITS[QUANTITIES[hi["quantity"]][0]][hi["unit"]] >
-                    lo["blocklab"] * UNITS[QUANTITIES[lo["quantity"]][0]][lo["unit"]])
+            (hi, v_hi), (lo, v_lo) = ((a, va), (b, vb)) if sa > sb else ((b, vb), (a, va))
             orderings.append({"quantity": a["quantity"], "higher": hi["case"],
                               "lower": lo["case"], "study_ratio": max(sa, sb) / min(sa, sb),
-                              "kept": kept})
+                              "kept": None if v_hi is None or v_lo is None else v_hi > v_lo})
     return rows, orderings
 
 

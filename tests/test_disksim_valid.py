@@ -157,22 +157,7 @@ def test_service_matches_reference(name, steps, pick, req_overhead):
     sparing schemes 1, 2, 3, 7 and 8, slips included), and with a per-request overhead."""
     d, (p, zones, cd, ct) = _drive_and_params(name)
     total = int(p[H.P_BLOCKS])
-    slips = _near_slips(d, total)
-    a = pick % (total - 500)
-    prev_end = a
-    reqs = []
-    for kind, delta, n, w, idle in steps:
-        if kind == "seq":
-            a = prev_end
-        elif kind == "near":
-            a = prev_end + delta
-        elif kind == "far":
-            a = (a * 7919 + delta * 104729 + 12345) % total
-        elif slips:
-            a = slips[(pick + delta) % len(slips)]
-        a = min(max(a, 0), total - n)
-        reqs.append((a, n, w, idle))
-        prev_end = a + n
+    reqs = ref.walk_requests(steps, pick % (total - 500), total, _near_slips(d, total), pick)
     if req_overhead:
         d = dataclasses.replace(d, per_request_overhead_ms=req_overhead)
         p = drive_params(d)[0]

@@ -142,19 +142,7 @@ _step = st.tuples(
 def test_service_matches_reference(shared, name, steps, start):
     d, params = _drive(shared, name)
     total = int(params[0][H.P_BLOCKS])
-    a = start % (total - 200)
-    prev_end = a
-    reqs = []
-    for kind, delta, n, w, idle in steps:
-        if kind == "seq":
-            a = prev_end
-        elif kind == "near":
-            a = prev_end + delta
-        elif kind == "far":
-            a = (a * 7919 + delta * 104729 + 12345) % total
-        a = min(max(a, 0), total - n)
-        reqs.append((a, n, w, idle))
-        prev_end = a + n
+    reqs = ref.walk_requests(steps, start % (total - 200), total)
     want = ref.replay(d, reqs)
     got = _replay(params, *(np.array([r[i] for r in reqs]) for i in range(4)))
     assert got == pytest.approx(want, abs=1e-6)

@@ -443,3 +443,26 @@ def replay(d, requests):
         out.append(done - t)
         t = done + idle
     return out
+
+
+def walk_requests(steps, a, total, points=(), pick=0):
+    """Requests (lbn, blocks, write, idle_ms) from Hypothesis steps (kind, delta, blocks, write,
+    idle_ms), starting at block ``a`` of a drive of ``total`` blocks: "seq" continues the last
+    request, "near" starts ``delta`` blocks from its end, "far" jumps by a fixed hash, "slip"
+    goes to one of ``points`` (when there are any); any other kind stays where the last request
+    started. Every request is kept on the drive."""
+    prev_end = a
+    reqs = []
+    for kind, delta, n, w, idle in steps:
+        if kind == "seq":
+            a = prev_end
+        elif kind == "near":
+            a = prev_end + delta
+        elif kind == "far":
+            a = (a * 7919 + delta * 104729 + 12345) % total
+        elif kind == "slip" and points:
+            a = points[(pick + delta) % len(points)]
+        a = min(max(a, 0), total - n)
+        reqs.append((a, n, w, idle))
+        prev_end = a + n
+    return reqs
