@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
 
-.PHONY: help setup demo test fuzz lint bench golden fidelity clean tools
+.PHONY: help setup demo test fuzz lint bench golden fidelity docs clean tools
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ golden: setup ## regenerate the checked-in golden answers tests/golden/*.csv (on
 
 fidelity: setup ## rerun the published array studies and rewrite docs/array-fidelity.md's table
 	$(BIN)/python -m tests.fidelity_doc
+
+docs: setup ## regenerate docs/schema.md from traces/schema.py
+	$(BIN)/python -m tests.schema_doc
 
 clean: ## remove the virtualenv and outputs
 	rm -rf $(VENV) demo-out bench-out

@@ -20,19 +20,14 @@ def shared() -> Path:
     return SHARED
 
 
-#: Test files that replay (the engine, the HDD and SSD models). They run last: ``make setup``
-#: compiles the kernels first (pipeline/warm.py), but a bare ``pytest`` on an empty cache
-#: compiles them in the first replaying test, and the quick files report first.
-REPLAYING = {"test_catalog.py", "test_disksim_valid.py", "test_engine.py", "test_failures.py",
-             "test_golden.py", "test_hdd.py", "test_mrc.py", "test_query.py", "test_report.py",
-             "test_risk.py",
-             "test_scenario.py", "test_sweep.py", "test_synth_closed_loop.py",
-             "test_synth_search.py", "test_synth_spc1.py"}
-
-
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """Files that replay after the others (stable: each file keeps its order)."""
-    items.sort(key=lambda item: item.path.name in REPLAYING)
+    """Tests marked ``replays`` (the engine, the HDD and SSD models) run after the others.
+
+    ``make setup`` compiles the kernels first (pipeline/warm.py), but a bare ``pytest`` on an
+    empty cache compiles them in the first replaying test, and the quick files report first.
+    The sort is stable: each file keeps its order.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("replays") is not None)
 
 
 def read_rows(path) -> list[dict]:

@@ -18,6 +18,8 @@ from blocklab.pipeline.replay import build_array, run_engine
 
 from .reference.ssd import Ssd
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 ENTRIES, SOURCES, FIRMWARE = CAT.catalog()
 HDDS = [n for n, e in ENTRIES.items() if e.kind == "hdd"]
 SSDS = [n for n, e in ENTRIES.items() if e.kind == "ssd"]

@@ -4,6 +4,7 @@ computation (NumPy over the same Parquet); the demo sample; multi-file merges; c
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -29,19 +30,44 @@ def _commands(group, prefix=()):
             yield from _commands(cmd, (*prefix, name))
 
 
+def _listed(help_text: str) -> list[str]:
+    """The command names in the Commands panel of a group's rendered ``--help``."""
+    names, inside = [], False
+    for line in help_text.splitlines():
+        if "Commands" in line and line.lstrip().startswith("╭"):
+            inside = True
+        elif inside and line.lstrip().startswith("╰"):
+            break
+        elif inside and (m := re.match(r"│ (\S+)\s", line)):
+            names.append(m.group(1))
+    return names
+
+
 def test_every_command_and_option_has_help():
+    """Every command and subcommand, found by walking the app, has help text, and so has each
+    of its options; its ``--help`` runs; and each group's rendered help lists exactly the
+    commands the walk finds under it (what a user sees is what exists)."""
     root = typer.main.get_command(app)
     assert hasattr(root, "commands")
-    seen = 0
-    for path, cmd in _commands(root):
-        assert (cmd.help or "").strip(), f"`blocklab {' '.join(path)}` has no help text"
+    walked = list(_commands(root))
+    for path, cmd in [((), root), *walked]:
+        if path:
+            assert (cmd.help or "").strip(), f"`blocklab {' '.join(path)}` has no help text"
         for p in cmd.params:
             if getattr(p, "param_type_name", "") == "option":
                 assert (p.help or "").strip(), f"option {p.opts} of {' '.join(path)} has no help"
-        res = runner.invoke(app, [*path, "--help"])
-        assert res.exit_code == 0 and "Usage" in res.output
-        seen += 1
-    assert seen >= 4  # ingest, formats, trace, trace stats, trace head
+        res = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert res.exit_code == 0 and "Usage" in res.output, f"blocklab {' '.join(path)} --help"
+        if hasattr(cmd, "commands"):
+            assert sorted(_listed(res.output)) == sorted(cmd.commands), (
+                f"`blocklab {' '.join(path)} --help` lists {_listed(res.output)}, "
+                f"the app has {sorted(cmd.commands)}")
+    leaves = [path for path, cmd in walked if not hasattr(cmd, "commands")]
+    # the 21 commands of issue 20's review, and trace iostat and cache mrc since
+    assert len(leaves) >= 21, leaves
+    for must in (("ingest",), ("replay",), ("trace", "head"), ("scenario", "run"),
+                 ("cache", "mrc"), ("validate", "disksim")):
+        assert must in leaves
 
 
 def test_stats_json_matches_numpy(tmp_path):
@@ -89,18 +115,27 @@ def test_stats_json_matches_numpy(tmp_path):
     assert s["sequential_fraction"] == pytest.approx(seq / total)
 
 
-def test_trace_head_and_formats():
+def test_trace_head_and_formats(tmp_path):
+    """`formats --json` lists every reader; `trace head` shows the first rows of an ingested
+    trace (exit 0) and refuses a missing file and a bad row count with exit status 2."""
     res = runner.invoke(app, ["formats", "--json"])
+    assert res.exit_code == 0, res.output
     names = json.loads(res.stdout)
     assert {"blktrace", "blkparse", "tracefs", "msr", "spc", "alibaba", "tencent", "fio",
             "disksim", "mqsim", "disksim-validate"} <= set(names)
-
-
-def test_head_shows_rows(tmp_path):
     out = tmp_path / "t.parquet"
     ingest([str(SAMPLE)], str(out))
-    res = runner.invoke(app, ["trace", "head", str(out), "-n", "3"])
-    assert res.exit_code == 0 and "fio" in res.stdout and "7,0" in res.stdout
+    first = read_rows(out)[:3]
+    res = runner.invoke(app, ["trace", "head", str(out), "-n", "3"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "fio" in res.stdout and "7,0" in res.stdout
+    # each of the first three rows' sectors is shown
+    pos = [res.stdout.find(str(r["sector"])) for r in first]
+    assert all(p >= 0 for p in pos), (first, res.stdout)
+    res = runner.invoke(app, ["trace", "head", str(tmp_path / "missing.parquet")])
+    assert res.exit_code == 2 and "missing.parquet" in res.stderr
+    res = runner.invoke(app, ["trace", "head", str(out), "-n", "0"])
+    assert res.exit_code == 2
 
 
 def test_stats_rejects_non_trace(tmp_path):

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 ARRAY = ROOT / "tests" / "arrays" / "golden-raid5.toml"

@@ -29,6 +29,8 @@ from .reference import disksim_layout as dl
 from .reference import hdd as ref
 from .valid_drives import IN_SHARED, VALID, trace_path, valid_path
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 DATA = Path(__file__).resolve().parent / "data" / "disksim"
 # DiskSim 4.0's demerits (ms): its valid/runvalid script ("rms should be about")
 RUNVALID = {"atlas_III": 0.378, "barracuda": 0.349, "cheetah4LP": 0.318, "cheetah9LP": 0.107,

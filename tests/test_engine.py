@@ -21,6 +21,8 @@ from blocklab.pipeline.replay import build_array, dense_ids, run_engine
 from .conftest import ROOT
 from .reference import engine as ref
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 LAYOUTS = {"raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "raid6": 4, "jbod": 1}
 
 

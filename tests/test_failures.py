@@ -23,6 +23,8 @@ from blocklab.pipeline.replay import build_array, run_engine
 from .conftest import ROOT
 from .reference import engine as ref
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 
 @st.composite
 def failing_array(draw):

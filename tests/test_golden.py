@@ -14,6 +14,8 @@ from blocklab.pipeline.query import catalog
 
 from . import golden
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory) -> dict:

@@ -27,6 +27,8 @@ from blocklab.pipeline.validate import (
 
 from .reference import hdd as ref
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 # DiskSim 4.0's demerits on these traces (../shared/validation/disksim/README.md)
 DISKSIM = {"cheetah9LP": 0.107, "atlas10k": 0.268, "barracuda": 0.348, "hp_c2247a": 0.090}
 DATA = Path(__file__).resolve().parent / "data" / "disksim"

@@ -26,6 +26,8 @@ from blocklab.traces.schema import OPK_HOST
 
 from .reference import mrc as ref
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 CURVES = ("miss_ratio", "read_miss_ratio", "write_miss_ratio")
 

@@ -41,6 +41,8 @@ from . import golden
 from .conftest import needs
 from .golden import event, make_run
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 OPS = {0: "read", 1: "write"}
 

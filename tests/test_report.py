@@ -24,6 +24,8 @@ from . import golden
 from .conftest import needs
 from .golden import make_run
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 
 

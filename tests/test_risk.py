@@ -28,6 +28,8 @@ from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
 from .conftest import ROOT
 from .reference import risk as ref
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 # ---------------------------------------------------------------------------------------------
 # the kernel against the reference
 

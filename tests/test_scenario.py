@@ -16,6 +16,8 @@ from blocklab.pipeline import scenario
 from blocklab.pipeline.catalog import describe
 from blocklab.pipeline.cli import app
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 
 HEAD = '''name = "t"

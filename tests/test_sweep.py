@@ -29,6 +29,8 @@ from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empt
 
 from .conftest import needs
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 
 BASE = """# the sweeps' base array: RAID-5 of five Atlas 10K drives

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blocklab.pipeline.synth import synth_iometer, synth_ior, synth_orion
+
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
 ior_opts = st.builds(
     lambda n, t, m, s, f, z, o: dict(tasks=n, transfer_size=f"{t}s", block_size=f"{t * m}s",

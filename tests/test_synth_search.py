@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.replay import replay
 from blocklab.pipeline.synth import spc1_search, synth_spc1
+
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
 ARRAY = Path(__file__).parent / "arrays" / "spc1-small.toml"
 DURATION = 20.0

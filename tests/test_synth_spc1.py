@@ -24,6 +24,8 @@ from blocklab.pipeline.synth import synth_spc1
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.store import open_trace
 
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
 runner = CliRunner()
 
 # The SPC-1 stream table: stream k of a BSU -> (ASU, intensity, read fraction, pattern).
