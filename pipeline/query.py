@@ -313,21 +313,36 @@ def _union(parts: list[str], empty: str) -> str:
     return "\nUNION ALL\n".join(parts) if parts else empty
 
 
-def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views of ``sources``."""
+#: DuckDB's memory limit unless BLOCKLAB_DUCKDB_MEMORY gives one (see connect).
+DUCKDB_MEMORY = "1GB"
+
+
+def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with blocklab's settings: no progress bar, a memory limit it spills
+    past, a spill folder of this process, and the macros of queries/_macros.sql."""
     con = duckdb.connect()
     # DuckDB draws a progress bar on stdout for long queries: it would land in --format csv
     con.execute("SET enable_progress_bar = false")
-    # sorts, joins and aggregates past DuckDB's memory limit spill to a temporary folder; the
-    # limit stays DuckDB's default (80 % of RAM) unless BLOCKLAB_DUCKDB_MEMORY sets one: a 1 GB
-    # default broke latency-summary's exact quantiles (quantile_cont does not spill) over 50 M
-    # requests in make bench
-    if os.environ.get("BLOCKLAB_DUCKDB_MEMORY"):
-        con.execute(f"SET memory_limit = {_q(os.environ['BLOCKLAB_DUCKDB_MEMORY'])}")
+    # Sorts, joins, aggregates and windows past DuckDB's memory limit spill to a temporary
+    # folder, so a limit bounds a query's memory whatever the rows (issue 21: a billion
+    # requests under 2 GB). DuckDB's own default is 80 % of RAM, which a big run folder would
+    # fill; 1 GB leaves room for Python, Arrow and the kernels. Every named query is written
+    # to spill (exact quantiles through exact_quantiles, queries/_macros.sql, never
+    # quantile_cont, which holds a group's values in memory); BLOCKLAB_DUCKDB_MEMORY sets
+    # another limit (DuckDB's syntax: 4GB, 500MB).
+    limit = os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
+    con.execute(f"SET memory_limit = {_q(limit)}")
     spill = os.path.join(tempfile.gettempdir(), f"blocklab-duckdb-{os.getpid()}")
     con.execute(f"SET temp_directory = {_q(spill)}")  # DuckDB removes it when closed
     if threads:
         con.execute(f"SET threads TO {int(threads)}")
+    con.execute(queries.load("_macros"))
+    return con
+
+
+def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views of ``sources``."""
+    con = duck(threads)
     runs = [s for s in sources if s.kind == "run"]
     traces = [s for s in sources if s.kind == "trace"]
     for stem, cols in RUN_COLUMNS.items():

@@ -14,8 +14,9 @@ from blocklab.traces.store import open_trace
 
 
 def _connect(path: str | Path) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.execute("SET threads TO 2")
+    from .query import duck
+
+    con = duck(threads=2)
     escaped = str(path).replace("'", "''")
     con.execute(f"CREATE VIEW trace AS SELECT * FROM read_parquet('{escaped}')")
     return con

@@ -11,6 +11,8 @@ def load(name: str) -> str:
 
 
 def names() -> list[str]:
+    """The named queries (files starting with ``_`` hold macros, not queries)."""
     return sorted(
-        p.name[:-4] for p in resources.files(__package__).iterdir() if p.name.endswith(".sql")
+        p.name[:-4] for p in resources.files(__package__).iterdir()
+        if p.name.endswith(".sql") and not p.name.startswith("_")
     )

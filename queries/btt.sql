@@ -37,16 +37,25 @@ WITH t AS (
     UNION ALL
     SELECT run, dev, device, 6, 'Q2C', complete_ns - time_ns FROM t
         WHERE complete_ns IS NOT NULL AND NOT partial
+), iv_q AS (  -- the two grouping sets' values, for exact_quantiles
+    SELECT {'run': run, 'ord': ord, 'dev': dev} AS g, v / 1e6 AS x FROM iv
+    UNION ALL
+    SELECT {'run': run, 'ord': ord, 'dev': CAST(NULL AS VARCHAR)}, v / 1e6 FROM iv
+), iv_qs AS (
+    SELECT g, list(value ORDER BY q) AS q FROM exact_quantiles('iv_q', [0.5, 0.9, 0.99])
+    GROUP BY g
 ), iv_stats AS (
     SELECT
-        run, CASE WHEN GROUPING(dev) = 1 THEN 'all' ELSE dev END AS device,
-        CASE WHEN GROUPING(dev) = 1 THEN 1 ELSE 0 END AS all_first,
-        min(device) AS devno, ord, metric, 'ms' AS unit,
-        count(*) AS n, avg(v) / 1e6 AS mean, min(v) / 1e6 AS min,
-        quantile_cont(v / 1e6, [0.5, 0.9, 0.99]) AS q, max(v) / 1e6 AS max,
-        CAST(NULL AS DOUBLE) AS mode
-    FROM iv
-    GROUP BY GROUPING SETS ((run, ord, metric, dev), (run, ord, metric))
+        a.run, CASE WHEN a.all_rows = 1 THEN 'all' ELSE a.dev END AS device,
+        a.all_rows AS all_first, a.devno, a.ord, a.metric, 'ms' AS unit, a.n, a.mean, a.min,
+        iv_qs.q, a.max, CAST(NULL AS DOUBLE) AS mode
+    FROM (
+        SELECT run, dev, GROUPING(dev) AS all_rows, min(device) AS devno, ord, metric,
+               count(*) AS n, avg(v) / 1e6 AS mean, min(v) / 1e6 AS min, max(v) / 1e6 AS max
+        FROM iv
+        GROUP BY GROUPING SETS ((run, ord, metric, dev), (run, ord, metric))
+    ) a
+    LEFT JOIN iv_qs ON iv_qs.g IS NOT DISTINCT FROM {'run': a.run, 'ord': a.ord, 'dev': a.dev}
 ), seq AS (
     SELECT run, dev, device, 7 AS ord, 'Q2Q seek' AS metric, sector AS st,
            sector + (size_bytes >> 9) AS en,
@@ -70,13 +79,22 @@ WITH t AS (
     SELECT run, dev, ord, first(d ORDER BY c DESC, d ASC) AS mode
     FROM (SELECT run, dev, ord, d, count(*) AS c FROM dist GROUP BY ALL)
     GROUP BY run, dev, ord
+), seek_q AS (
+    SELECT {'run': run, 'ord': ord, 'dev': dev} AS g, d AS x FROM dist
+), seek_qs AS (
+    SELECT g, list(value ORDER BY q) AS q FROM exact_quantiles('seek_q', [0.5, 0.9, 0.99])
+    GROUP BY g
 ), seek_stats AS (
     SELECT
-        run, dev AS device, 0 AS all_first, min(device) AS devno, ord, metric,
-        'sectors' AS unit, count(*) AS n, avg(d) AS mean, min(d) AS min,
-        quantile_cont(d, [0.5, 0.9, 0.99]) AS q, max(d) AS max
-    FROM dist
-    GROUP BY run, dev, ord, metric
+        a.run, a.dev AS device, 0 AS all_first, a.devno, a.ord, a.metric,
+        'sectors' AS unit, a.n, a.mean, a.min, seek_qs.q, a.max
+    FROM (
+        SELECT run, dev, min(device) AS devno, ord, metric, count(*) AS n, avg(d) AS mean,
+               min(d) AS min, max(d) AS max
+        FROM dist
+        GROUP BY run, dev, ord, metric
+    ) a
+    LEFT JOIN seek_qs ON seek_qs.g = {'run': a.run, 'ord': a.ord, 'dev': a.dev}
 ), rows AS (
     SELECT * FROM iv_stats
     UNION ALL BY NAME

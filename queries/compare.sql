@@ -14,11 +14,15 @@ WITH h AS (
         coalesce(sum(size_bytes) FILTER (WHERE op = 0), 0)         AS read_bytes,
         coalesce(sum(size_bytes) FILTER (WHERE op = 1), 0)         AS write_bytes,
         avg(latency_ns) / 1e6                                      AS mean_ms,
-        quantile_cont(latency_ns, [0.5, 0.99, 0.999])              AS q,
-        max(latency_ns) / 1e6                                      AS max_ms,
-        quantile_cont(latency_ns, 0.99) FILTER (WHERE op = 0) / 1e6 AS read_p99_ms,
-        quantile_cont(latency_ns, 0.99) FILTER (WHERE op = 1) / 1e6 AS write_p99_ms
+        max(latency_ns) / 1e6                                      AS max_ms
     FROM ios GROUP BY run
+), qv AS (  -- every request (op -1) and each op's, for exact_quantiles
+    SELECT {'run': run, 'op': -1} AS g, latency_ns AS x FROM ios
+    UNION ALL
+    SELECT {'run': run, 'op': op}, latency_ns FROM ios WHERE op IN (0, 1)
+), qs AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g.run AS run, g.op AS op, list(value ORDER BY q) AS q
+    FROM exact_quantiles('qv', [0.5, 0.99, 0.999]) GROUP BY g
 ), d AS (
     SELECT run, avg(f) AS busy_mean, max(f) AS busy_max
     FROM (SELECT run, drive, sum(busy_ns) / sum(interval_ns) AS f
@@ -30,7 +34,10 @@ WITH h AS (
     FROM events GROUP BY run
 ), long AS (
     SELECT h.run, u.ord, u.metric, u.value
-    FROM h LEFT JOIN d USING (run) LEFT JOIN e USING (run),
+    FROM h LEFT JOIN d USING (run) LEFT JOIN e USING (run)
+    LEFT JOIN qs qa ON qa.run = h.run AND qa.op = -1
+    LEFT JOIN qs qr ON qr.run = h.run AND qr.op = 0
+    LEFT JOIN qs qw ON qw.run = h.run AND qw.op = 1,
     LATERAL (VALUES
         (1, 'requests', CAST(h.requests AS DOUBLE)),
         (2, 'duration_s', h.duration_s),
@@ -41,12 +48,12 @@ WITH h AS (
         (6, 'write_mb_per_s',
             CASE WHEN h.duration_s > 0 THEN h.write_bytes / 1e6 / h.duration_s END),
         (7, 'mean_ms', h.mean_ms),
-        (8, 'p50_ms', h.q[1] / 1e6),
-        (9, 'p99_ms', h.q[2] / 1e6),
-        (10, 'p999_ms', h.q[3] / 1e6),
+        (8, 'p50_ms', qa.q[1] / 1e6),
+        (9, 'p99_ms', qa.q[2] / 1e6),
+        (10, 'p999_ms', qa.q[3] / 1e6),
         (11, 'max_ms', h.max_ms),
-        (12, 'read_p99_ms', h.read_p99_ms),
-        (13, 'write_p99_ms', h.write_p99_ms),
+        (12, 'read_p99_ms', qr.q[2] / 1e6),
+        (13, 'write_p99_ms', qw.q[2] / 1e6),
         (14, 'drive_busy_mean', d.busy_mean),
         (15, 'drive_busy_max', d.busy_max),
         (16, 'failures', CAST(coalesce(e.failures, 0) AS DOUBLE)),

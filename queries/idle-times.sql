@@ -30,7 +30,12 @@ WITH r AS (
     SELECT run, device, devno, s, e,
            lead(s) OVER (PARTITION BY run, device ORDER BY s) - e AS idle
     FROM busy
-)
+), qv AS (
+    SELECT {'run': run, 'device': device} AS g, idle AS x FROM gaps
+), qs AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g, list(value ORDER BY q) AS q
+    FROM exact_quantiles('qv', [0.5, 0.9, 0.99]) GROUP BY g
+), agg AS (
 SELECT
     run, device,
     count(*)                                          AS busy_periods,
@@ -39,9 +44,7 @@ SELECT
     coalesce(sum(idle), 0) / 1e9                      AS idle_s,
     coalesce(sum(idle), 0) / nullif(max(e) - min(s), 0) AS idle_fraction,
     avg(idle) / 1e6                                   AS mean_ms,
-    quantile_cont(idle, 0.5) / 1e6                    AS p50_ms,
-    quantile_cont(idle, 0.9) / 1e6                    AS p90_ms,
-    quantile_cont(idle, 0.99) / 1e6                   AS p99_ms,
+    min(devno) AS devno,
     max(idle) / 1e6                                   AS max_ms,
     count(*) FILTER (WHERE idle < 100000)                         AS "<0.1ms",
     count(*) FILTER (WHERE idle >= 100000 AND idle < 1000000)     AS "0.1-1ms",
@@ -51,4 +54,10 @@ SELECT
     count(*) FILTER (WHERE idle >= 1000000000)                    AS ">=1s"
 FROM gaps
 GROUP BY run, device
-ORDER BY run, min(devno), device;
+)
+SELECT agg.run, agg.device, busy_periods, busy_s, idle_periods, idle_s, idle_fraction, mean_ms,
+       qs.q[1] / 1e6 AS p50_ms, qs.q[2] / 1e6 AS p90_ms, qs.q[3] / 1e6 AS p99_ms,
+       agg.* EXCLUDE (run, device, busy_periods, busy_s, idle_periods, idle_s, idle_fraction,
+                      mean_ms, devno)
+FROM agg LEFT JOIN qs ON qs.g = {'run': agg.run, 'device': agg.device}
+ORDER BY agg.run, agg.devno, agg.device;

@@ -23,7 +23,14 @@ WITH f AS (
     WHERE e.end_ns IS NOT NULL AND e.end_ns <= r.t1
 ), act AS (
     SELECT run, op, min(arrival_ns) AS oa, max(complete_ns) + 1 AS ob FROM ios GROUP BY run, op
-)
+), qv AS (
+    SELECT {'run': ph.run, 'k': ph.k, 'op': act.op} AS g, i.latency_ns AS x
+    FROM ph JOIN act ON act.run = ph.run
+    JOIN ios i ON i.run = ph.run AND i.op = act.op AND i.complete_ns >= ph.a
+                AND i.complete_ns < ph.b
+), p99 AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g, value / 1e6 AS p99_ms FROM exact_quantiles('qv', [0.99])
+), agg AS (
 SELECT
     ph.run, ph.phase, CASE WHEN act.op = 0 THEN 'read' ELSE 'write' END AS op,
     count(i.latency_ns)                                              AS requests,
@@ -34,9 +41,12 @@ SELECT
     count(i.latency_ns)
         / nullif(greatest(least(ph.b, act.ob) - greatest(ph.a, act.oa), 0) / 1e9, 0) AS iops,
     avg(i.latency_ns) / 1e6                                          AS mean_ms,
-    quantile_cont(i.latency_ns, 0.99) / 1e6                          AS p99_ms
+    ph.k, act.op AS op_code
 FROM ph JOIN act ON act.run = ph.run
 LEFT JOIN ios i ON i.run = ph.run AND i.op = act.op AND i.complete_ns >= ph.a
                  AND i.complete_ns < ph.b
 GROUP BY ph.run, ph.phase, ph.k, act.op, ph.a, ph.b, act.oa, act.ob
-ORDER BY ph.run, ph.k, act.op
+)
+SELECT agg.* EXCLUDE (k, op_code), p99.p99_ms
+FROM agg LEFT JOIN p99 ON p99.g = {'run': agg.run, 'k': agg.k, 'op': agg.op_code}
+ORDER BY agg.run, agg.k, agg.op_code

@@ -53,18 +53,22 @@ WITH p AS (
             AS window_requests,
         sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.failure_ns
                                     AND i.complete_ns < s.win_end_ns) AS window_bytes,
-        quantile_cont(i.latency_ns, 0.99) FILTER (WHERE i.complete_ns >= s.failure_ns
-                                                    AND i.complete_ns < s.win_end_ns)
-            AS window_p99_ns,
         count(*) FILTER (WHERE i.complete_ns >= s.base_start_ns
                            AND i.complete_ns < s.failure_ns) AS before_requests,
         sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.base_start_ns
-                                    AND i.complete_ns < s.failure_ns) AS before_bytes,
-        quantile_cont(i.latency_ns, 0.99) FILTER (WHERE i.complete_ns >= s.base_start_ns
-                                                    AND i.complete_ns < s.failure_ns)
-            AS before_p99_ns
+                                    AND i.complete_ns < s.failure_ns) AS before_bytes
     FROM spans s LEFT JOIN ios i ON i.run = s.run
     GROUP BY s.run, s.failure
+), qv AS (  -- latencies in each window (w 1) and before it (w 0), for exact_quantiles
+    SELECT {'run': s.run, 'failure': s.failure, 'w': 1} AS g, i.latency_ns AS x
+    FROM spans s JOIN ios i ON i.run = s.run
+        AND i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_end_ns
+    UNION ALL
+    SELECT {'run': s.run, 'failure': s.failure, 'w': 0}, i.latency_ns
+    FROM spans s JOIN ios i ON i.run = s.run
+        AND i.complete_ns >= s.base_start_ns AND i.complete_ns < s.failure_ns
+), p99 AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g, value AS p99_ns FROM exact_quantiles('qv', [0.99])
 ), fig AS (
     SELECT
         s.run, s.failure, s."group", s.drive, s.rebuild_done,
@@ -77,13 +81,15 @@ WITH p AS (
         CASE WHEN s.failure_ns > s.base_start_ns
              THEN coalesce(fg.before_bytes, 0) / 1e6 / ((s.failure_ns - s.base_start_ns) / 1e9)
              END                                             AS before_mb_per_s,
-        fg.before_p99_ns / 1e6                               AS before_p99_ms,
+        pb.p99_ns / 1e6                                      AS before_p99_ms,
         fg.window_requests,
         CASE WHEN s.win_end_ns > s.failure_ns
              THEN coalesce(fg.window_bytes, 0) / 1e6 / ((s.win_end_ns - s.failure_ns) / 1e9)
              END                                             AS window_mb_per_s,
-        fg.window_p99_ns / 1e6                               AS window_p99_ms
+        pw.p99_ns / 1e6                                      AS window_p99_ms
     FROM spans s JOIN fg USING (run, failure)
+    LEFT JOIN p99 pw ON pw.g = {'run': s.run, 'failure': s.failure, 'w': 1}
+    LEFT JOIN p99 pb ON pb.g = {'run': s.run, 'failure': s.failure, 'w': 0}
 )
 SELECT
     run, failure, "group", drive, failure_s, rebuild_start_s, rebuild_end_s, rebuild_done,

@@ -8,12 +8,18 @@ WITH span AS (
     SELECT run, (max(complete_ns) - min(arrival_ns)) / 1e9 AS duration_s,
            count(DISTINCT size_bytes) AS sizes, min(size_bytes) AS size
     FROM ios GROUP BY run
+), qv AS (
+    SELECT {'run': run, 'op': op} AS g, latency_ns AS x FROM ios
+), p99 AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g.run AS run, g.op AS op, value / 1e6 AS p99_ms FROM exact_quantiles('qv', [0.99])
 ), per AS (
-    SELECT run,
-           CASE op WHEN 0 THEN 'read' WHEN 1 THEN 'write' ELSE CAST(op AS VARCHAR) END AS op,
-           count(*) AS requests, sum(size_bytes) AS bytes,
-           avg(latency_ns) / 1e6 AS mean_ms, quantile_cont(latency_ns, 0.99) / 1e6 AS p99_ms
-    FROM ios GROUP BY ALL
+    SELECT a.run,
+           CASE a.op WHEN 0 THEN 'read' WHEN 1 THEN 'write' ELSE CAST(a.op AS VARCHAR) END AS op,
+           a.requests, a.bytes, a.mean_ms, p99.p99_ms
+    FROM (SELECT run, op, count(*) AS requests, sum(size_bytes) AS bytes,
+                 avg(latency_ns) / 1e6 AS mean_ms
+          FROM ios GROUP BY ALL) a
+    LEFT JOIN p99 ON p99.run = a.run AND p99.op = a.op
 )
 SELECT
     per.run, per.op,

@@ -18,9 +18,12 @@ WITH t AS (
         max(greatest(time_ns, coalesce(complete_ns, time_ns))) AS last_ns,
         count(latency_ns)                                AS with_latency,
         avg(latency_ns)                                  AS lat_mean_ns,
-        quantile_cont(latency_ns, [0.5, 0.99])           AS lat_q,
         count(DISTINCT device)                           AS device_count
     FROM t
+), qv AS (
+    SELECT 0 AS g, latency_ns AS x FROM t
+), lat AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT list(value ORDER BY q) AS lat_q FROM exact_quantiles('qv', [0.5, 0.99])
 )
 SELECT
     requests, reads, writes, discards, flushes, others,
@@ -35,4 +38,4 @@ SELECT
     lat_q[1] / 1e6                                       AS latency_p50_ms,
     lat_q[2] / 1e6                                       AS latency_p99_ms,
     device_count
-FROM agg;
+FROM agg, lat;

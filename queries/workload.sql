@@ -41,13 +41,21 @@ WITH p AS (
                                        ORDER BY time_ns, sector) AS prev_end
           FROM r WHERE op IN (0, 1))
     GROUP BY run
-), gaps AS (
-    SELECT run, avg(g) / 1e6 AS mean_ms, stddev_pop(g) / avg(g) AS cv,
-           quantile_cont(g / 1e6, [0.5, 0.99]) AS q, max(g) / 1e6 AS max_ms
-    FROM (SELECT run, time_ns - lag(time_ns) OVER (PARTITION BY run ORDER BY time_ns) AS g
-          FROM r)
+), gap AS (
+    SELECT * FROM (SELECT run, time_ns - lag(time_ns) OVER (PARTITION BY run ORDER BY time_ns) AS g
+                   FROM r)
     WHERE g IS NOT NULL
-    GROUP BY run
+), gap_q AS (
+    SELECT gap.run AS g, gap.g / 1e6 AS x FROM gap
+), gq AS (  -- exact, in bounded memory (queries/_macros.sql)
+    SELECT g AS run, list(value ORDER BY q) AS q FROM exact_quantiles('gap_q', [0.5, 0.99])
+    GROUP BY g
+), gaps AS (
+    SELECT a.run, a.mean_ms, a.cv, gq.q, a.max_ms
+    FROM (SELECT run, avg(g) / 1e6 AS mean_ms, stddev_pop(g) / avg(g) AS cv,
+                 max(g) / 1e6 AS max_ms
+          FROM gap GROUP BY run) a
+    LEFT JOIN gq ON gq.run = a.run
 ), ws_in AS (
     SELECT run, 'all' AS kind, device, sector AS s, end_sector AS e FROM r
         WHERE op IN (0, 1) AND size_bytes > 0

@@ -330,7 +330,11 @@ def open_trace(path: str | os.PathLike[str]) -> tuple[pq.ParquetFile, TraceMeta]
     if not p.exists():
         raise BlocklabError(f"{p}: no such file")
     try:
-        pf = pq.ParquetFile(p)
+        # pre_buffer=False: with pyarrow's default (True), iter_batches keeps every column
+        # chunk it has read cached until the file is closed, so reading a trace batch by batch
+        # held the whole (compressed) file in memory: measured, 75 MB for an 8 M-request
+        # trace against 14 MB without, growing with the trace
+        pf = pq.ParquetFile(p, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as e:
         raise BlocklabError(f"{p}: not a Parquet file ({e})") from None
     kv = pf.metadata.metadata or {}

@@ -1,0 +1,50 @@
+-- Macros every query may call, created on each connection (pipeline/query.py connect); not a
+-- named query (the leading underscore keeps it out of `blocklab query --list`).
+--
+-- exact_quantiles(src, qs): the exact quantiles qs (a list of fractions 0 to 1) of x in each
+-- group g of the table or CTE named src (columns g, any type, and x, a number; null x are
+-- left out), one row (g, q, value) per group and quantile. value interpolates linearly
+-- between the order statistics at floor((n - 1) q) and the next, as quantile_cont and
+-- numpy.quantile do, to the same double.
+--
+-- Why not quantile_cont: it keeps every value of a group in memory (8 bytes each; 8 GB over a
+-- billion requests) and cannot spill, so a DuckDB memory limit makes it fail instead. Here
+-- two hash aggregates, which DuckDB spills to disk, do the work: the first counts x per
+-- group and log-spaced bucket (256 per octave; any non-decreasing function of x would do),
+-- which gives each bucket's first rank; the second counts the distinct x of the few buckets
+-- holding a wanted rank, which gives each value's first rank. Memory then grows with the
+-- number of buckets and of distinct values in those buckets, not with the rows.
+CREATE OR REPLACE MACRO exact_quantiles(src, qs) AS TABLE
+WITH v AS (
+    SELECT g, x, CAST(floor(log2(greatest(x, 0) + 1) * 256) AS BIGINT) AS bk
+    FROM query_table(src) WHERE x IS NOT NULL
+), b AS (
+    SELECT g, bk, count(*) AS c FROM v GROUP BY ALL
+), cb AS (
+    SELECT g, bk, c, sum(c) OVER (PARTITION BY g ORDER BY bk) - c AS before,
+           sum(c) OVER (PARTITION BY g) AS n
+    FROM b
+), t AS (
+    SELECT DISTINCT g, n, q, (n - 1) * q AS pos, CAST(floor((n - 1) * q) AS BIGINT) AS lo,
+           least(CAST(floor((n - 1) * q) AS BIGINT) + 1, n - 1) AS hi
+    FROM (SELECT DISTINCT g, n FROM cb), (SELECT CAST(unnest(qs) AS DOUBLE) AS q)
+), tr AS (
+    SELECT g, lo AS r FROM t UNION SELECT g, hi FROM t
+), tb AS (
+    SELECT DISTINCT cb.g, cb.bk, cb.before FROM tr JOIN cb
+        ON cb.g IS NOT DISTINCT FROM tr.g AND tr.r >= cb.before AND tr.r < cb.before + cb.c
+), vv AS (
+    SELECT v.g, v.bk, v.x, count(*) AS c
+    FROM v SEMI JOIN tb ON v.g IS NOT DISTINCT FROM tb.g AND v.bk = tb.bk
+    GROUP BY ALL
+), vc AS (
+    SELECT vv.g, vv.x, vv.c,
+           tb.before + sum(vv.c) OVER (PARTITION BY vv.g, vv.bk ORDER BY vv.x) - vv.c AS first
+    FROM vv JOIN tb ON vv.g IS NOT DISTINCT FROM tb.g AND vv.bk = tb.bk
+), rv AS (
+    SELECT tr.g, tr.r, vc.x FROM tr JOIN vc
+        ON vc.g IS NOT DISTINCT FROM tr.g AND tr.r >= vc.first AND tr.r < vc.first + vc.c
+)
+SELECT t.g, t.q, CAST(a.x AS DOUBLE) + (t.pos - t.lo) * (CAST(z.x AS DOUBLE) - a.x) AS value
+FROM t JOIN rv a ON a.g IS NOT DISTINCT FROM t.g AND a.r = t.lo
+       JOIN rv z ON z.g IS NOT DISTINCT FROM t.g AND z.r = t.hi;
