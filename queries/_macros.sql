@@ -5,7 +5,8 @@
 -- group g of the table or CTE named src (columns g, any type, and x, a number; null x are
 -- left out), one row (g, q, value) per group and quantile. value interpolates linearly
 -- between the order statistics at floor((n - 1) q) and the next, as quantile_cont and
--- numpy.quantile do, to the same double.
+-- numpy.quantile do (to the last bit, or one unit in it where DuckDB's C++ rounds the
+-- multiply-add differently).
 --
 -- Why not quantile_cont: it keeps every value of a group in memory (8 bytes each; 8 GB over a
 -- billion requests) and cannot spill, so a DuckDB memory limit makes it fail instead. Here
