@@ -131,7 +131,8 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     opts = RP.Options(record=seg.drive_ops, **RP.options_for(cfg))
     n = seg.end - seg.first
     drv = RP.Driver(arr, opts, n)
-    part = Path(seg.folder) / f".seg-{seg.index:05d}-{uuid.uuid4().hex[:8]}"
+    # the worker's process id in the name: a test kills the worker that writes it
+    part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     part.mkdir(mode=0o700)
     w = RP._RunWriter(part, seg.drive_ops)
     head_n = seg.keep - seg.first  # warm-up: the overlap with the previous segment starts here
@@ -547,9 +548,9 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
             total[name][:, :x.shape[1]] += x
     active = np.flatnonzero((total["busy"] != 0).any(axis=0) | (total["qint"] != 0).any(axis=0))
     used = max(t_end // iv + 1, int(active[-1]) + 1 if len(active) else 0)
-    RP._write_busy(tmp, arr, {"interval_ns": np.asarray(iv, np.int64), "busy": total["busy"][:, :used],
-                              "ops": total["ops"][:, :used], "bytes": total["bytes"][:, :used],
-                              "qint": total["qint"][:, :used]})
+    bins = {name: total[name][:, :used] for name in names}
+    bins["interval_ns"] = np.asarray(iv, np.int64)
+    RP._write_busy(tmp, arr, bins)
     for r in results:
         shutil.rmtree(r["part"], ignore_errors=True)
     # parts of attempts that died (Dask ran their segment again) are in the temporary too
