@@ -13,10 +13,11 @@ there; after its last one it replays ``M_{k+1}`` more, because a later arrival c
 an earlier request meets (a drive's scheduler picks among the queued operations; a write takes
 cache lines a read would have found).
 
-**The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. Where
-their results (start, completion, cache hit) agree on every one of them, each neighbour's
-results near the cut are the ones the other one, replayed from further away, finds: the
-margin was enough. Where any differs, the margin of that cut doubles and both neighbours run
+**The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. The
+later one starts cold at ``c_k - M_k`` and the earlier one stops at ``c_k + M_k``, so they are
+compared on the middle half, ``[c_k - M_k/2, c_k + M_k/2)``. Where their results (start,
+completion, cache hit) agree on every one of those, each neighbour's results near the cut are
+the ones the other one, replayed from further away, finds: the margin was enough. Where any differs, the margin of that cut doubles and both neighbours run
 again, until they agree or the margin reaches the limit (a neighbour's length, or
 ``MAX_MARGIN``). The figures are reported (meta.json ``parallel``, and the CLI): the fraction
 of overlap requests identical, and the largest latency difference, in the last round.
@@ -32,14 +33,13 @@ late never catches the serial backlog: the agreement stays below 1 and the diffe
 reported, not hidden.
 
 **Per-drive bins and drive operations** are owned by time: segment k owns
-``[B_k, B_{k+1})``, where ``B_k`` is a multiple of a grid step ``G`` (a power-of-two multiple
-of ``replay.INTERVAL_NS`` at least four times the interval a serial replay of this trace ends
-with), and ``c_k`` is the first request arriving at or after ``B_k``. The engine's bins double
+``[B_k, B_{k+1})``, where ``B_k`` is a multiple of a grid step ``G`` (the interval a serial
+replay of this trace ends with when its last activity is near its last arrival), and ``c_k`` is the first request arriving at or after ``B_k``. The engine's bins double
 their interval by merging pairs (``kernels/engine.py`` ``_fit``), so every segment's bins tile
 the grid and sum exactly into the serial run's interval; drive operations are recorded in the
 order they start, so each segment's operations started in its own time range, concatenated,
-are the serial file's rows in its order. (A run whose completions outrun the last arrival by
-more than 4x -- a saturated trace -- can end with an interval coarser than ``G``; its bins are
+are the serial file's rows in its order. (A run whose completions outrun the last arrival
+into the next doubling -- a saturated trace -- can end with an interval coarser than ``G``; its bins are
 then given to the segment their start falls in, and ``parallel.drive_busy_exact`` says false.)
 
 **Where exactness is given up**: closed loop (arrivals follow completions: a segment cannot
@@ -92,8 +92,10 @@ MAX_ROUNDS = 10
 #: Dask runs a segment again elsewhere when its worker dies, this many times.
 RETRIES = 3
 #: Cuts go on a grid this many times coarser than the serial run's predicted bin interval
-#: (see the module docstring).
-GRID_FACTOR = 4
+#: (see the module docstring). 1: the finest grid, so that a short trace (its interval is
+#: 1 s below 2048 s) can still be cut in many places; a run whose completions outrun its last
+#: arrival into one more doubling of the interval then has inexact bins, and says so.
+GRID_FACTOR = 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +286,10 @@ def choose_cuts(ix: TraceIndex, segments: int) -> list[int]:
             if not len(usable):
                 break
             near = usable[[int(np.argmin(np.abs(ix.first_at[usable] - target)))]]
-        best = int(near[np.argmax(ix.gap_before[near])])
+        # the widest gap; of the grid lines in it, the last (the one just before the
+        # request): what drains in the gap is then the earlier segment's, which replayed all
+        # that came before it
+        best = int(near[np.lexsort((near, ix.gap_before[near]))[-1]])
         if not lines or ix.first_at[best] > ix.first_at[lines[-1]]:
             lines.append(best)
     return lines
@@ -307,12 +312,18 @@ class CutCheck:
     rounds: int
 
 
-def _compare(tail: np.ndarray, head: np.ndarray) -> tuple[int, int, int]:
+def _compare(tail: np.ndarray, head: np.ndarray, margin: int) -> tuple[int, int, int]:
     """(requests compared, identical, largest |completion difference| in ns) of the earlier
-    segment's tail and the later one's head over the same requests (arrivals are the trace's,
-    so a completion difference is the latency difference)."""
-    k = min(tail.shape[1], head.shape[1])  # both start at the cut minus its margin
-    a, b = tail[:, :k], head[:, :k]
+    segment's tail and the later one's head, both the requests ``[cut - margin, cut +
+    margin)``: the middle half of them, ``[cut - margin/2, cut + margin/2)``. The first
+    quarter is the later segment's cold start and the last quarter the earlier one's end
+    (requests that did not meet the arrivals after it), where they are expected to differ;
+    agreeing in between, each is what the other, replayed from further away, finds.
+    Arrivals are the trace's, so a completion difference is the latency difference."""
+    h = max(margin // 2, 1)
+    a, b = tail[:, margin - h:margin + h], head[:, margin - h:margin + h]
+    k = min(a.shape[1], b.shape[1])
+    a, b = a[:, :k], b[:, :k]
     same = (a == b).all(axis=0)
     diff = int(np.abs(a[1] - b[1]).max()) if k else 0
     return k, int(same.sum()), diff
@@ -368,6 +379,9 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
     ix = index_trace(pf, speed)
     if ix.backwards:
         return RP.replay(**kw)  # the serial replay names the row where time goes backwards
+    if ix.requests <= 1:
+        return _serial("the trace has one request" if ix.requests else "the trace has no "
+                       "requests", **kw)
     client, cluster = None, None
     try:
         from .cluster import connect, warm_cluster, warm_kernels
@@ -377,8 +391,7 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         want = segments or nworkers
         lines = choose_cuts(ix, want)
         if not lines:
-            why = ("the trace has one request" if ix.requests <= 1 else
-                   "its requests cannot be cut in time (they arrive at once)"
+            why = ("its requests cannot be cut in time (they arrive at once)"
                    if want > 1 else "one segment")
             return _serial(why, **kw)
         warm_s = warm_kernels()
@@ -456,7 +469,7 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
             again: set[int] = set()
             for k in range(1, S):
                 a, b = results[k - 1], results[k]
-                nk, same, diff = _compare(a["tail"], b["head"])
+                nk, same, diff = _compare(a["tail"], b["head"], margin[k])
                 checks[k] = CutCheck(cuts[k], bounds[k], margin[k], nk, same, diff, rounds[k] + 1)
                 if same < nk and margin[k] < limit[k] and rounds[k] + 1 < MAX_ROUNDS:
                     margin[k] = min(2 * margin[k], limit[k])
