@@ -13,14 +13,15 @@ there; after its last one it replays ``M_{k+1}`` more, because a later arrival c
 an earlier request meets (a drive's scheduler picks among the queued operations; a write takes
 cache lines a read would have found).
 
-**The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. The
-later one starts cold at ``c_k - M_k`` and the earlier one stops at ``c_k + M_k``, so they are
+**The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. The later
+one starts cold at ``c_k - M_k`` and the earlier one stops at ``c_k + M_k``, so they are
 compared on the middle half, ``[c_k - M_k/2, c_k + M_k/2)``. Where their results (start,
 completion, cache hit) agree on every one of those, each neighbour's results near the cut are
-the ones the other one, replayed from further away, finds: the margin was enough. Where any differs, the margin of that cut doubles and both neighbours run
-again, until they agree or the margin reaches the limit (a neighbour's length, or
-``MAX_MARGIN``). The figures are reported (meta.json ``parallel``, and the CLI): the fraction
-of overlap requests identical, and the largest latency difference, in the last round.
+the ones the other one, replayed from further away, finds: the margin was enough. Where any
+differs, the margin of that cut doubles and both neighbours run again, until they agree or the
+margin reaches the limit (a neighbour's length, or ``MAX_MARGIN``). The figures are reported
+(meta.json ``parallel``, and the CLI): the fraction of overlap requests identical, and the
+largest latency difference, in the last round.
 
 What persists across an idle moment -- no request in flight, no dirty cache data -- is not
 nothing: the drives' head positions and their own read-ahead segments, the controller cache's
@@ -32,15 +33,16 @@ margins converge quickest. On a trace whose queues never drain (saturated) a rep
 late never catches the serial backlog: the agreement stays below 1 and the difference is
 reported, not hidden.
 
-**Per-drive bins and drive operations** are owned by time: segment k owns
-``[B_k, B_{k+1})``, where ``B_k`` is a multiple of a grid step ``G`` (the interval a serial
-replay of this trace ends with when its last activity is near its last arrival), and ``c_k`` is the first request arriving at or after ``B_k``. The engine's bins double
-their interval by merging pairs (``kernels/engine.py`` ``_fit``), so every segment's bins tile
-the grid and sum exactly into the serial run's interval; drive operations are recorded in the
-order they start, so each segment's operations started in its own time range, concatenated,
-are the serial file's rows in its order. (A run whose completions outrun the last arrival
-into the next doubling -- a saturated trace -- can end with an interval coarser than ``G``; its bins are
-then given to the segment their start falls in, and ``parallel.drive_busy_exact`` says false.)
+**Per-drive bins and drive operations** are owned by time: segment k owns ``[B_k, B_{k+1})``,
+where ``B_k`` is a multiple of a grid step ``G`` (the interval a serial replay of this trace
+ends with when its last activity is near its last arrival), and ``c_k`` is the first request
+arriving at or after ``B_k``. The engine's bins double their interval by merging pairs
+(``kernels/engine.py`` ``_fit``), so every segment's bins tile the grid and sum exactly into
+the serial run's interval; drive operations are recorded in the order they start, so each
+segment's operations started in its own time range, concatenated, are the serial file's rows in
+its order. (A run whose completions outrun the last arrival into the next doubling -- a
+saturated trace -- can end with an interval coarser than ``G``; its bins are then given to the
+segment their start falls in, and ``parallel.drive_busy_exact`` says false.)
 
 **Where exactness is given up**: closed loop (arrivals follow completions: a segment cannot
 know when its first request is issued), drive failures and background tasks (a rebuild's
