@@ -19,6 +19,7 @@ Benchmarks report; no test asserts a time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -483,13 +484,97 @@ def _sweep_speeds() -> dict[str, float]:
     return out
 
 
+def _parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
+    """``blocklab replay --workers`` (pipeline/parallel.py) against ``--workers 1`` (the serial
+    replay) in the same run, on a trace of ``n`` 4-64 KiB requests with Poisson arrivals that
+    keep a RAID-5 of five Atlas 10K drives about half busy; the fixed cost of one segment (a
+    Dask task replaying one request: the round trip, opening the trace, building the array,
+    writing its part) measured on the same cluster; and from these the speed-up on P workers
+    of P segments: T_P = overhead + (n / P + 2 M) / rate + stitch, where rate is a worker's
+    requests per second in a segment, M the mean margin the cuts ended with, and stitch the
+    (serial) time to write the segments' rows into one run folder."""
+    from distributed import Client, LocalCluster
+
+    from blocklab.pipeline.cluster import numba_cache_base, warm_kernels
+    from blocklab.pipeline.parallel import Segment, replay_parallel, run_segment
+    from blocklab.pipeline.replay import replay
+    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
+
+    out: dict[str, float] = {"requests": float(n)}
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-parallel-") as tmp:
+        d = Path(tmp)
+        rng = np.random.default_rng(9)
+        with TraceWriter(d / "t.parquet", TraceMeta(source_format="bench")) as w:
+            t0 = 0
+            for a in range(0, n, 1 << 20):
+                k = min(1 << 20, n - a)
+                cols = empty_columns(k)
+                cols["time_ns"] = t0 + np.cumsum(rng.exponential(1.5e7, k)).astype(np.int64)
+                t0 = int(cols["time_ns"][-1])
+                cols["sector"] = rng.integers(0, 1 << 22, k).astype(np.int64) * 8
+                cols["size_bytes"] = rng.choice([4096, 16384, 65536], k).astype(np.int64)
+                cols["op"] = (rng.random(k) < 0.3).astype(np.uint8)
+                w.write(columns_to_batch(cols))
+        (d / "a.toml").write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\n'
+                                  'drive = "atlas10k"\n')
+        warm_kernels()
+        t = time.perf_counter()
+        replay(d / "t.parquet", d / "a.toml", d / "w1")
+        out["w1_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        r = replay_parallel(d / "t.parquet", d / "a.toml", d / "w2", workers=2)
+        out["w2_whole_s"] = time.perf_counter() - t
+        par = r.parallel
+        assert par is not None and par["segments"] == 2, par
+        out["w2_s"] = r.elapsed_s + par["stitch_s"]  # segments and stitch (no cluster start)
+        out["w2_segments_s"] = r.elapsed_s
+        out["stitch_s"] = par["stitch_s"]
+        out["identical_fraction"] = par["identical_fraction"]
+        out["speedup_2_over_1"] = out["w1_s"] / out["w2_s"]
+        out["speedup_2_over_1_whole"] = out["w1_s"] / out["w2_whole_s"]
+        margins = [c["margin"] for c in par["cuts"]] or [0]
+        out["mean_margin"] = float(np.mean(margins))
+        rate = par["requests_replayed"] / sum(par["segment_seconds"])
+        out["segment_requests_per_s"] = rate
+        # the fixed cost of one segment: tasks of one request each, on a cluster already up
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None,
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                               env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+        client = Client(cluster, set_as_default=False)
+        try:
+            (d / "parts").mkdir()
+            seg = Segment(0, str(d / "t.parquet"), str(d / "a.toml"), 1.0, False, False, 0, 0,
+                          1, 1, (-1, 1 << 62), 0, 0, 0, str(d / "parts"))
+            client.submit(run_segment, seg, pure=False).result()  # loads the kernels
+            k = 20
+            t = time.perf_counter()
+            for i in range(k):
+                client.submit(run_segment, dataclasses.replace(seg, index=i + 1),
+                              pure=False).result()
+            out["segment_overhead_s"] = (time.perf_counter() - t) / k
+        finally:
+            client.close()
+            cluster.close()
+        for p in (2, 100):
+            tp = out["segment_overhead_s"] + (n / p + 2 * out["mean_margin"]) / rate + \
+                out["stitch_s"]
+            out[f"projected_speedup_{p}"] = out["w1_s"] / tp
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=["parallel-replay"],
+                    help="run one figure alone (parallel-replay: replay --workers 2 against 1)")
     args = ap.parse_args(argv)
+    if args.only == "parallel-replay":
+        _print_parallel(_parallel_replay_speeds())
+        return 0
     if args.synth:
         synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
         return 0
@@ -602,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     report["capture"] = _capture_speed()
     report["query"] = _query_speeds()
     report["sweep"] = _sweep_speeds()
+    report["parallel_replay"] = _parallel_replay_speeds()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -705,6 +791,9 @@ def main(argv: list[str] | None = None) -> int:
           f"speed-up {sw['speedup_2_over_1']:.2f} x")
     print(f"    whole command (cluster start, warm-up): 1 worker {sw['w1_whole_s']:.1f} s, "
           f"2 workers {sw['w2_whole_s']:.1f} s ({sw['speedup_2_over_1_whole']:.2f} x)")
+    pr = report["parallel_replay"]
+    assert isinstance(pr, dict)
+    _print_parallel(pr)
     from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
 
     print(bench_line())
@@ -713,6 +802,20 @@ def main(argv: list[str] | None = None) -> int:
     for line in bench_lines():
         print(line)
     return 0
+
+
+def _print_parallel(pr: dict[str, float]) -> None:
+    print(f"  replay --workers 2 vs 1 (serial), {pr['requests'] / 1e6:.0f} M requests: "
+          f"{pr['w1_s']:.1f} s -> {pr['w2_s']:.1f} s (segments {pr['w2_segments_s']:.1f} s, "
+          f"stitch {pr['stitch_s']:.2f} s): speed-up {pr['speedup_2_over_1']:.2f} x "
+          f"(goal >= 1.8 x); whole command with cluster start "
+          f"{pr['speedup_2_over_1_whole']:.2f} x; overlaps {pr['identical_fraction']:.2%} "
+          "identical")
+    print(f"    per segment: {pr['segment_overhead_s'] * 1e3:.0f} ms fixed, "
+          f"{pr['segment_requests_per_s'] / 1e6:.2f} M requests/s, margin "
+          f"{pr['mean_margin']:.0f} requests a side; projected speed-up on 2 workers "
+          f"{pr['projected_speedup_2']:.2f} x, on 100 workers {pr['projected_speedup_100']:.1f} x "
+          "(bounded by the serial stitch)")
 
 
 if __name__ == "__main__":

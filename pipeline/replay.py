@@ -508,6 +508,9 @@ class ReplayResult:
     # per failure: drive, group, failed_s, window_s (rebuild end - failure; None: no rebuild
     # ended), stripes_lost
     rebuilds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # replay --workers (pipeline/parallel.py): segments, cuts and the overlaps' agreement, or
+    # why the trace was replayed serially; None for a plain serial replay
+    parallel: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -593,11 +596,14 @@ def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, S
 
 
 def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap: bool,
-            closed_loop: int, think_ns: int, streams: Streams | None) -> Iterator[Chunk]:
-    """The read and write requests of the trace as engine chunks."""
-    row = 0
+            closed_loop: int, think_ns: int, streams: Streams | None,
+            row_groups: range | None = None, row0: int = 0) -> Iterator[Chunk]:
+    """The read and write requests of the trace as engine chunks (of ``row_groups`` only, the
+    first of which starts at trace row ``row0``: a segment of a parallel replay)."""
+    row = row0
     last = -1
-    for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=_TRACE_COLUMNS):
+    for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=_TRACE_COLUMNS,
+                             row_groups=row_groups):
         op = b.column("op").to_numpy()
         keep = np.flatnonzero((op == OP_READ) | (op == OP_WRITE))
         rows = row + keep
@@ -762,33 +768,14 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                 sink, w.records if drive_ops else None)
         elapsed = time.perf_counter() - started
         w.close()
-        _write_busy(tmp, arr, drv)
+        _write_busy(tmp, arr, drv.bins())
         _write_events(tmp, arr, drv, tasks)
-        meta = {
-            "blocklab_version": __version__,
-            "run_schema_version": RUN_SCHEMA_VERSION,
-            "trace": {"path": str(trace), "sha256": _sha256(trace)},
-            "array": {"path": str(array), "sha256": _sha256(Path(array)),
-                      "config": dataclasses.asdict(cfg)},
-            "options": {"speed": speed, "closed_loop": closed_loop, "think_us": think_us,
-                        "wrap": wrap, "closed": closed},
-            "counts": {"requests": total, "skipped_not_read_write": skipped,
-                       "drives": arr.drives, "drive_ops": int(drv.W.DR[:, E.D_NOPS].sum())},
-            "cache_at_end": drv.cache_state(),
-            "failures": [dataclasses.asdict(f) for f in cfg.failures],
-            "tasks": [{"task": i, "kind": {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init",
-                                           E.JOB_REBALANCE: "rebalance"}[int(t[E.TK_KIND])],
-                       "group": tasks.task_group[i], "drive": int(t[E.TK_DRIVE]),
-                       "pieces": int(t[E.TK_NP]), "units": int(t[E.TK_UNITS]),
-                       "unit_bytes": int(t[E.TK_UROWS]) * SECTOR}
-                      for i, t in enumerate(tasks.TK)],
-            "interval_ns": int(drv.W.S[E.S_INTERVAL]),
-            "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
-                        "model": arr.d_name[i]}
-                       for i in range(arr.drives)],
-            "elapsed_s": elapsed,
-            "requests_per_s": total / elapsed if elapsed > 0 else None,
-        }
+        meta = run_meta(trace, array, cfg, arr, tasks,
+                        {"speed": speed, "closed_loop": closed_loop, "think_us": think_us,
+                         "wrap": wrap, "closed": closed},
+                        {"requests": total, "skipped_not_read_write": skipped,
+                         "drives": arr.drives, "drive_ops": int(drv.W.DR[:, E.D_NOPS].sum())},
+                        drv.cache_state(), int(drv.W.S[E.S_INTERVAL]), elapsed)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
@@ -806,8 +793,37 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     )
 
 
-def _write_busy(folder: Path, arr: ArrayModel, drv: Driver) -> None:
-    b = drv.bins()
+def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, tasks: Plan,
+             options: dict[str, Any], counts: dict[str, int], cache_at_end: dict[str, int],
+             interval_ns: int, elapsed: float) -> dict[str, Any]:
+    """meta.json of a run folder (the serial and the parallel replay write the same keys)."""
+    return {
+        "blocklab_version": __version__,
+        "run_schema_version": RUN_SCHEMA_VERSION,
+        "trace": {"path": str(trace), "sha256": _sha256(trace)},
+        "array": {"path": str(array), "sha256": _sha256(Path(array)),
+                  "config": dataclasses.asdict(cfg)},
+        "options": options,
+        "counts": counts,
+        "cache_at_end": cache_at_end,
+        "failures": [dataclasses.asdict(f) for f in cfg.failures],
+        "tasks": [{"task": i, "kind": {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init",
+                                       E.JOB_REBALANCE: "rebalance"}[int(t[E.TK_KIND])],
+                   "group": tasks.task_group[i], "drive": int(t[E.TK_DRIVE]),
+                   "pieces": int(t[E.TK_NP]), "units": int(t[E.TK_UNITS]),
+                   "unit_bytes": int(t[E.TK_UROWS]) * SECTOR}
+                  for i, t in enumerate(tasks.TK)],
+        "interval_ns": interval_ns,
+        "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
+                    "model": arr.d_name[i]}
+                   for i in range(arr.drives)],
+        "elapsed_s": elapsed,
+        "requests_per_s": counts["requests"] / elapsed if elapsed > 0 else None,
+    }
+
+
+def _write_busy(folder: Path, arr: ArrayModel, b: dict[str, np.ndarray]) -> None:
+    """drive_busy.parquet from per-drive bins (``Driver.bins``)."""
     nd, nb = b["busy"].shape
     iv = int(b["interval_ns"])
     t = np.tile(np.arange(nb, dtype=np.int64) * iv, nd)

@@ -40,9 +40,7 @@ import json
 import math
 import os
 import re
-import signal
 import socket
-import tempfile
 import threading
 import time
 import tomllib
@@ -53,7 +51,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -62,6 +59,16 @@ from blocklab.traces.safety import clean_temporaries, hold_lock
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import atomic_output, open_trace
 
+# the cluster helpers lived here first; names kept for the callers that import them from here
+from .cluster import (  # noqa: F401
+    connect,
+    dask_setup,
+    first_line,
+    numba_cache_base,
+    warm_cluster,
+    warm_kernels,
+    warm_on_worker,
+)
 from .config import ConfigError, parse_array
 
 SWEEP_VERSION = 1
@@ -618,49 +625,6 @@ def _record_sweep(sweep: Sweep, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the Numba cache: compile once, before the workers start
-
-
-def numba_cache_base() -> str:
-    """The folder every process's kernel cache lives under (kernels/_jit.py adds a hash of the
-    kernel sources): what NUMBA_CACHE_DIR should be on the workers."""
-    from blocklab.kernels import _jit
-
-    return os.path.dirname(_jit._cache_dir())
-
-
-def warm_kernels() -> float:
-    """Replay a tiny trace in this process so that the engine's kernels are compiled and in the
-    on-disk cache before workers load them; returns the seconds it took."""
-    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
-
-    from .replay import replay
-
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="blocklab-warm-") as tmp:
-        d = Path(tmp)
-        n = 32
-        cols = empty_columns(n)
-        cols["time_ns"] = np.arange(n, dtype=np.int64) * 1_000_000
-        cols["sector"] = (np.arange(n, dtype=np.int64) * 997 % 4096) * 8
-        cols["size_bytes"] = np.full(n, 4096, np.int64)
-        cols["op"] = (np.arange(n) % 3 == 0).astype(np.uint8)
-        with TraceWriter(d / "t.parquet", TraceMeta(source_format="warm-up")) as w:
-            w.write(columns_to_batch(cols))
-        (d / "a.toml").write_text(toml_text({
-            "group": [{"name": "g", "layout": "raid5", "width": 3, "drive": "atlas10k"}],
-            "controller": {"cache": "1MiB"}}))
-        replay(d / "t.parquet", d / "a.toml", d / "run")
-        replay(d / "t.parquet", d / "a.toml", d / "run2", closed_loop=2, drive_ops=True)
-    return time.perf_counter() - t0
-
-
-def _warm_on_worker() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "seconds": warm_kernels(),
-            "cache": numba_cache_base()}
-
-
-# ---------------------------------------------------------------------------------------------
 # running a sweep
 
 
@@ -697,60 +661,6 @@ class SweepInterrupted(BlocklabError):
     """Ctrl-C: the points finished so far are kept; rerunning finishes the rest."""
 
 
-def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple[Any, Any]:
-    """A Dask client: to ``scheduler`` (the user's cluster) or to a new LocalCluster on
-    loopback with ``workers`` single-threaded worker processes (default: one per core)."""
-    import logging
-
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        # the address must answer within ``timeout``; Dask logs each retry otherwise
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        try:
-            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as e:
-            raise BlocklabError(f"--scheduler {scheduler}: no Dask scheduler answered within "
-                                f"{timeout:g} s ({_first_line(e)})") from None
-        finally:
-            logging.getLogger("distributed").setLevel(logging.WARNING)
-        if workers:
-            try:
-                client.wait_for_workers(workers, timeout=timeout)
-            except (OSError, TimeoutError) as e:
-                have = len(client.scheduler_info().get("workers", {}))
-                client.close()
-                raise BlocklabError(f"--workers {workers}: the cluster at {scheduler} has "
-                                    f"{have} worker(s) after {timeout:g} s ({_first_line(e)})"
-                                    ) from None
-        return client, None
-    n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, worker_dashboard_address=None,
-        # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
-        # when it is taken: any free loopback port instead
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        # one cache for every worker: the client compiled into it already
-        env={"NUMBA_CACHE_DIR": numba_cache_base()},
-        # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
-        preload=["blocklab.pipeline.sweep"],
-        silence_logs=40)  # logging.ERROR
-    client = Client(cluster, set_as_default=False)
-    return client, cluster
-
-
-def dask_setup(worker: Any) -> None:
-    """Preload of the local cluster's workers: ignore SIGINT (a terminal's Ctrl-C goes to the
-    whole process group); the client cancels the points and closes the workers itself."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
 def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
               scheduler: str | None = None, workers: int | None = None,
               timeout: float = 10.0, progress: Callable[[Status], None] | None = None,
@@ -783,15 +693,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
                 if s.state == "run":
                     (out / "summary" / s.point.partition(sweep.axes)).unlink(missing_ok=True)
             _record_sweep(sweep, out)
-            info = client.scheduler_info()
-            nworkers = len(info.get("workers", {}))
-            if cluster is None:
-                # each machine of the user's cluster compiles once, on one of its workers
-                hosts: dict[str, str] = {}
-                for addr, w in info.get("workers", {}).items():
-                    hosts.setdefault(str(w.get("host", addr)), addr)
-                if hosts:
-                    client.run(_warm_on_worker, workers=list(hosts.values()))
+            nworkers = warm_cluster(client, local=cluster is not None)
             t_points = time.perf_counter()
             failed = _submit(client, sweep, out, todo, status, progress)
             points_s = time.perf_counter() - t_points
@@ -854,7 +756,7 @@ def _submit(client: Any, sweep: Sweep, out: Path, todo: list[PointState], status
             try:
                 r = fut.result()
             except Exception as e:  # the worker died (KilledWorker) or the task was lost
-                r = {"point": p.id, "ok": False, "error": _first_line(e),
+                r = {"point": p.id, "ok": False, "error": first_line(e),
                      "type": type(e).__name__, "traceback": "", "host": ""}
             with lock:
                 finished.add(p.id)
@@ -900,7 +802,7 @@ def read_points(folder: str | os.PathLike[str]) -> tuple[dict[str, Any], pa.Tabl
     try:
         info = json.loads((root / "sweep.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise BlocklabError(f"{root}/sweep.json: {_first_line(e)}") from None
+        raise BlocklabError(f"{root}/sweep.json: {first_line(e)}") from None
     files = sorted((root / "summary").rglob("*.parquet")) if (root / "summary").is_dir() else []
     if not files:
         return info, POINT_SCHEMA.empty_table()

@@ -1,0 +1,134 @@
+"""Dask distributed for the commands that spread replays over workers (``sweep``, and
+``replay --workers``): connect to a cluster or start a local one, compile the kernels once
+before the workers load them, and the workers' preload."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blocklab.traces.errors import BlocklabError
+
+# ---------------------------------------------------------------------------------------------
+# the Numba cache: compile once, before the workers start
+
+
+def numba_cache_base() -> str:
+    """The folder every process's kernel cache lives under (kernels/_jit.py adds a hash of the
+    kernel sources): what NUMBA_CACHE_DIR should be on the workers."""
+    from blocklab.kernels import _jit
+
+    return os.path.dirname(_jit._cache_dir())
+
+
+def warm_kernels() -> float:
+    """Replay a tiny trace in this process so that the engine's kernels are compiled and in the
+    on-disk cache before workers load them; returns the seconds it took."""
+    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
+
+    from .replay import replay
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="blocklab-warm-") as tmp:
+        d = Path(tmp)
+        n = 32
+        cols = empty_columns(n)
+        cols["time_ns"] = np.arange(n, dtype=np.int64) * 1_000_000
+        cols["sector"] = (np.arange(n, dtype=np.int64) * 997 % 4096) * 8
+        cols["size_bytes"] = np.full(n, 4096, np.int64)
+        cols["op"] = (np.arange(n) % 3 == 0).astype(np.uint8)
+        with TraceWriter(d / "t.parquet", TraceMeta(source_format="warm-up")) as w:
+            w.write(columns_to_batch(cols))
+        (d / "a.toml").write_text('group = [{name = "g", layout = "raid5", width = 3, '
+                                  'drive = "atlas10k"}]\ncontroller = {cache = "1MiB"}\n')
+        replay(d / "t.parquet", d / "a.toml", d / "run")
+        replay(d / "t.parquet", d / "a.toml", d / "run2", closed_loop=2, drive_ops=True)
+    return time.perf_counter() - t0
+
+
+def warm_on_worker() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "seconds": warm_kernels(),
+            "cache": numba_cache_base()}
+
+
+
+
+def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple[Any, Any]:
+    """A Dask client: to ``scheduler`` (the user's cluster) or to a new LocalCluster on
+    loopback with ``workers`` single-threaded worker processes (default: one per core)."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        # the address must answer within ``timeout``; Dask logs each retry otherwise
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        try:
+            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise BlocklabError(f"--scheduler {scheduler}: no Dask scheduler answered within "
+                                f"{timeout:g} s ({first_line(e)})") from None
+        finally:
+            logging.getLogger("distributed").setLevel(logging.WARNING)
+        if workers:
+            try:
+                client.wait_for_workers(workers, timeout=timeout)
+            except (OSError, TimeoutError) as e:
+                have = len(client.scheduler_info().get("workers", {}))
+                client.close()
+                raise BlocklabError(f"--workers {workers}: the cluster at {scheduler} has "
+                                    f"{have} worker(s) after {timeout:g} s ({first_line(e)})"
+                                    ) from None
+        return client, None
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(
+        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, worker_dashboard_address=None,
+        # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
+        # when it is taken: any free loopback port instead
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        # one cache for every worker: the client compiled into it already
+        env={"NUMBA_CACHE_DIR": numba_cache_base()},
+        # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
+        preload=["blocklab.pipeline.cluster"],
+        silence_logs=40)  # logging.ERROR
+    client = Client(cluster, set_as_default=False)
+    return client, cluster
+
+
+def dask_setup(worker: Any) -> None:
+    """Preload of the local cluster's workers: ignore SIGINT (a terminal's Ctrl-C goes to the
+    whole process group); the client cancels the tasks and closes the workers itself."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def warm_cluster(client: Any, local: bool) -> int:
+    """Compile (or load) the kernels on the cluster's machines before tasks run: on a local
+    cluster the workers share this process's cache (warm it first with ``warm_kernels``); on a
+    user's cluster each machine compiles once, on one of its workers. Returns the workers."""
+    info = client.scheduler_info()
+    workers = info.get("workers", {})
+    if not local:
+        hosts: dict[str, str] = {}
+        for addr, w in workers.items():
+            hosts.setdefault(str(w.get("host", addr)), addr)
+        if hosts:
+            client.run(warm_on_worker, workers=list(hosts.values()))
+    return len(workers)
+
+
+def first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -1,0 +1,579 @@
+"""``blocklab replay --workers N``: one trace replayed in time segments on Dask, stitched into
+the run folder a serial replay writes (issue 21, deliverable 2).
+
+How it works
+------------
+The trace's read and write requests are cut at request indices ``c_1 < ... < c_{S-1}``
+(segment k keeps requests ``[c_k, c_{k+1})``). Segment k is one Dask task: it replays requests
+``[c_k - M_k, c_{k+1} + M_{k+1})`` from idle drives and an empty cache, with the serial
+engine (``replay.Driver``) unchanged, and keeps the results of its own requests. ``M_k`` is the
+*margin* of cut k, in requests: before its first request the segment replays ``M_k`` requests
+of warm-up, so that its drives' queues, heads and caches reach the state the serial replay has
+there; after its last one it replays ``M_{k+1}`` more, because a later arrival can change what
+an earlier request meets (a drive's scheduler picks among the queued operations; a write takes
+cache lines a read would have found).
+
+**The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. The later
+one starts cold at ``c_k - M_k`` and the earlier one stops at ``c_k + M_k``, so they are
+compared on the middle half, ``[c_k - M_k/2, c_k + M_k/2)``. Where their results (start,
+completion, cache hit) agree on every one of those, each neighbour's results near the cut are
+the ones the other one, replayed from further away, finds: the margin was enough. Where any
+differs, the margin of that cut doubles and both neighbours run again, until they agree or the
+margin reaches the limit (a neighbour's length, or ``MAX_MARGIN``). The figures are reported
+(meta.json ``parallel``, and the CLI): the fraction of overlap requests identical, and the
+largest latency difference, in the last round.
+
+What persists across an idle moment -- no request in flight, no dirty cache data -- is not
+nothing: the drives' head positions and their own read-ahead segments, the controller cache's
+clean lines and their LRU order, a LUN's sequential-read detector, a mirror's heads. So an
+idle point does not by itself make a segment's start exact; the warm-up has to recreate that
+state too, and agreement of the overlap is the test that it did. Cuts are put where the trace
+has its widest arrival gap near each even split (the likeliest idle point), which is where the
+margins converge quickest. On a trace whose queues never drain (saturated) a replay started
+late never catches the serial backlog: the agreement stays below 1 and the difference is
+reported, not hidden.
+
+**Per-drive bins and drive operations** are owned by time: segment k owns ``[B_k, B_{k+1})``,
+where ``B_k`` is a multiple of a grid step ``G`` (the interval a serial replay of this trace
+ends with when its last activity is near its last arrival), and ``c_k`` is the first request
+arriving at or after ``B_k``. The engine's bins double their interval by merging pairs
+(``kernels/engine.py`` ``_fit``), so every segment's bins tile the grid and sum exactly into
+the serial run's interval; drive operations are recorded in the order they start, so each
+segment's operations started in its own time range, concatenated, are the serial file's rows in
+its order. (A run whose completions outrun the last arrival into the next doubling -- a
+saturated trace -- can end with an interval coarser than ``G``; its bins are then given to the
+segment their start falls in, and ``parallel.drive_busy_exact`` says false.)
+
+**Where exactness is given up**: closed loop (arrivals follow completions: a segment cannot
+know when its first request is issued), drive failures and background tasks (a rebuild's
+progress spans the whole run), and a trace that cannot be cut (fewer requests than two
+segments, or all arriving at once) are replayed serially, and the result says why.
+
+Output: the segments write their results to ``.seg-*`` folders inside the run folder's
+temporary (``replay``'s ``AtomicFolder``): the workers must see the output folder, as a
+sweep's must; the client then streams them, in order, into one ``ios.parquet`` (and
+``drive_ops.parquet``), writes the rest and renames the folder into place. Memory is bounded:
+parts are streamed batch by batch, and the overlaps kept for the check are at most
+``MAX_MARGIN`` requests per side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from blocklab.kernels import engine as E
+from blocklab.traces import safety
+from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import temporary_name
+from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMAS
+from blocklab.traces.store import AtomicFolder, open_trace
+
+from . import replay as RP
+from .array import build_array, plan
+from .config import load_array
+
+#: The first margin of every cut, in requests.
+FIRST_MARGIN = 2048
+#: The largest margin, in requests (each side of a cut): bounds a segment's overlap arrays
+#: (24 bytes a request, twice) and the replay spent on warm-up.
+MAX_MARGIN = 1 << 20
+#: Times a cut's margin may double (with FIRST_MARGIN: 2048 -> 1M).
+MAX_ROUNDS = 10
+#: Dask runs a segment again elsewhere when its worker dies, this many times.
+RETRIES = 3
+#: Cuts go on a grid this many times coarser than the serial run's predicted bin interval
+#: (see the module docstring). 1: the finest grid, so that a short trace (its interval is
+#: 1 s below 2048 s) can still be cut in many places; a run whose completions outrun its last
+#: arrival into one more doubling of the interval then has inexact bins, and says so.
+GRID_FACTOR = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# one segment (runs on a Dask worker)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """What a worker needs for one segment (plain data: it travels to the worker). Request
+    indices count the trace's read and write requests from 0."""
+
+    index: int
+    trace: str
+    array: str
+    speed: float
+    wrap: bool
+    drive_ops: bool
+    first: int  # first request replayed (warm-up start)
+    keep: int  # first request kept
+    keep_end: int  # one past the last request kept
+    end: int  # one past the last request replayed
+    own_ns: tuple[int, int]  # drive operations started in [a, b) are this segment's
+    row_group: int  # the row group holding request ``first``
+    group_row: int  # trace row of that group's first row
+    group_request: int  # request index of that group's first read/write request
+    folder: str  # the run folder's temporary: parts go into a .seg-* folder inside it
+
+
+def run_segment(seg: Segment) -> dict[str, Any]:
+    """Replay one segment; write its kept requests (and its own drive operations) into a
+    part folder; return the overlaps' results, its bins and its end state."""
+    cfg = load_array(seg.array)
+    arr = build_array(cfg)
+    pf, _meta = open_trace(seg.trace)
+    opts = RP.Options(record=seg.drive_ops, **RP.options_for(cfg))
+    n = seg.end - seg.first
+    drv = RP.Driver(arr, opts, n)
+    # the worker's process id in the name: a test kills the worker that writes it
+    part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    part.mkdir(mode=0o700)
+    w = RP._RunWriter(part, seg.drive_ops)
+    head_n = seg.keep - seg.first  # warm-up: the overlap with the previous segment starts here
+    # results of the requests replayed (index - first): start, done, hit, for the two overlaps
+    # only: [first, keep + margin_before) and [keep_end - margin_after, end)
+    before = min(seg.keep + (seg.keep - seg.first), seg.keep_end, seg.end) - seg.first
+    after = max(seg.keep_end - (seg.end - seg.keep_end), seg.keep) - seg.first
+    head = np.zeros((3, before), np.int64)
+    tail = np.zeros((3, n - after), np.int64)
+    got = 0
+    t_end = 0
+
+    def sink(c: dict[str, np.ndarray]) -> None:
+        nonlocal got, t_end
+        k = len(c["done"])
+        lo, hi = got, got + k
+        for a, b, arr_, off in ((0, before, head, 0), (after, n, tail, after)):
+            x, y = max(lo, a), min(hi, b)
+            if x < y:
+                arr_[:, x - off:y - off] = (c["start"][x - lo:y - lo], c["done"][x - lo:y - lo],
+                                            c["hit"][x - lo:y - lo])
+        x, y = max(lo, head_n), min(hi, seg.keep_end - seg.first)
+        if x < y:
+            kept = {name: v[x - lo:y - lo] for name, v in c.items()}
+            w.requests(kept)
+            t_end = max(t_end, int(kept["done"].max()))
+        got = hi
+
+    def records(rc: np.ndarray) -> None:
+        t = rc[:, E.RC_START]
+        mine = rc[(t >= seg.own_ns[0]) & (t < seg.own_ns[1])]
+        if len(mine):
+            w.records(mine)
+
+    started = time.perf_counter()
+    try:
+        drv.run(_segment_chunks(pf, seg, arr), sink, records if seg.drive_ops else None)
+    finally:
+        w.close()
+    bins = drv.bins()
+    return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
+            "bins": bins, "t_end": t_end, "cache": drv.cache_state(),
+            "seconds": time.perf_counter() - started, "replayed": n,
+            "host": os.uname().nodename}
+
+
+def _segment_chunks(pf: pq.ParquetFile, seg: Segment, arr: Any) -> Any:
+    """The requests ``[seg.first, seg.end)`` as engine chunks, read from the row group that
+    holds the first."""
+    req = seg.group_request
+    groups = range(seg.row_group, pf.metadata.num_row_groups)
+    for c in RP._chunks(pf, Path(seg.trace), arr, seg.speed, seg.wrap, 0, 0, None,
+                        row_groups=groups, row0=seg.group_row):
+        k = len(c["arrive"])
+        a, b = max(seg.first - req, 0), min(seg.end - req, k)
+        req += k
+        if a < b:
+            yield {name: v[a:b] for name, v in c.items()}
+        if req >= seg.end:
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# the cut
+
+
+@dataclasses.dataclass
+class TraceIndex:
+    """One pass over the trace's time and op columns: what choosing cuts and starting a
+    segment at any request needs, in memory bounded by the grid, not the trace."""
+
+    requests: int
+    rows: int  # every row of the trace (the rest are not reads or writes)
+    grid_ns: int
+    # per row group: trace rows and read/write requests before it
+    group_rows: list[int]
+    group_requests: list[int]
+    # per grid line B = i * grid_ns: the first request arriving at or after B (requests if
+    # none), and the gap before it (ns; -1 for request 0 or none)
+    first_at: np.ndarray
+    gap_before: np.ndarray
+    backwards: bool  # an arrival earlier than the one before (the serial replay says where)
+
+
+def _grid(last_arrival_ns: int) -> int:
+    """The grid step: GRID_FACTOR x the interval a serial replay's bins end with when its last
+    activity is the last arrival (``kernels/engine.py`` ``_fit``)."""
+    iv = RP.INTERVAL_NS
+    while last_arrival_ns >= RP.NBINS * iv:
+        iv *= 2
+    return GRID_FACTOR * iv
+
+
+def index_trace(pf: pq.ParquetFile, speed: float) -> TraceIndex:
+    last = RP._trace_span_ns(pf)
+    grid = _grid(int(last / speed))
+    lines = int(last / speed) // grid + 2
+    first_at = np.full(lines, -1, np.int64)
+    gap = np.full(lines, -1, np.int64)
+    group_rows: list[int] = []
+    group_requests: list[int] = []
+    rows = reqs = 0
+    prev = -1
+    backwards = False
+    for g in range(pf.metadata.num_row_groups):
+        group_rows.append(rows)
+        group_requests.append(reqs)
+        for b in pf.iter_batches(batch_size=RP.BATCH_ROWS, columns=["time_ns", "op"],
+                                 row_groups=[g]):
+            op = b.column("op").to_numpy()
+            keep = np.flatnonzero((op == OP_READ) | (op == OP_WRITE))
+            rows += len(op)
+            if not len(keep):
+                continue
+            t = b.column("time_ns").to_numpy()[keep]
+            # the very arithmetic of replay._chunks, so the cut sees the engine's arrivals
+            arrive = (t / speed).astype(np.int64) if speed != 1 else t.astype(np.int64)
+            before = np.concatenate([[prev], arrive[:-1]])
+            if (arrive < before).any():
+                backwards = True
+            # grid lines in (prev, last of batch]: their first request is in this batch
+            lo = prev // grid + 1 if prev >= 0 else 0
+            hi = int(arrive[-1]) // grid
+            if hi >= lo:
+                line = np.arange(lo, hi + 1, dtype=np.int64)
+                at = np.searchsorted(arrive, line * grid, side="left")
+                first_at[line] = reqs + at
+                gap[line] = np.where(reqs + at > 0, arrive[at] - before[at], -1)
+            prev = int(arrive[-1])
+            reqs += len(keep)
+    first_at[first_at < 0] = reqs
+    return TraceIndex(reqs, rows, grid, group_rows, group_requests, first_at, gap, backwards)
+
+
+def choose_cuts(ix: TraceIndex, segments: int) -> list[int]:
+    """Grid lines to cut at (ascending): for each even split of the requests, among the grid
+    lines whose first request is within a quarter of a segment of it, the one with the widest
+    arrival gap before its first request (the likeliest idle point)."""
+    n = ix.requests
+    if segments < 2 or n < 2:
+        return []
+    per = n / segments
+    lines: list[int] = []
+    usable = np.flatnonzero((ix.first_at > 0) & (ix.first_at < n))
+    for k in range(1, segments):
+        target = k * per
+        near = usable[np.abs(ix.first_at[usable] - target) <= per / 4]
+        if not len(near):  # no grid line near: the nearest one
+            if not len(usable):
+                break
+            near = usable[[int(np.argmin(np.abs(ix.first_at[usable] - target)))]]
+        # the widest gap; of the grid lines in it, the last (the one just before the
+        # request): what drains in the gap is then the earlier segment's, which replayed all
+        # that came before it
+        best = int(near[np.lexsort((near, ix.gap_before[near]))[-1]])
+        if not lines or ix.first_at[best] > ix.first_at[lines[-1]]:
+            lines.append(best)
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# the parallel replay
+
+
+@dataclasses.dataclass
+class CutCheck:
+    """The self-check at one cut, in the last round."""
+
+    request: int  # the cut: first request of the later segment
+    time_ns: int
+    margin: int  # requests replayed by both neighbours on each side
+    overlap: int  # requests compared
+    identical: int
+    max_latency_diff_ns: int
+    rounds: int
+
+
+def _compare(tail: np.ndarray, head: np.ndarray, margin: int) -> tuple[int, int, int]:
+    """(requests compared, identical, largest |completion difference| in ns) of the earlier
+    segment's tail and the later one's head, both the requests ``[cut - margin, cut +
+    margin)``: the middle half of them, ``[cut - margin/2, cut + margin/2)``. The first
+    quarter is the later segment's cold start and the last quarter the earlier one's end
+    (requests that did not meet the arrivals after it), where they are expected to differ;
+    agreeing in between, each is what the other, replayed from further away, finds.
+    Arrivals are the trace's, so a completion difference is the latency difference."""
+    h = max(margin // 2, 1)
+    a, b = tail[:, margin - h:margin + h], head[:, margin - h:margin + h]
+    k = min(a.shape[1], b.shape[1])
+    a, b = a[:, :k], b[:, :k]
+    same = (a == b).all(axis=0)
+    diff = int(np.abs(a[1] - b[1]).max()) if k else 0
+    return k, int(same.sum()), diff
+
+
+def _serial(note: str, **kw: Any) -> RP.ReplayResult:
+    r = RP.replay(**kw)
+    r.parallel = {"segments": 1, "serial_because": note}
+    return r
+
+
+def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
+                    workers: int | None = None, scheduler: str | None = None,
+                    segments: int | None = None, timeout: float = 10.0, speed: float = 1.0,
+                    closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
+                    drive_ops: bool = False,
+                    failures: list[tuple[int, float]] | None = None,
+                    progress: Callable[[int, int], None] | None = None,
+                    first_margin: int = FIRST_MARGIN) -> RP.ReplayResult:
+    """Replay ``trace`` in ``segments`` time segments (default: one per worker) on a Dask
+    cluster (``scheduler``, or a local one of ``workers`` processes) and write the run folder
+    ``output`` a serial replay writes, plus meta.json ``parallel``: the cuts, margins and the
+    agreement of the overlaps. Replays serially, saying why in ``result.parallel``, what
+    cannot be cut (see the module docstring). ``progress(done, total)`` counts segments."""
+    if workers is not None and workers < 1:
+        raise BlocklabError(f"--workers must be at least 1, found {workers}")
+    if segments is not None and segments < 1:
+        raise BlocklabError(f"--segments must be at least 1, found {segments}")
+    kw: dict[str, Any] = dict(trace=trace, array=array, output=output, speed=speed,
+                              closed_loop=closed_loop, think_us=think_us, wrap=wrap,
+                              drive_ops=drive_ops, failures=failures)
+    if speed <= 0 or closed_loop < 0:
+        return RP.replay(**kw)  # its one-line error
+    trace = Path(trace)
+    cfg = load_array(array)
+    pf, _meta = open_trace(trace)
+    if closed_loop:
+        return _serial("closed loop: a request is issued when an earlier one completes, so "
+                       "no segment can start on its own", **kw)
+    if pf.schema_arrow.get_field_index("outstanding") >= 0:
+        col = pf.read_row_group(0, columns=["outstanding"]).column(0) \
+            if pf.metadata.num_row_groups else None
+        if col is not None and len(col) and col.null_count < len(col):
+            return _serial("the trace is closed loop (its outstanding column): no segment "
+                           "can start on its own", **kw)
+    arr = build_array(cfg)
+    tasks = plan(arr)
+    if failures or cfg.failures or tasks.tasks:
+        return _serial("drive failures and background tasks span the whole run (a rebuild's "
+                       "progress and the missing members carry across any cut)", **kw)
+    if workers == 1 and not scheduler and segments in (None, 1):
+        return _serial("one worker", **kw)
+    ix = index_trace(pf, speed)
+    if ix.backwards:
+        return RP.replay(**kw)  # the serial replay names the row where time goes backwards
+    if ix.requests <= 1:
+        return _serial("the trace has one request" if ix.requests else "the trace has no "
+                       "requests", **kw)
+    client, cluster = None, None
+    try:
+        from .cluster import connect, warm_cluster, warm_kernels
+
+        client, cluster = connect(scheduler, workers, timeout)
+        nworkers = len(client.scheduler_info().get("workers", {})) or (workers or 1)
+        want = segments or nworkers
+        lines = choose_cuts(ix, want)
+        if not lines:
+            why = ("its requests cannot be cut in time (they arrive at once)"
+                   if want > 1 else "one segment")
+            return _serial(why, **kw)
+        warm_s = warm_kernels()
+        warm_cluster(client, local=cluster is not None)
+        return _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
+                    speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, progress,
+                    first_margin)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        # a local worker may have written into the temporary after it was removed (a stop
+        # while segments ran); the workers are gone now. (The name holds this process's id.)
+        shutil.rmtree(temporary_name(Path(output)), ignore_errors=True)
+
+
+def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, tasks: Any,
+         trace: Path, array: Path, out: Path, speed: float, wrap: bool, drive_ops: bool,
+         nworkers: int, scheduler: str, warm_s: float,
+         progress: Callable[[int, int], None] | None, first_margin: int) -> RP.ReplayResult:
+    from distributed import as_completed
+
+    from .cluster import first_line
+
+    n = ix.requests
+    cuts = [0] + [int(ix.first_at[g]) for g in lines] + [n]
+    bounds = [-1] + [g * ix.grid_ns for g in lines] + [1 << 62]
+    S = len(cuts) - 1
+    # the margin of cut k (1..S-1) on each side: at most a neighbour's length
+    limit = [0] + [min(cuts[k] - cuts[k - 1], cuts[k + 1] - cuts[k], MAX_MARGIN)
+                   for k in range(1, S)] + [0]
+    margin = [0] + [min(first_margin, limit[k]) for k in range(1, S)] + [0]
+    rounds = [0] * (S + 1)
+    folder = AtomicFolder(out)
+    tmp = folder.tmp
+    futures: list[Any] = []
+    try:
+        def segment(k: int) -> Segment:
+            first, end = cuts[k] - margin[k], cuts[k + 1] + margin[k + 1]
+            g = int(np.searchsorted(ix.group_requests, first, side="right")) - 1
+            return Segment(k, str(trace), str(array), speed, wrap, drive_ops, first, cuts[k],
+                           cuts[k + 1], end, (bounds[k], bounds[k + 1]), g,
+                           ix.group_rows[g], ix.group_requests[g], str(tmp))
+
+        results: dict[int, dict[str, Any]] = {}
+        todo = list(range(S))
+        checks: dict[int, CutCheck] = {}
+        started = time.perf_counter()
+        done_count = 0
+        replayed = 0
+        while todo:
+            futures = [client.submit(run_segment, segment(k), key=f"blocklab-seg-{k}-"
+                                     f"{uuid.uuid4().hex[:12]}", pure=False, retries=RETRIES)
+                       for k in todo]
+            for fut in as_completed(futures, loop=client.loop):
+                safety.check()
+                try:
+                    r = fut.result()
+                except BlocklabError:
+                    raise
+                except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
+                    raise BlocklabError(f"{trace}: a segment of the parallel replay failed: "
+                                        f"{type(e).__name__}: {first_line(e)}") from None
+                old = results.get(r["index"])
+                if old is not None:
+                    shutil.rmtree(old["part"], ignore_errors=True)
+                results[r["index"]] = r
+                replayed += r["replayed"]
+                done_count += 1
+                if progress is not None:
+                    progress(done_count, done_count + len(futures) - sum(
+                        f.done() for f in futures))
+            futures = []
+            again: set[int] = set()
+            for k in range(1, S):
+                a, b = results[k - 1], results[k]
+                nk, same, diff = _compare(a["tail"], b["head"], margin[k])
+                checks[k] = CutCheck(cuts[k], bounds[k], margin[k], nk, same, diff, rounds[k] + 1)
+                if same < nk and margin[k] < limit[k] and rounds[k] + 1 < MAX_ROUNDS:
+                    margin[k] = min(2 * margin[k], limit[k])
+                    rounds[k] += 1
+                    again |= {k - 1, k}
+            todo = sorted(again)
+        elapsed = time.perf_counter() - started
+        info = _stitch(tmp, arr, [results[k] for k in range(S)], drive_ops, bounds, ix.grid_ns)
+        overlap = sum(c.overlap for c in checks.values())
+        identical = sum(c.identical for c in checks.values())
+        par = {
+            "segments": S, "workers": nworkers, "scheduler": scheduler,
+            "requests_replayed": replayed,  # warm-ups, tails and reruns included
+            "overlap_requests": overlap, "identical_fraction": identical / overlap
+            if overlap else 1.0,
+            "max_latency_diff_ns": max((c.max_latency_diff_ns for c in checks.values()),
+                                       default=0),
+            "agreed": identical == overlap,
+            "drive_busy_exact": info["bins_exact"],
+            "grid_ns": ix.grid_ns, "warm_s": warm_s,
+            "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
+            "segment_seconds": [results[k]["seconds"] for k in range(S)],
+            "stitch_s": info["seconds"],
+        }
+        skipped = ix.rows - n
+        meta = RP.run_meta(trace, array, cfg, arr, tasks,
+                           {"speed": speed, "closed_loop": 0, "think_us": 0.0, "wrap": wrap,
+                            "closed": False},
+                           {"requests": n, "skipped_not_read_write": skipped,
+                            "drives": arr.drives, "drive_ops": info["drive_ops"]},
+                           results[S - 1]["cache"], info["interval_ns"], elapsed)
+        meta["parallel"] = par
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        folder.commit(0o600)
+    except BaseException as e:
+        if futures:
+            with contextlib.suppress(Exception):
+                client.cancel(futures)
+        raise folder.fail(e) from None
+    from .query import run_query
+
+    (lat,) = run_query([out], "run-latency").rows()
+    res = RP.ReplayResult(output=str(out), requests=n, skipped=skipped, closed_loop=False,
+                          mean_latency_ms=float(lat["mean_ms"] or 0.0),
+                          p99_latency_ms=float(lat["quantile_ms"] or 0.0), elapsed_s=elapsed,
+                          requests_per_s=n / elapsed if elapsed > 0 else 0.0)
+    res.parallel = par
+    return res
+
+
+def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
+            bounds: list[int], grid_ns: int) -> dict[str, Any]:
+    """Stream the segments' parts, in order, into ios.parquet (and drive_ops.parquet), sum
+    their own bins into drive_busy.parquet, remove the parts."""
+    t0 = time.perf_counter()
+    files = ["ios"] + (["drive_ops"] if drive_ops else [])
+    for name in files:
+        with pq.ParquetWriter(tmp / f"{name}.parquet", RUN_SCHEMAS[name],
+                              compression="zstd") as w:
+            for r in results:
+                safety.check()
+                f = pq.ParquetFile(Path(r["part"]) / f"{name}.parquet")
+                # batches of 1M rows (80 MB), not the parts' small row groups: the stitch is
+                # the serial part of a parallel replay, and re-encoding in large row groups
+                # took two thirds of the time (measured on 2M rows)
+                for b in f.iter_batches(batch_size=1 << 20):
+                    w.write_table(pa.Table.from_batches([b], schema=RUN_SCHEMAS[name]))
+    # bins: each segment's own time range at its interval, summed at the final interval
+    iv = max(int(r["bins"]["interval_ns"]) for r in results)
+    t_end = max(r["t_end"] for r in results)
+    nd = arr.drives
+    names = ("busy", "ops", "bytes", "qint")
+    width = t_end // iv + 1
+    for r in results:
+        width = max(width, -(-r["bins"]["busy"].shape[1] * int(r["bins"]["interval_ns"]) // iv))
+    total = {k: np.zeros((nd, width), np.int64) for k in names}
+    exact = True
+    for k, r in enumerate(results):
+        b = r["bins"]
+        siv = int(b["interval_ns"])
+        nb = b["busy"].shape[1]
+        start = np.arange(nb, dtype=np.int64) * siv
+        a, z = bounds[k], bounds[k + 1]
+        mine = (start >= a) & (start < z) if k else start < z
+        if (a > 0 and a % siv) or (z < (1 << 62) and z % siv):
+            exact = False  # a bin straddles the boundary: given to the segment it starts in
+        f = iv // siv
+        for name in names:
+            x = np.where(mine, b[name], 0)
+            pad = (-nb) % f
+            x = np.pad(x, ((0, 0), (0, pad))).reshape(nd, -1, f).sum(axis=2)
+            total[name][:, :x.shape[1]] += x
+    active = np.flatnonzero((total["busy"] != 0).any(axis=0) | (total["qint"] != 0).any(axis=0))
+    used = max(t_end // iv + 1, int(active[-1]) + 1 if len(active) else 0)
+    bins = {name: total[name][:, :used] for name in names}
+    bins["interval_ns"] = np.asarray(iv, np.int64)
+    RP._write_busy(tmp, arr, bins)
+    for r in results:
+        shutil.rmtree(r["part"], ignore_errors=True)
+    # parts of attempts that died (Dask ran their segment again) are in the temporary too
+    for p in tmp.glob(".seg-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    return {"interval_ns": iv, "drive_ops": int(total["ops"].sum()), "bins_exact": exact,
+            "seconds": time.perf_counter() - t0}

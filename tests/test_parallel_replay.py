@@ -1,0 +1,285 @@
+"""``blocklab replay --workers``: one trace replayed in time segments on a real Dask
+LocalCluster, against the serial replay of the same trace (issue 21, deliverable 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from blocklab.pipeline.array import build_array
+from blocklab.pipeline.cluster import numba_cache_base
+from blocklab.pipeline.config import load_array
+from blocklab.pipeline.parallel import replay_parallel
+from blocklab.pipeline.replay import options_for, replay, run_engine
+from blocklab.traces import store
+from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
+
+pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
+
+BLOCKLAB = [sys.executable, "-c", "from blocklab.pipeline.cli import main; main()"]
+
+ARRAY = """[[group]]
+name = "g"
+layout = "raid5"
+width = 4
+stripe_unit = "64KiB"
+drive = "atlas10k"
+"""
+# a controller cache: clean lines and their order outlive every idle moment
+CACHED = ARRAY + ('[controller]\ncache = "4MiB"\nwrite_policy = "write-through"\nread_ahead = true\n'
+                  'read_ahead_size = "256KiB"\n')
+
+
+def write_trace(path: Path, t_ns: np.ndarray, seed: int = 1, batches: int = 4) -> Path:
+    """Random 4-64 KiB reads and writes at the times ``t_ns``, over a few row groups (a
+    segment then starts in the middle of the file)."""
+    n = len(t_ns)
+    rng = np.random.default_rng(seed)
+    cols = empty_columns(n)
+    cols["time_ns"] = np.asarray(t_ns, np.int64)
+    # a hot region (cache hits) and the rest of the array
+    hot = rng.random(n) < 0.5
+    cols["sector"] = np.where(hot, rng.integers(0, 1 << 10, n),
+                              rng.integers(0, 1 << 20, n)).astype(np.int64) * 8
+    cols["size_bytes"] = rng.choice([4096, 16384, 65536], n).astype(np.int64)
+    cols["op"] = (rng.random(n) < 0.3).astype(np.uint8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store, "ROW_GROUP_ROWS", -(-n // batches))
+        with TraceWriter(path, TraceMeta(source_format="test")) as w:
+            w.write(columns_to_batch(cols))
+    return path
+
+
+def bursts(count: int, per: int, within_ns: int, gap_ns: int) -> np.ndarray:
+    """``count`` bursts of ``per`` requests ``within_ns`` apart, ``gap_ns`` between bursts:
+    the drives go idle in every gap."""
+    t = np.arange(per, dtype=np.int64) * within_ns
+    return np.concatenate([t + i * (gap_ns + per * within_ns) for i in range(count)])
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("parallel")
+    (d / "a.toml").write_text(ARRAY)
+    (d / "c.toml").write_text(CACHED)
+    # 30 bursts of 80 requests 0.3 ms apart (a queue builds) with 1 s of quiet between (cuts
+    # go on the per-drive bins' boundaries, 1 s apart in a run this short)
+    write_trace(d / "bursts.parquet", bursts(30, 80, 300_000, 1_000_000_000))
+    # Poisson arrivals at 400/s, more than four drives serve: the queue never drains
+    rng = np.random.default_rng(7)
+    write_trace(d / "saturated.parquet", np.cumsum(rng.exponential(2.5e6, 2000)).astype(
+        np.int64), seed=3)
+    write_trace(d / "one.parquet", np.array([5_000_000]), batches=1)
+    return d
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One real LocalCluster (two single-threaded worker processes on loopback) for the
+    module; the replays reach it by its address, as they would a user's cluster."""
+    from distributed import LocalCluster
+
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                     dashboard_address=None,
+                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                     env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+    yield c
+    c.close()
+
+
+def table(run: Path, name: str):
+    return pq.read_table(run / f"{name}.parquet")
+
+
+def assert_same_run(par: Path, ser: Path, drive_ops: bool = False) -> None:
+    """Every row of every Parquet file, and meta.json's counts and end state, equal."""
+    names = ["ios", "drive_busy"] + (["drive_ops"] if drive_ops else [])
+    assert sorted(p.name for p in par.iterdir()) == sorted(p.name for p in ser.iterdir())
+    for name in names:
+        a, b = table(par, name), table(ser, name)
+        assert a.schema == b.schema, name
+        assert a.num_rows == b.num_rows, name
+        for col in a.column_names:
+            assert a.column(col).equals(b.column(col)), f"{name}.{col}"
+    ma, mb = (json.loads((p / "meta.json").read_text()) for p in (par, ser))
+    for key in ("counts", "cache_at_end", "interval_ns", "drives", "options", "trace"):
+        assert ma[key] == mb[key], key
+    assert set(ma) - set(mb) == {"parallel"}
+
+
+@pytest.mark.parametrize("array,drive_ops", [("a.toml", True), ("c.toml", False)])
+def test_parallel_equals_serial_on_a_trace_with_idle_points(work, cluster, tmp_path, array,
+                                                             drive_ops):
+    """Bursts with quiet between them: four segments cut in the quiet, stitched, give the
+    serial run row for row (ios, drive_busy, drive_ops); the overlaps agree. A first margin of
+    16 requests is too short for the cached array (its clean lines come from long before), so
+    there the margins grow until the neighbours agree."""
+    trace = work / "bursts.parquet"
+    assert pq.ParquetFile(trace).metadata.num_row_groups > 1
+    ser = tmp_path / "serial"
+    replay(trace, work / array, ser, drive_ops=drive_ops)
+    par = tmp_path / "par"
+    r = replay_parallel(trace, work / array, par, scheduler=cluster.scheduler_address,
+                        segments=4, drive_ops=drive_ops, first_margin=16)
+    p = r.parallel
+    assert p is not None and p["segments"] == 4 and p["agreed"]
+    assert p["identical_fraction"] == 1.0 and p["max_latency_diff_ns"] == 0
+    assert p["drive_busy_exact"]
+    assert_same_run(par, ser, drive_ops)
+    meta = json.loads((par / "meta.json").read_text())
+    assert meta["parallel"]["cuts"] == p["cuts"]
+    # every cut lies in a quiet gap: its request is the first of a burst
+    for c in p["cuts"]:
+        assert c["request"] % 80 == 0
+    assert not [q for q in tmp_path.iterdir() if ".tmp-" in q.name or q.name.endswith(".lock")]
+    if array == "c.toml":
+        assert max(c["rounds"] for c in p["cuts"]) > 1
+
+
+def _cold(arr, opts, cols, a: int, b: int) -> dict:
+    """A replay of requests [a, b) from idle drives and a cold cache: what a segment runs."""
+    return run_engine(arr, cols["t"][a:b], cols["lba"][a:b], cols["nsec"][a:b],
+                      cols["w"][a:b], **opts)
+
+
+def test_saturated_trace_reports_the_difference(work, cluster, tmp_path):
+    """A queue that never drains: a replay started late cannot catch the serial backlog, and
+    one that stops early misses the arrivals its scheduler would have weighed. The run still
+    completes; its reported agreement and largest difference are recomputed here from replays
+    of each segment's range (the requests replayed by both neighbours of each cut), and the
+    stitched rows are each segment's kept rows of such a replay."""
+    trace = work / "saturated.parquet"
+    ser = tmp_path / "serial"
+    replay(trace, work / "a.toml", ser)
+    par = tmp_path / "par"
+    r = replay_parallel(trace, work / "a.toml", par, scheduler=cluster.scheduler_address,
+                        segments=3, first_margin=32)
+    p = r.parallel
+    assert p is not None and p["segments"] == 3
+    assert not p["agreed"] and p["identical_fraction"] < 1 and p["max_latency_diff_ns"] > 0
+    # the margins grew as far as they may: a neighbour's length
+    cuts = [0] + [c["request"] for c in p["cuts"]] + [2000]
+    for k, c in enumerate(p["cuts"], start=1):
+        assert c["margin"] == min(cuts[k] - cuts[k - 1], cuts[k + 1] - cuts[k])
+    cfg = load_array(work / "a.toml")
+    arr = build_array(cfg)
+    opts = options_for(cfg)
+    t = table(ser, "ios")
+    cols = {"t": t.column("arrival_ns").to_numpy(), "lba": t.column("sector").to_numpy(),
+            "nsec": t.column("size_bytes").to_numpy() // 512,
+            "w": t.column("op").to_numpy().astype(np.int64)}
+    m = [0] + [c["margin"] for c in p["cuts"]] + [0]
+    runs = [_cold(arr, opts, cols, cuts[k] - m[k], cuts[k + 1] + m[k + 1]) for k in range(3)]
+    overlap = same = 0
+    worst = 0
+    for k, c in enumerate(p["cuts"], start=1):
+        prev, nxt = runs[k - 1], runs[k]
+        # the middle half of what both replay: [cut - margin/2, cut + margin/2)
+        h = m[k] // 2
+        off = cuts[k] - h - (cuts[k - 1] - m[k - 1])  # its first request, in prev's numbering
+        on = m[k] - h  # and in nxt's
+        n = 2 * h
+        eq = np.ones(n, bool)
+        for col in ("start", "done", "hit"):
+            eq &= prev[col][off:off + n] == nxt[col][on:on + n]
+        d = int(np.abs(prev["done"][off:off + n] - nxt["done"][on:on + n]).max())
+        assert (c["overlap"], c["identical"], c["max_latency_diff_ns"]) == (n, int(eq.sum()), d)
+        overlap += n
+        same += int(eq.sum())
+        worst = max(worst, d)
+    assert p["overlap_requests"] == overlap
+    assert p["identical_fraction"] == pytest.approx(same / overlap)
+    assert p["max_latency_diff_ns"] == worst
+    got = table(par, "ios").column("complete_ns").to_numpy()
+    for k in range(3):
+        a = m[k]
+        kept = runs[k]["done"][a:a + cuts[k + 1] - cuts[k]]
+        assert np.array_equal(got[cuts[k]:cuts[k + 1]], kept)
+    # what the disagreement says is so: the stitched run is not the serial one
+    assert not np.array_equal(got, t.column("complete_ns").to_numpy())
+
+
+def test_one_worker_and_one_request_replay_serially(work, cluster, tmp_path):
+    """--workers 1 is the serial replay; a one-request trace cannot be cut, and says so."""
+    ser = tmp_path / "serial"
+    replay(work / "bursts.parquet", work / "a.toml", ser)
+    r = replay_parallel(work / "bursts.parquet", work / "a.toml", tmp_path / "w1", workers=1)
+    assert r.parallel == {"segments": 1, "serial_because": "one worker"}
+    for name in ("ios", "drive_busy"):
+        assert table(tmp_path / "w1", name).equals(table(ser, name))
+    r = replay_parallel(work / "one.parquet", work / "a.toml", tmp_path / "one",
+                        scheduler=cluster.scheduler_address, segments=4)
+    assert r.parallel is not None and r.parallel["serial_because"] == "the trace has one request"
+    assert table(tmp_path / "one", "ios").num_rows == 1
+    # failures span the run: serial, saying so
+    r = replay_parallel(work / "bursts.parquet", work / "a.toml", tmp_path / "fail",
+                        scheduler=cluster.scheduler_address, failures=[(1, 1.0)])
+    assert r.parallel is not None and "failures" in r.parallel["serial_because"]
+    r = replay_parallel(work / "bursts.parquet", work / "a.toml", tmp_path / "closed",
+                        scheduler=cluster.scheduler_address, closed_loop=4)
+    assert r.parallel is not None and "closed loop" in r.parallel["serial_because"]
+
+
+def test_a_worker_that_dies_mid_segment(work, cluster, tmp_path):
+    """SIGKILL to the worker process writing a segment (its process id is in the part's
+    name): Dask runs the segment again elsewhere and the run still equals the serial one."""
+    n = 60_000
+    rng = np.random.default_rng(11)
+    trace = write_trace(tmp_path / "long.parquet",
+                        np.cumsum(rng.exponential(2e7, n)).astype(np.int64), seed=5)
+    ser = tmp_path / "serial"
+    replay(trace, work / "a.toml", ser)
+    par = tmp_path / "par"
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.update(r=replay_parallel(
+        trace, work / "a.toml", par, scheduler=cluster.scheduler_address, segments=2)))
+    th.start()
+    killed = None
+    deadline = time.monotonic() + 600
+    while killed is None and time.monotonic() < deadline and th.is_alive():
+        for q in tmp_path.glob(".par.tmp-*/.seg-*"):
+            killed = int(q.name.split("-")[2])
+            os.kill(killed, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    th.join(600)
+    assert killed is not None and not th.is_alive()
+    assert box["r"].parallel["segments"] == 2
+    assert_same_run(par, ser)
+
+
+def test_sigterm_leaves_no_run_folder(work, tmp_path):
+    """SIGTERM while the segments run on a local cluster: exit 143, no run folder, no
+    temporary, no lock."""
+    n = 200_000
+    rng = np.random.default_rng(13)
+    trace = write_trace(tmp_path / "t.parquet",
+                        np.cumsum(rng.exponential(2e7, n)).astype(np.int64))
+    out = tmp_path / "run"
+    p = subprocess.Popen([*BLOCKLAB, "replay", str(trace), "--array", str(work / "a.toml"),
+                          "-o", str(out), "--workers", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "NUMBA_CACHE_DIR": numba_cache_base()})
+    deadline = time.monotonic() + 600
+    seen = False
+    while time.monotonic() < deadline and p.poll() is None:
+        if list(tmp_path.glob(".run.tmp-*/.seg-*")):
+            seen = True
+            break
+        time.sleep(0.01)
+    assert seen, p.communicate()
+    p.send_signal(signal.SIGTERM)
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert "nothing half-written" in err
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
