@@ -26,8 +26,6 @@ from rich.table import Table
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 
-from . import __version__
-
 
 class _Guarded(typer.core.TyperGroup):
     """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
@@ -127,6 +125,8 @@ def _kernels_ready() -> None:
 
 def _version_cb(value: bool) -> None:
     if value:
+        from . import __version__
+
         out.print(f"blocklab {__version__}")
         raise typer.Exit()
 

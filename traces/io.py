@@ -3,6 +3,7 @@ chunking into whole lines (text) or whole byte blocks (binary) so memory stays b
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import hashlib
 import lzma
@@ -20,6 +21,26 @@ from .safety import critical
 
 #: Bytes read per chunk: a few MB keeps the kernels busy and memory small.
 CHUNK_BYTES = 8 << 20
+
+_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def decode_threads() -> int:
+    """Worker threads that decode or parse the next chunk of an input while the current one is
+    paired and written (the kernels release the GIL): one per core beyond the first, at least
+    one; ``BLOCKLAB_DECODE_THREADS=0`` decodes on the calling thread (the tests compare both)."""
+    env = os.environ.get("BLOCKLAB_DECODE_THREADS")
+    if env is not None and env.strip().isdigit():
+        return int(env)
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The shared worker threads of ``decode_threads`` (made on first use)."""
+    if not _POOL:
+        _POOL.append(concurrent.futures.ThreadPoolExecutor(
+            max(1, decode_threads()), thread_name_prefix="blocklab-decode"))
+    return _POOL[0]
 
 _MAGICS = {
     b"\x1f\x8b": "gzip",

@@ -4,6 +4,7 @@ requests (see ``traces.formats.paired``)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import struct
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from blocklab.kernels import blktrace_decode as D
 from blocklab.kernels import pairing as K
-from blocklab.traces.io import CHUNK_BYTES, Input
+from blocklab.traces.io import CHUNK_BYTES, Input, decode_pool, decode_threads
 
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
@@ -50,10 +51,30 @@ def sniff(head: bytes) -> bool:
     return byte_order(head) >= 0
 
 
-class _Decoder:
-    """One input file's decoding state: carry-over bytes, pending events, last time."""
+class _Job:
+    """One chunk of a file being decoded: its bytes, where the kernel's first run stopped."""
 
-    def __init__(self, inp: Input, index: int, ctx: ReadContext, names: ProcessNames):
+    def __init__(self, buf_bytes: bytes, events: np.ndarray, notes: np.ndarray, eof: bool):
+        self.buf_bytes = buf_bytes
+        self.buf = np.frombuffer(buf_bytes, dtype=np.uint8)
+        self.events = events
+        self.notes = notes
+        self.eof = eof
+        self.result: concurrent.futures.Future | None = None
+
+
+class _Decoder:
+    """One input file's decoding state: carry-over bytes, pending events, last time.
+
+    With ``prefetch``, the next chunk's bytes are read and handed to the decode kernel on a
+    worker thread (the kernel releases the GIL) as soon as the current chunk is decoded, so
+    decoding overlaps with the pairing and writing of the current chunk, and the per-CPU files
+    of a set decode side by side. Everything else (errors, notes, the carry-over) is handled on
+    the calling thread in file order, so the events, errors and offsets are the serial ones.
+    """
+
+    def __init__(self, inp: Input, index: int, ctx: ReadContext, names: ProcessNames,
+                 prefetch: bool = False):
         self.inp = inp
         self.index = index
         self.ctx = ctx
@@ -63,36 +84,73 @@ class _Decoder:
         self.last_time = 0
         self.eof = False
         self.swap = -1
+        self.prefetch = prefetch
         self.pending = np.empty((0, K.EV_NCOLS), dtype=np.int64)
-        self._events = np.empty((0, K.EV_NCOLS), dtype=np.int64)
-        self._note_buf = np.empty((0, D.NOTE_NCOLS), dtype=np.int64)
+        # event and note buffers, reused across chunks (fresh pages cost page faults); two
+        # when prefetching: one holds the chunk being consumed, the other the next one
+        self._buffers: list[tuple[np.ndarray, np.ndarray]] = []
+        self._turn = 0
+        self._next: _Job | None = None
 
-    def decode_more(self) -> None:
-        """Decode the next chunk of the file into ``pending``."""
+    def _buffer(self, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+        cap = nbytes // D.HDR7 + 1
+        slot = self._turn % (2 if self.prefetch else 1)
+        self._turn += 1
+        if slot >= len(self._buffers) or len(self._buffers[slot][0]) < cap:
+            bufs = (np.empty((cap, K.EV_NCOLS), dtype=np.int64),
+                    np.empty((cap, D.NOTE_NCOLS), dtype=np.int64))
+            if slot < len(self._buffers):
+                self._buffers[slot] = bufs
+            else:
+                self._buffers.append(bufs)
+        return self._buffers[slot]
+
+    def _read(self) -> _Job:
+        """Read the next chunk (after the carry-over) on this thread."""
         data = self.inp.read(CHUNK_BYTES)
-        if not data:
-            self.eof = True
+        eof = not data
         buf_bytes = self.carry + data
-        buf = np.frombuffer(buf_bytes, dtype=np.uint8)
-        if self.swap < 0 and len(buf) >= 4:
+        if self.swap < 0 and len(buf_bytes) >= 4:
             swap = byte_order(buf_bytes[:4])
             if swap < 0:
                 self.ctx.bad(self.inp.name, _MESSAGES[D.BAD_MAGIC], offset=self.base)
                 swap = 0
             self.swap = swap
-        cap = len(buf) // D.HDR7 + 1
-        if len(self._events) < cap:  # reused across chunks (fresh pages cost page faults)
-            self._events = np.empty((cap, K.EV_NCOLS), dtype=np.int64)
-            self._note_buf = np.empty((cap, D.NOTE_NCOLS), dtype=np.int64)
-        events, notes = self._events, self._note_buf
+        events, notes = self._buffer(len(buf_bytes))
+        return _Job(buf_bytes, events, notes, eof)
+
+    def _run(self, job: _Job) -> tuple[int, int, int, int, int, int]:
+        return D.decode(job.buf, 0, max(self.swap, 0), job.events.reshape(-1), job.notes,
+                        self.last_time, job.eof)
+
+    def _submit(self, job: _Job) -> None:
+        # the arguments are taken now, on this thread: the worker reads no decoder state
+        job.result = decode_pool().submit(
+            D.decode, job.buf, 0, max(self.swap, 0), job.events.reshape(-1), job.notes,
+            self.last_time, job.eof)
+
+    def decode_more(self) -> None:
+        """Decode the next chunk of the file into ``pending``."""
+        job = self._next if self._next is not None else self._read()
+        self._next = None
+        first = job.result.result() if job.result is not None else self._run(job)
+        self._finish(job, first)
+        if self.prefetch and not self.eof:
+            # the next chunk decodes while this one is paired; its kernel starts from this
+            # chunk's last time, as the serial decode would
+            self._next = self._read()
+            self._submit(self._next)
+
+    def _finish(self, job: _Job, first: tuple[int, int, int, int, int, int]) -> None:
+        """Handle the kernel's stops (bad records, the end of the buffer) in file order."""
+        if job.eof:
+            self.eof = True
+        buf_bytes, buf, events, notes = job.buf_bytes, job.buf, job.events, job.notes
         flat = events.reshape(-1)
-        pos = 0
         filled = 0
+        result = first
         while True:
-            ne, nn, pos, status, where, self.last_time = D.decode(
-                buf, pos, max(self.swap, 0), flat[filled * K.EV_NCOLS :], notes, self.last_time,
-                self.eof,
-            )
+            ne, nn, pos, status, where, self.last_time = result
             filled += ne
             if nn:
                 self._notes(buf_bytes, notes[:nn])
@@ -112,10 +170,14 @@ class _Decoder:
                 pos = where + _record_length(buf_bytes, where, self.swap)  # well formed: step over
             else:
                 pos = int(D.find_magic(buf, where, max(self.swap, 0)))
+            result = D.decode(
+                buf, pos, max(self.swap, 0), flat[filled * K.EV_NCOLS :], notes, self.last_time,
+                self.eof,
+            )
         self.carry = buf_bytes[pos:]
         self.base += pos
         if filled:
-            # a view of the reused buffer: decode_more runs only once pending has been consumed
+            # a view of a reused buffer: decode_more runs only once pending has been consumed
             new = events[:filled]
             self.pending = np.concatenate([self.pending, new]) if len(self.pending) else new
         if self.ctx.on_progress:
@@ -171,10 +233,17 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
                 d.decode_more()
 
 
-def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
+#: Files of a set decoded ahead on worker threads; a larger set decodes serially, so that
+#: its two buffers per file (some 30 MB each) stay few.
+PREFETCH_FILES = 8
+
+
+def read(inputs: list[Input], ctx: ReadContext, prefetch: bool | None = None) -> Iterator[Chunk]:
     ctx.linux_devices = True
     names = ProcessNames()
-    decoders = [_Decoder(inp, i, ctx, names) for i, inp in enumerate(inputs)]
+    if prefetch is None:
+        prefetch = decode_threads() > 0 and len(inputs) <= PREFETCH_FILES
+    decoders = [_Decoder(inp, i, ctx, names, prefetch) for i, inp in enumerate(inputs)]
     yield from pair_stream(_merged_events(decoders), names, ctx, expect_queue=True)
 
 

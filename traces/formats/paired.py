@@ -126,10 +126,12 @@ class Pairer:
             release, keep = allrows, allrows[:0]
         else:
             ready = allrows[:, K.R_TIME] < earliest
-            release, keep = allrows[ready], allrows[~ready]
+            # compress and take gather whole rows: a third of the time of fancy indexing
+            release = np.compress(ready, allrows, axis=0)
+            keep = np.compress(~ready, allrows, axis=0)
         self.pending = [keep] if len(keep) else []
         order = np.lexsort((release[:, K.R_SEQ], release[:, K.R_TIME]))
-        release = release[order]
+        release = np.take(release, order, axis=0)
         if len(release):
             self.last_released = int(release[-1, K.R_TIME])
         return release
@@ -137,23 +139,26 @@ class Pairer:
 
 def rows_to_chunk(rows: np.ndarray, names: ProcessNames) -> Chunk:
     """Pairing output rows -> a schema Chunk."""
+    # one transposing copy, so that every column below (and every step of the Arrow
+    # conversion after it) reads contiguous memory instead of one value per 120-byte row
+    c = np.ascontiguousarray(rows.T)
     cols = {
-        "time_ns": rows[:, K.R_TIME],
-        "device": rows[:, K.R_DEV].astype(np.uint32),
-        "sector": rows[:, K.R_SECTOR],
-        "size_bytes": rows[:, K.R_BYTES],
-        "op": rows[:, K.R_OP].astype(np.uint8),
-        "flags": rows[:, K.R_FLAGS].astype(np.uint16),
-        "getrq_ns": rows[:, K.R_GETRQ],
-        "insert_ns": rows[:, K.R_INSERT],
-        "issue_ns": rows[:, K.R_ISSUE],
-        "complete_ns": rows[:, K.R_COMPLETE],
-        "latency_ns": rows[:, K.R_LATENCY],
-        "merges": rows[:, K.R_MERGES].astype(np.int32),
-        "pid": rows[:, K.R_PID].astype(np.int32),
-        "error": rows[:, K.R_ERR].astype(np.int32),
+        "time_ns": c[K.R_TIME],
+        "device": c[K.R_DEV].astype(np.uint32),
+        "sector": c[K.R_SECTOR],
+        "size_bytes": c[K.R_BYTES],
+        "op": c[K.R_OP].astype(np.uint8),
+        "flags": c[K.R_FLAGS].astype(np.uint16),
+        "getrq_ns": c[K.R_GETRQ],
+        "insert_ns": c[K.R_INSERT],
+        "issue_ns": c[K.R_ISSUE],
+        "complete_ns": c[K.R_COMPLETE],
+        "latency_ns": c[K.R_LATENCY],
+        "merges": c[K.R_MERGES].astype(np.int32),
+        "pid": c[K.R_PID].astype(np.int32),
+        "error": c[K.R_ERR].astype(np.int32),
     }
-    pids = rows[:, K.R_PID]
+    pids = c[K.R_PID]
     comm = names.column(pids[pids != NULL]) if len(rows) else None
     if comm is not None and (pids == NULL).any():
         full = np.full(len(rows), -1, dtype=np.int64)

@@ -4,13 +4,14 @@ line number."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from blocklab.kernels import pairing as K
 from blocklab.kernels import textparse as T
-from blocklab.traces.io import Input, line_at, next_line, text_chunks
+from blocklab.traces.io import Input, decode_pool, decode_threads, line_at, next_line, text_chunks
 
 from .base import ReadContext
 from .paired import ProcessNames
@@ -29,20 +30,45 @@ def text_events(
     names: ProcessNames,
     what: str,
     run: Callable[[np.ndarray, int, np.ndarray, np.ndarray, int], tuple[int, int, int, int, int]],
+    prefetch: bool | None = None,
 ) -> Iterator[np.ndarray]:
-    """Yield event matrices parsed from ``inp`` by ``run(buf, pos, events, comms, last)``."""
+    """Yield event matrices parsed from ``inp`` by ``run(buf, pos, events, comms, last)``.
+
+    With ``prefetch`` (the default when there are worker threads: ``io.decode_threads``), the
+    next chunk is parsed on a worker thread (the kernels release the GIL) while the current
+    one is paired and written. It starts from the current chunk's last time, as the serial
+    parse would, and its bad lines are reported here, in order: the results are the serial ones.
+    """
+    if prefetch is None:
+        prefetch = decode_threads() > 0
     last = np.iinfo(np.int64).min
-    for buf, first_line in text_chunks(inp):
-        cap = buf.base.count(b"\n") + 1  # buf views a bytes object: bytes.count is fast
-        events = np.empty((cap, K.EV_NCOLS), dtype=np.int64)
-        comms = np.empty((cap, 2), dtype=np.int64)
-        pos = 0
+    chunks = text_chunks(inp)
+
+    def start(item: tuple[np.ndarray, int] | None, last: int) -> _Chunk | None:
+        if item is None:
+            return None
+        buf, first_line = item
+        raw = buf.base  # buf views a bytes object: bytes.count is fast
+        assert isinstance(raw, bytes)
+        cap = raw.count(b"\n") + 1
+        job = _Chunk(buf, first_line, np.empty((cap, K.EV_NCOLS), dtype=np.int64),
+                     np.empty((cap, 2), dtype=np.int64))
+        if prefetch:
+            job.result = decode_pool().submit(
+                run, buf, 0, job.events.reshape(-1), job.comms.reshape(-1), last)
+        return job
+
+    job = start(next(chunks, None), last)
+    while job is not None:
+        buf, first_line, events, comms = job.buf, job.first_line, job.events, job.comms
+        if job.result is not None:
+            result = job.result.result()
+        else:
+            result = run(buf, 0, events.reshape(-1), comms.reshape(-1), last)
         filled = 0
         done = False
         while True:
-            ne, pos, status, where, last = run(
-                buf, pos, events[filled:].reshape(-1), comms[filled:].reshape(-1), last
-            )
+            ne, pos, status, where, last = result
             filled += ne
             if status == T.OK:
                 break
@@ -54,6 +80,11 @@ def text_events(
                 inp.name, MESSAGES[status].format(what=what) + f": {text!r}", line=first_line + idx
             )
             pos = next_line(buf, where)
+            result = run(
+                buf, pos, events[filled:].reshape(-1), comms[filled:].reshape(-1), last
+            )
+        # the next chunk parses while this one is paired (serially: after it, as before)
+        nxt = start(next(chunks, None), last) if prefetch and not done else None
         if filled:
             _learn_names(buf, events[:filled], comms[:filled], names)
             yield events[:filled]
@@ -61,6 +92,18 @@ def text_events(
             ctx.on_progress()
         if done:
             return
+        job = nxt if prefetch else start(next(chunks, None), last)
+
+
+class _Chunk:
+    """A chunk of whole lines and the arrays its events are parsed into."""
+
+    def __init__(self, buf: np.ndarray, first_line: int, events: np.ndarray, comms: np.ndarray):
+        self.buf = buf
+        self.first_line = first_line
+        self.events = events
+        self.comms = comms
+        self.result: concurrent.futures.Future | None = None
 
 
 def _learn_names(buf: np.ndarray, events: np.ndarray, comms: np.ndarray, names: ProcessNames):
