@@ -654,14 +654,22 @@ def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap:
 
 
 class _RunWriter:
-    """Writes the run folder's Parquet files as results come (in a temporary folder)."""
+    """Writes the run folder's Parquet files as results come (in a temporary folder); with
+    ``parts`` Arrow IPC files (``ios.arrow``, ``drive_ops.arrow``) instead, uncompressed: the
+    segments of a parallel replay, which the client reads back without decoding
+    (pipeline/parallel.py)."""
 
-    def __init__(self, folder: Path, record: bool):
+    def __init__(self, folder: Path, record: bool, parts: bool = False):
         self.folder = folder
-        self.ios = pq.ParquetWriter(folder / "ios.parquet", RUN_SCHEMAS["ios"],
+
+        def writer(name: str) -> Any:
+            if parts:
+                return pa.ipc.new_file(folder / f"{name}.arrow", RUN_SCHEMAS[name])
+            return pq.ParquetWriter(folder / f"{name}.parquet", RUN_SCHEMAS[name],
                                     compression="zstd")
-        self.ops = (pq.ParquetWriter(folder / "drive_ops.parquet", RUN_SCHEMAS["drive_ops"],
-                                     compression="zstd") if record else None)
+
+        self.ios = writer("ios")
+        self.ops = writer("drive_ops") if record else None
         self.rows_ = 0
         self.drive_ops = 0
 
