@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -245,11 +246,13 @@ def _synth_speeds() -> dict[str, float]:
     return out
 
 
-def _query_speeds(rows: int = 50_000_000) -> dict[str, float]:
+def _query_speeds(rows: int = 50_000_000) -> dict[str, Any]:
     """DuckDB over ``rows`` ios-shaped result rows (a run folder written in a temporary folder,
     one hour of requests, zstd Parquet as replay writes it): the ``bandwidth`` query (per
-    second, by op), exact p50/p99/p99.9 by op with one quantile_cont of a list of quantiles,
-    the same with one quantile_cont per quantile (the baseline), and ``latency-summary``."""
+    second, by op), exact p50/p99/p99.9 by op with exact_quantiles (queries/_macros.sql, in
+    the connection's memory limit, as every named query computes them), the same with one
+    quantile_cont of the list of quantiles (the baseline: DuckDB's own, which holds every
+    value in memory, run with the limit lifted), and ``latency-summary``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -257,7 +260,7 @@ def _query_speeds(rows: int = 50_000_000) -> dict[str, float]:
     from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
 
     tmp = Path(tempfile.mkdtemp(prefix="blocklab-bench-query-"))
-    out: dict[str, float] = {"rows": float(rows)}
+    out: dict[str, Any] = {"rows": float(rows)}
     try:
         run = tmp / "run"
         run.mkdir()
@@ -295,13 +298,16 @@ def _query_speeds(rows: int = 50_000_000) -> dict[str, float]:
             return min(times)
 
         out["bandwidth_s"] = best(lambda: named(con, "bandwidth", src, {"interval_s": "1"}))
+        exact = ("WITH v AS (SELECT op AS g, latency_ns AS x FROM ios) "
+                 "SELECT g, q, value FROM exact_quantiles('v', [0.5, 0.99, 0.999])")
         one = ("SELECT op, quantile_cont(latency_ns, [0.5, 0.99, 0.999]) AS q "
                "FROM ios GROUP BY op")
-        each = ("SELECT op, quantile_cont(latency_ns, 0.5), quantile_cont(latency_ns, 0.99), "
-                "quantile_cont(latency_ns, 0.999) FROM ios GROUP BY op")
-        out["percentiles_s"] = best(lambda: execute(con, one, {}, "bench", src))
-        out["percentiles_each_s"] = best(lambda: execute(con, each, {}, "bench", src))
+        out["percentiles_s"] = best(lambda: execute(con, exact, {}, "bench", src))
         out["latency_summary_s"] = best(lambda: named(con, "latency-summary", src))
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        out["memory_limit"] = limit
+        con.execute("RESET memory_limit")  # DuckDB's default, 80 % of RAM
+        out["percentiles_each_s"] = best(lambda: execute(con, one, {}, "bench", src))
         out["threads"] = float(con.execute("SELECT current_setting('threads')").fetchone()[0])
         con.close()
     finally:
@@ -563,6 +569,76 @@ def _parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
     return out
 
 
+#: The trace sizes of the memory figures (issue 21, deliverable 1: peak RSS at 10 M and 100 M
+#: requests, and the bytes per request between them).
+MEMORY_SIZES = (10_000_000, 100_000_000)
+#: SPC-1 business scaling units of the memory figures' trace: 150 requests/s, which keep the
+#: 8-drive RAID-5 of Atlas 10K below saturation (measured: the same latencies at 2 M and 8 M
+#: requests), so the queues, and the memory they take, stay bounded as a real replay's would.
+MEMORY_BSU = 3
+MEMORY_ARRAY = """[[group]]
+name = "r5"
+layout = "raid5"
+width = 8
+stripe_unit = "64KiB"
+drive = "atlas10k"
+hot_spares = 1
+"""
+
+
+def _memory_scaling(sizes: tuple[int, ...] = MEMORY_SIZES) -> dict[str, Any]:
+    """Peak RSS of each command, a child process each, on an SPC-1 trace of each size: synth
+    itself, replay open loop, closed loop (64 outstanding) and with a drive failure half-way
+    (rebuilding to the hot spare), latency-summary over the run, and report; and for each
+    command the bytes per request between the smallest and the largest size (the growth
+    with the trace: the goal is about zero)."""
+    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
+    out: dict[str, Any] = {"sizes": list(sizes), "rss_mb": {}, "seconds": {}}
+    with tempfile.TemporaryDirectory(prefix="blocklab-bench-memory-") as tmp:
+        d = Path(tmp)
+        (d / "a.toml").write_text(MEMORY_ARRAY)
+        for n in sizes:
+            duration = n / (50 * MEMORY_BSU)
+            trace = d / f"t{n}.parquet"
+            steps = {
+                "synth spc1": ["synth", "spc1", "--bsu", str(MEMORY_BSU), "--duration",
+                               f"{duration:.3f}", "--array", str(d / "a.toml"), "-o",
+                               str(trace)],
+                "replay open loop": ["replay", str(trace), "--array", str(d / "a.toml"),
+                                     "-o", str(d / f"open{n}")],
+                "replay closed 64": ["replay", str(trace), "--array", str(d / "a.toml"),
+                                     "--closed-loop", "64", "-o", str(d / f"closed{n}")],
+                "replay with failure": ["replay", str(trace), "--array", str(d / "a.toml"),
+                                        "--fail", f"2@{duration / 2:.3f}", "-o",
+                                        str(d / f"fail{n}")],
+                "query latency-summary": ["query", str(d / f"open{n}"), "latency-summary"],
+                "report": ["report", str(d / f"fail{n}"), "-o", str(d / f"r{n}.html")],
+            }
+            for name, args in steps.items():
+                secs, rss = _timed([*blocklab, *args])
+                out["rss_mb"].setdefault(name, {})[n] = rss / 1024
+                out["seconds"].setdefault(name, {})[n] = secs
+            for p in d.glob(f"*{n}*"):  # the next size's files need the room
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
+        lo, hi = min(sizes), max(sizes)
+        out["bytes_per_request"] = {
+            name: (r[hi] - r[lo]) * 2**20 / (hi - lo) for name, r in out["rss_mb"].items()}
+    return out
+
+
+def _memory_lines(m: dict[str, Any]) -> list[str]:
+    sizes = m["sizes"]
+    head = ", ".join(f"{n / 1e6:g} M" for n in sizes)
+    lines = [f"  peak RSS by command at {head} requests (goal < 2 GB at 1,000 M; bytes per "
+             "request between them: goal about 0)"]
+    for name, r in m["rss_mb"].items():
+        figs = ", ".join(f"{r[n]:,.0f} MB" for n in sizes)
+        secs = ", ".join(f"{m['seconds'][name][n]:.0f} s" for n in sizes)
+        lines.append(f"    {name:<22}: {figs}  ({m['bytes_per_request'][name]:+.1f} bytes/request;"
+                     f" {secs})")
+    return lines
+
+
 #: Issue 21, deliverable 5: end to end on 2 cores, start-up included.
 GOAL_BINARY_RECORDS_PER_S = 10e6
 GOAL_TEXT_LINES_PER_S = 3e6
@@ -613,12 +689,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=["ingest", "parallel-replay"], default=None,
+    ap.add_argument("--only", choices=["ingest", "parallel-replay", "memory"], default=None,
                     help="run one section only (ingest: the ingest figures and their goals; "
-                         "parallel-replay: replay --workers 2 against 1)")
+                         "parallel-replay: replay --workers 2 against 1; memory: peak RSS "
+                         "by command at two trace sizes)")
+    ap.add_argument("--memory-sizes", default=",".join(str(n) for n in MEMORY_SIZES),
+                    help="the trace sizes of the memory figures, requests, comma-separated")
     args = ap.parse_args(argv)
     if args.only == "parallel-replay":
         _print_parallel(_parallel_replay_speeds())
+        return 0
+    sizes = tuple(int(x) for x in args.memory_sizes.split(","))
+    if args.only == "memory":
+        for line in _memory_lines(_memory_scaling(sizes)):
+            print(line)
         return 0
     if args.synth:
         synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
@@ -761,6 +845,7 @@ def main(argv: list[str] | None = None) -> int:
     report["query"] = _query_speeds()
     report["sweep"] = _sweep_speeds()
     report["parallel_replay"] = _parallel_replay_speeds()
+    report["memory"] = _memory_scaling(sizes)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -831,8 +916,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  query, {qs['rows'] / 1e6:.0f} M ios rows ({qs['parquet_mb']:.0f} MB Parquet, "
           f"DuckDB {qs['threads']:.0f} threads): bandwidth per second by op "
           f"{qs['bandwidth_s']:.2f} s, exact p50/p99/p99.9 by op {qs['percentiles_s']:.2f} s "
-          f"(one quantile_cont per quantile, the baseline: {qs['percentiles_each_s']:.2f} s, "
-          f"{qs['percentiles_each_s'] / qs['percentiles_s']:.1f} x), latency-summary "
+          f"in {qs['memory_limit']} (exact_quantiles; the baseline, DuckDB's quantile_cont, "
+          f"all values in memory: {qs['percentiles_each_s']:.2f} s, "
+          f"{qs['percentiles_each_s'] / qs['percentiles_s']:.2f} x), latency-summary "
           f"{qs['latency_summary_s']:.2f} s; writing the rows {qs['write_s']:.1f} s")
     sw = report["sweep"]
     assert isinstance(sw, dict)
@@ -845,6 +931,10 @@ def main(argv: list[str] | None = None) -> int:
     pr = report["parallel_replay"]
     assert isinstance(pr, dict)
     _print_parallel(pr)
+    mem = report["memory"]
+    assert isinstance(mem, dict)
+    for line in _memory_lines(mem):
+        print(line)
     from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
 
     print(bench_line())
