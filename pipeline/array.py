@@ -73,6 +73,7 @@ class ArrayModel:
     # what failure planning needs: per member map its config group and (for a pool) D-stripe
     row_group: np.ndarray
     row_dstripe: np.ndarray
+    row_lun: np.ndarray  # per member map: the one LUN with data on it (-1: none, or several)
     spares: dict[int, list[int]]  # config group -> spare drives, in order
     pools: dict[int, tuple[PL.Placement, int, np.ndarray]]  # config group -> placement,
     # first member map row, the pool's drives
@@ -124,6 +125,7 @@ class _Builder:
         self.row_dstripe: list[int] = []
         self.extents: list[tuple[int, int]] = []
         self.luns: list[tuple[str, int, int, int]] = []  # name, first extent, extent size, cap
+        self.row_luns: dict[int, set[int]] = {}  # member map -> the LUNs with data on it
 
     def geom(self, kind: int, width: int, unit: int, ds: int) -> int:
         g = (kind, width, unit, ds)
@@ -139,6 +141,8 @@ class _Builder:
         return len(self.rows) - 1
 
     def lun(self, name: str, extents: list[tuple[int, int]], ext_sect: int, cap: int) -> None:
+        for row, _off in extents:
+            self.row_luns.setdefault(row, set()).add(len(self.luns))
         self.luns.append((name, len(self.extents), ext_sect, cap))
         self.extents += extents
 
@@ -222,7 +226,10 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         models=_models([] if fixed_ns else models, fixed_ns),
         ssd_width=max([SS.state_width(m.ssd) for m in models if m.ssd is not None], default=1),
         lun_names=[names[i] for i in idx], row_group=i64(b.row_group),
-        row_dstripe=i64(b.row_dstripe), spares=spares, pools=pools, cfg=cfg)
+        row_dstripe=i64(b.row_dstripe),
+        row_lun=i64([next(iter(b.row_luns[r])) if len(b.row_luns.get(r, ())) == 1 else -1
+                     for r in range(len(b.rows))]),
+        spares=spares, pools=pools, cfg=cfg)
 
 
 def _storage_pool(b: _Builder, g: GroupConfig, gi: int, base: int, unit: int,
@@ -405,11 +412,25 @@ def plan(arr: ArrayModel) -> Plan:
         if pieces:
             task(E.JOB_REBUILD, start, pieces, urows(geom), depth, d, g.name, rows)
     for init in cfg.inits:
+        # One task per LUN, all started at once: each RAID group instance (a volume group on
+        # drives of its own) initializes independently, as hardware controllers and md do
+        # (md only delays the resyncs of arrays that share drives), and SANtricity
+        # initializes the volumes of a dynamic disk pool together (the SGI DDP study
+        # initialized a pool's eight volumes in parallel). A pool's D-stripes outside every
+        # volume hold no data and are not initialized. A storage pool's private groups carry
+        # slices of several LUNs: one task initializes all of the group's member maps.
         gi = next(i for i, g in enumerate(cfg.groups) if g.name == init.group)
         rs = [r for r in range(len(members)) if arr.row_group[r] == gi]
+        by_lun: dict[int, list[int]] = {}
+        for r in rs:
+            by_lun.setdefault(int(arr.row_lun[r]), []).append(r)
+        if -1 in by_lun and cfg.groups[gi].layout == "ddp":
+            del by_lun[-1]  # D-stripes no volume uses
+        parts = list(by_lun.values()) if -1 not in by_lun else [rs]
         geom = int(members[rs[0], E.MP_GROUP])
-        task(E.JOB_INIT, int(init.at_s * 1e9), [(r, -1, -1, 0, -1, 0) for r in rs],
-             urows(geom), pol.depth or 4, -1, init.group, int(arr.GR[geom, E.G_DS]))
+        for part in parts:
+            task(E.JOB_INIT, int(init.at_s * 1e9), [(r, -1, -1, 0, -1, 0) for r in part],
+                 urows(geom), pol.depth or 4, -1, init.group, int(arr.GR[geom, E.G_DS]))
 
     def arr2(x: list[Any], cols: int) -> np.ndarray:
         return np.array(x, dtype=np.int64).reshape(-1, cols)

@@ -64,6 +64,8 @@ MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates", "
 #: largest jumbo frame switches carry).
 MTU_RANGE = (576, 9216)
 GENERATORS = ("ior", "iometer", "orion", "spc1")
+#: The keys a [[case]] may have.
+CASE_KEYS = {"name", "label", "array", "workload", "measure", "failure", "replay", "links", "oio"}
 
 #: What a ``[[published]]`` figure may be: its dimension and how blocklab measures it.
 QUANTITIES = {
@@ -193,10 +195,25 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
     cases = []
     for i, c in enumerate(data.get("case", [])):
         where = f"{path}: case[{i}]"
-        w = {**base_w, **c.get("workload", {})}
+        if isinstance(c, dict) and (odd := sorted(set(c) - CASE_KEYS)):
+            # an [[init]] or [[failure]] of the array written before [case.array] lands here
+            raise BlocklabError(f"{where}.{odd[0]}: not a case key (known: "
+                                f"{', '.join(sorted(CASE_KEYS))}; array keys such as init "
+                                "belong in [case.array])")
+        own = c.get("workload", {})
+        # a case that names another generator than the scenario's starts from its own options
+        # alone: the scenario's (IOR's tasks, block size...) mean nothing to another generator
+        other = "generator" in own and own["generator"] != base_w.get("generator")
+        w = dict(own) if other else {**base_w, **own}
         if w.get("generator") not in GENERATORS:
             raise BlocklabError(f"{where}.workload.generator: expected one of "
                                 f"{', '.join(GENERATORS)}")
+        known = _generator_options(w["generator"])
+        unknown = sorted(set(w) - known - {"generator", "span"})
+        if unknown:
+            raise BlocklabError(f"{where}.workload.{unknown[0]}: not an option of the "
+                                f"{w['generator']} generator (its options: "
+                                f"{', '.join(sorted(known))})")
         if "span" in w and (w["generator"] != "iometer" or not 0 < float(w["span"]) <= 1):
             raise BlocklabError(f"{where}.workload.span: a fraction in (0, 1] of the volume, "
                                 f"for the iometer generator")
@@ -272,6 +289,15 @@ def _published(path: Path, i: int, p: Any, cases: dict[str, Case]) -> Published:
                             f"[{p['links']}, {p['mtu']}] (its links: {case.links})")
     return Published(quantity=q, case=p["case"], value=float(v), unit=p["unit"],
                      where=str(p["where"]), links=p.get("links"), mtu=p.get("mtu"))
+
+
+def _generator_options(gen: str) -> set[str]:
+    """The workload keys the generator ``gen`` takes (its synth function's options, less the
+    ones the scenario sets itself)."""
+    import inspect
+
+    fn = {"ior": synth_ior, "iometer": synth_iometer, "orion": synth_orion}.get(gen, synth_spc1)
+    return set(inspect.signature(fn).parameters) - {"output", "array", "capacity", "progress"}
 
 
 def _generate(w: dict[str, Any], trace: Path, array: Path) -> None:
@@ -388,12 +414,17 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
     if "init" in case.measure:
         start = [e["time_ns"] for e in ev if e["event"] == "init_start"]
         end = [e for e in ev if e["event"] == "init_end"]
-        if start and end:
-            secs = (end[0]["time_ns"] - start[0]) / 1e9
-            fig["init"] = {"seconds": secs,
-                           "mb_per_s": end[0]["bytes"] / 1e6 / secs if secs > 0 else None,
+        if start and len(end) == len(start):
+            # one task per LUN, all at once (pipeline/array.py): from the first start to the
+            # last end, with every task's bytes; the first tenth is one task's (the events do
+            # not tell several tasks' progress apart)
+            secs = (max(e["time_ns"] for e in end) - min(start)) / 1e9
+            done = sum(e["bytes"] or 0 for e in end)
+            fig["init"] = {"seconds": secs, "tasks": len(start),
+                           "mb_per_s": done / 1e6 / secs if secs > 0 else None,
                            "first_tenth_mb_per_s": _first_tenth(ev, "init_start",
-                                                                "init_progress")}
+                                                                "init_progress")
+                           if len(start) == 1 else None}
     return fig
 
 
