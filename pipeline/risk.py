@@ -752,8 +752,8 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
     latent: dict[str, float] = {}
     if scrub_h > 0 and rates is not None:
         # latent defects a rebuild meets per hour of scrub age: B / C drives' worth of them
-        cap = _member_bytes(inp.arr)
-        lat_g = {g: (inp.read_bytes.get(g, 0.0) / cap[g] if cap.get(g) else 0.0)
+        member = _member_bytes(inp.arr)
+        lat_g = {g: (inp.read_bytes.get(g, 0.0) / member[g] if member.get(g) else 0.0)
                  * 8.0 * read_per_day / 24.0 * -math.log1p(-rates[g]) for g in rates}
         latent = {g: v * scrub_h / 2 for g, v in lat_g.items()}
         p_group = {g: p_ure_scrubbed(rates[g], inp.read_bytes.get(g, 0.0), lat_g[g], scrub_h)
