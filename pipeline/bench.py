@@ -489,9 +489,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=["mrc", "risk"], default=None,
+                    help="run one section alone (its lines only): mrc, risk")
     args = ap.parse_args(argv)
     if args.synth:
         synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
+        return 0
+    if args.only == "mrc":
+        from blocklab.pipeline.mrc import bench_lines
+
+        for line in bench_lines():
+            print(line)
+        return 0
+    if args.only == "risk":
+        from blocklab.pipeline.risk import bench_line
+
+        print(bench_line())
         return 0
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="blocklab-bench-"))
