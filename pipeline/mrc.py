@@ -105,9 +105,9 @@ class Stack:
         live = int(self.ST[K.S_POS])
         need = live + need_blocks
         m, slots = len(self.BM) * 64, len(self.HT)
-        # positions: 16 x the blocks (a position costs 0.31 bytes: bitmap, tree, CW), so a
-        # compaction comes at most every 8 x live accesses; see process
-        while m < 16 * need + 64:
+        # positions: 4 x the blocks (a position costs 0.31 bytes: bitmap, tree, CW); see
+        # process for why not more
+        while m < 4 * need + 64:
             m *= 2
         while slots < 2 * need:
             slots *= 2
