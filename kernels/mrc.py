@@ -29,8 +29,8 @@ is the same).
 
 State is struct-of-arrays allocated by ``pipeline/mrc.py``: the hash table ``HT`` (one row per
 slot: key or EMPTY, position; linear probing, backward-shift deletion; key and position side by
-side, so a lookup costs one cache miss), ``BM`` and ``FW``, the key last accessed at each
-position ``PK`` (written in position order only), the exact histogram ``HE[distance, op]`` or
+side, so a lookup costs one cache miss), ``BM`` and ``FW``, the marks before each bitmap
+word ``CW`` (scratch of ``compact``), the exact histogram ``HE[distance, op]`` or
 the log-binned weighted histogram ``HL[bin, op]`` of scaled distances, the heap ``HPV`` (hash
 values) / ``HPK`` (keys), and the scalars ``ST`` (int64) and ``SW`` (float64). ``process``
 returns the row at which it stopped: the number of rows when done, less when the tables must
@@ -235,20 +235,24 @@ def _delete(HT, s):
 
 
 @njit(nrt=False)
-def compact(ST, HT, BM, FW, PK):
-    """Renumber the marks 0..live-1 in position order (their keys follow in PK and HT)."""
+def compact(ST, HT, BM, FW, CW):
+    """Renumber the marks 0..live-1 in position order.
+
+    A mark's new position is its rank, the marks before it: ``CW`` (one entry per bitmap
+    word, filled here in one pass) plus the bits below it in its word. The hash table is
+    walked slot by slot and each position replaced by its rank, so the table is read and
+    written in order rather than at random (the keys' slots), and no key needs to be kept
+    per position."""
     pos = ST[S_POS]
     q = 0
     for w in range((pos + 63) >> 6):
-        bits = BM[w]
-        while bits != 0:
-            low = bits & (~bits + _ONE)
-            p = w * 64 + popcount(low - _ONE)
-            k = PK[p]
-            PK[q] = k
-            HT[_find(HT, k, mix(k)), 1] = q
-            q += 1
-            bits ^= low
+        CW[w] = q
+        q += popcount(BM[w])
+    for s in range(HT.shape[0]):
+        if HT[s, 0] != EMPTY:
+            p = HT[s, 1]
+            w = p >> 6
+            HT[s, 1] = CW[w] + popcount(BM[w] & ((_ONE << np.uint64(p & 63)) - _ONE))
     ST[S_POS] = q
     ST[S_COMPACT] += 1
     build_marks(BM, FW, q)
@@ -329,7 +333,7 @@ def log_bin(x):
 
 
 @njit(nrt=False)
-def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, PK, HE, HL, HPV, HPK):
+def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, CW, HE, HL, HPV, HPK):
     """Feed requests ``i0..`` (device index, first sector, sectors, op 0 read / 1 write; other
     ops are skipped) through the LRU stack, one access per block of ``bsec`` sectors touched.
 
@@ -337,7 +341,7 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, PK, HE, HL, HPV
     before that row (its blocks might not fit).
     """
     n = op.shape[0]
-    cap = PK.shape[0]
+    cap = BM.shape[0] * 64
     hcap = HT.shape[0]
     exact = ST[S_EXACT] == 1
     smax = ST[S_SMAX]
@@ -351,9 +355,12 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, PK, HE, HL, HPV
         last = (sector[i] + nsec[i] - 1) // bsec
         nb = last - first + 1
         if ST[S_POS] + nb > cap:
-            compact(ST, HT, BM, FW, PK)
+            compact(ST, HT, BM, FW, CW)
             if 2 * (ST[S_POS] + nb) > cap:
-                return i  # over half full after compaction: grow
+                # over half full after compaction: grow. More room between compactions makes
+                # the tree deeper and larger than the cache: on the bench trace, positions at
+                # 16 x the blocks ran slower (3.4 M/s) than at 4 x
+                return i
         if 2 * (ST[S_LIVE] + nb) > hcap:
             return i
         base = np.int64(dev[i]) << DEV_SHIFT
@@ -370,7 +377,6 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, PK, HE, HL, HPV
             s = _find(HT, key, z)
             t = ST[S_POS]
             ST[S_POS] = t + 1
-            PK[t] = key
             if s >= 0:
                 p = HT[s, 1]
                 d = _since(BM, FW, p, t)  # distinct blocks since its last access

@@ -31,6 +31,15 @@ Each trial yields two estimates of its losses:
   Integrated up to the first loss of the path (or the period's end), it estimates the
   probability of at least one loss.
 
+**Latent defects and scrubbing** (optional): a failing slot's rebuild meets, besides the UREs
+its reads meet anyway (``ure_w``: a rate per hour of its window), the latent defects its
+survivors gathered since the array's last scrub, ``lat_w`` x (age of that scrub) per hour of
+the window: scrubs run every ``scrub_h`` hours at a phase drawn per trial (the first draw of
+the trial's URE generator, uniform in [0, scrub_h)), so the age at a failure is uniform in
+[0, scrub_h) and a rebuild meets lat_w x W x scrub_h / 2 latent defects on average. The defects
+are the ones there at the failure: the window's own scrubs (no redundancy to repair with) and
+defects that appear during it are not counted. ``scrub_h`` 0: none (no draw).
+
 Random numbers: SplitMix64 (``kernels/synth.py``); trial ``i`` starts from its own state,
 mix(mix(seed) ^ mix(i + 1)) with SplitMix64's finaliser, so a trial's draws do not depend on
 how the trials are cut into calls, and the plain-Python reference reproduces them exactly.
@@ -116,7 +125,8 @@ def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w
                   fst):
     """Set ``s`` reaches (delta 1) or leaves (delta -1) its tolerance: its members' danger
     counts change, and the list of slots with a positive count follows. Its URE hazard rate
-    (the exposed members' rebuild reads, ``ure_w``) is added to or taken from ``fst[F_URE]``
+    (the exposed members' rebuild reads, ``ure_w``: per slot, the rate of its current
+    rebuild) is added to or taken from ``fst[F_URE]``
     (while a set is at its tolerance its exposed members do not change: one more failing or
     one coming back takes it off)."""
     st[ST_NCRIT] += delta
@@ -240,6 +250,28 @@ def _before(ta, ka, tb, kb):
     return (ka >> 1) < (kb >> 1)
 
 
+@njit(inline="always", nrt=False)
+def _danger_hazard(a, b, st, dlist, up, renew, scale_h, shape):
+    """The failure hazard, integrated from ``a`` to ``b`` hours, of the dangerous drives (up,
+    in a set at its tolerance): the losses a failure can cause over that stretch."""
+    h = 0.0
+    for j in range(st[ST_NDL]):
+        y = dlist[j]
+        if up[y]:
+            h += cum_hazard(b - renew[y], scale_h, shape) - cum_hazard(a - renew[y], scale_h,
+                                                                       shape)
+    return h
+
+
+@njit(inline="always", nrt=False)
+def scrub_age(t, phase, scrub_h):
+    """Hours since the last scrub at ``t``, scrubs at phase + k scrub_h; 0 without scrubs."""
+    if scrub_h <= 0.0:
+        return 0.0
+    a = t - phase
+    return a - scrub_h * math.floor(a / scrub_h)
+
+
 @njit(nrt=False)
 def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, res):
     """One trial's losses from its failures (``ev_t[:n_ev]`` hours, ``ev_s`` slots; a slot's
@@ -253,9 +285,16 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, re
     hour: ``fst[F_URE]``) is integrated with the failure hazard into the compensator; on the
     path, URE losses happen where the cumulative URE hazard of the trial crosses the points of
     a unit-rate Poisson process (exponential gaps drawn from ``urng``), so a set at tolerance
-    for a while reading B bits meets no URE with probability exp(-B h) = (1 - p)^B."""
-    win_h, slot_ptr, slot_sets, slot_dom, dom_tol, set_ptr, set_mem, set_tol, ure_w = S
-    cnt, danger, dlist, dpos, st, up, renew, dc, active, ex_list, ex_pos, set_ure, fst = W
+    for a while reading B bits meets no URE with probability exp(-B h) = (1 - p)^B. With
+    scrubs (``S``'s scrub_h > 0) a failing slot's rebuild rate adds its latent defects, lat_w
+    x the scrub age at the failure (module docstring); the scrub phase is the first draw of
+    ``urng``."""
+    (win_h, slot_ptr, slot_sets, slot_dom, dom_tol, set_ptr, set_mem, set_tol, ure_w, lat_w,
+     scrub) = S
+    (cnt, danger, dlist, dpos, st, up, renew, dc, active, ex_list, ex_pos, set_ure, fst,
+     ure_now) = W
+    scrub_h = scrub[0]
+    phase = uniform(urng, 0) * scrub_h if scrub_h > 0.0 else 0.0
     n = 0
     for i in range(n_ev):
         x = ev_s[i]
@@ -286,12 +325,7 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, re
     for i in range(n + 1):
         t = tl_t[i] if i < n else period_h
         if t > t_prev:
-            fail_h = 0.0
-            for j in range(st[ST_NDL]):
-                y = dlist[j]
-                if up[y]:
-                    fail_h += (cum_hazard(t - renew[y], scale_h, shape)
-                               - cum_hazard(t_prev - renew[y], scale_h, shape))
+            fail_h = _danger_hazard(t_prev, t, st, dlist, up, renew, scale_h, shape)
             u = fst[F_URE]
             if u > 0.0:
                 dh = u * (t - t_prev)
@@ -301,13 +335,9 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, re
                     if lam_first < 0.0:
                         # the first loss is this URE, at tau inside the interval
                         tau = t_prev + (ure_next - ure_acc) / u
-                        part = 0.0
-                        for j in range(st[ST_NDL]):
-                            y = dlist[j]
-                            if up[y]:
-                                part += (cum_hazard(tau - renew[y], scale_h, shape)
-                                         - cum_hazard(t_prev - renew[y], scale_h, shape))
-                        lam_first = lam + part + (ure_next - ure_acc)
+                        lam_first = (lam + _danger_hazard(t_prev, tau, st, dlist, up, renew,
+                                                          scale_h, shape)
+                                     + (ure_next - ure_acc))
                     while ure_acc + dh >= ure_next:
                         losses += 1
                         ure_next += -math.log(1.0 - uniform(urng, 0))
@@ -325,9 +355,11 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, re
                     lam_first = lam
             if win_h[x] > 0.0:
                 up[x] = 0
+                # this rebuild's URE rate: its reads, and the latent defects since the scrub
+                ure_now[x] = ure_w[x] + lat_w[x] * scrub_age(t, phase, scrub_h)
                 _expose(x, 1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr,
                         slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up,
-                        ure_w, set_ure, fst)
+                        ure_now, set_ure, fst)
             else:  # no window: replaced at once, never exposed
                 renew[x] = t
         else:  # the window ends: a new drive
@@ -335,13 +367,13 @@ def sweep(ev_t, ev_s, n_ev, period_h, scale_h, shape, S, W, tl_t, tl_k, urng, re
             renew[x] = t
             _expose(x, -1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr,
                     slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up,
-                    ure_w, set_ure, fst)
+                    ure_now, set_ure, fst)
     # back to the initial state for the next trial
     while st[ST_NEX] > 0:
         x = ex_list[st[ST_NEX] - 1]
         up[x] = 1
         _expose(x, -1, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, slot_sets,
-                set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up, ure_w, set_ure,
+                set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up, ure_now, set_ure,
                 fst)
     for x in range(len(renew)):
         renew[x] = 0.0
@@ -402,7 +434,8 @@ class Structure:
     connected groups of sets that share slots."""
 
     def __init__(self, win_h: np.ndarray, sets: list[list[int]], tol: list[int],
-                 domains: list[int] | None = None, ure_h: np.ndarray | None = None):
+                 domains: list[int] | None = None, ure_h: np.ndarray | None = None,
+                 lat_h: np.ndarray | None = None, scrub_h: float = 0.0):
         slots = len(win_h)
         self.win_h = np.ascontiguousarray(win_h, dtype=np.float64)
         # URE hazard per hour of a slot's rebuild (bits it reads per hour x the hazard per
@@ -414,6 +447,13 @@ class Structure:
             for x in s_:
                 n_in[x] += 1
         self.ure_w = np.where(n_in > 0, ure / np.maximum(n_in, 1), 0.0)
+        # latent defects (scrubbing): a slot's rebuild meets lat_h x (hours since the last
+        # scrub) defects per hour of its window, shared out the same way
+        if not (math.isfinite(scrub_h) and scrub_h >= 0):
+            raise ValueError("the scrub interval must be 0 (none) or positive")
+        lat = np.zeros(slots) if lat_h is None else np.asarray(lat_h, dtype=np.float64)
+        self.lat_w = np.where(n_in > 0, lat / np.maximum(n_in, 1), 0.0)
+        self.scrub = np.array([float(scrub_h)])
         self.set_ptr = np.zeros(len(sets) + 1, np.int64)
         self.set_ptr[1:] = np.cumsum([len(s) for s in sets])
         self.set_mem = np.array([x for s in sets for x in s], dtype=np.int64)
@@ -442,7 +482,7 @@ class Structure:
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (self.win_h, self.slot_ptr, self.slot_sets, self.slot_dom, self.dom_tol,
-                self.set_ptr, self.set_mem, self.set_tol, self.ure_w)
+                self.set_ptr, self.set_mem, self.set_tol, self.ure_w, self.lat_w, self.scrub)
 
 
 def _components(slots: int, sets: list[list[int]]) -> list[int]:
@@ -489,11 +529,12 @@ class Runner:
                   np.zeros(n, np.int64),  # ex_list
                   np.zeros(n, np.int64),  # ex_pos
                   np.zeros(len(s.set_tol), np.float64),  # set_ure
-                  np.zeros(F_N, np.float64))  # fst
+                  np.zeros(F_N, np.float64),  # fst
+                  s.ure_w.copy())  # ure_now: the URE rate of each slot's current rebuild
         (cnt, danger, dlist, dpos, st, up, _renew, dc, active, _ex, ex_pos, set_ure,
-         fst) = self.W
+         fst, ure_now) = self.W
         init_state(s.dom_tol, s.set_ptr, s.set_mem, s.set_tol, dc, active, ex_pos, cnt, danger,
-                   dlist, dpos, st, up, s.ure_w, set_ure, fst)
+                   dlist, dpos, st, up, ure_now, set_ure, fst)
         self.res = np.zeros(3, np.float64)
         self.rng = np.zeros(1, np.uint64)
         self.urng = np.zeros(1, np.uint64)

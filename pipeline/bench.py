@@ -689,10 +689,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=["ingest", "parallel-replay", "memory"], default=None,
+    ap.add_argument("--only", choices=["ingest", "parallel-replay", "memory", "mrc", "risk"],
+                    default=None,
                     help="run one section only (ingest: the ingest figures and their goals; "
                          "parallel-replay: replay --workers 2 against 1; memory: peak RSS "
-                         "by command at two trace sizes)")
+                         "by command at two trace sizes; mrc, risk: their lines)")
     ap.add_argument("--memory-sizes", default=",".join(str(n) for n in MEMORY_SIZES),
                     help="the trace sizes of the memory figures, requests, comma-separated")
     args = ap.parse_args(argv)
@@ -706,6 +707,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.synth:
         synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
+        return 0
+    if args.only == "mrc":
+        from blocklab.pipeline.mrc import bench_lines
+
+        for line in bench_lines():
+            print(line)
+        return 0
+    if args.only == "risk":
+        from blocklab.pipeline.risk import bench_line
+
+        print(bench_line())
         return 0
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="blocklab-bench-"))

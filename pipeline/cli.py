@@ -1157,6 +1157,15 @@ def risk(
         "(0, 1e-10] (datasheets: 1e-14 to 1e-17), or catalog (each drive's datasheet "
         "figure). A rebuild with no redundancy left (RAID-5, or RAID-6 with a second "
         "failure) that meets one loses data. Off when not given.")] = None,
+    scrub_interval: Annotated[str | None, typer.Option(
+        "--scrub-interval", help="With --ure: the array is scrubbed every this long (168h, "
+        "7d; a number alone is seconds), so a rebuild also meets the latent defects formed "
+        "since the last scrub (uniform age in [0, interval)). Not modelled when not "
+        "given.")] = None,
+    workload_read_per_day: Annotated[str | None, typer.Option(
+        "--workload-read-per-day", help="With --scrub-interval: bytes the workload reads "
+        "from each drive per day (270GB, 1TB), which latent defects form in at the URE rate "
+        "(default 2.7e11, Elerath, CACM 2009).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Probability of data loss over a period and mean time to data loss (Monte Carlo, 95 %
@@ -1175,7 +1184,7 @@ def risk(
 
         try:
             results = run(runs, window_s, afr, weibull_shape, weibull_scale, years, trials,
-                          seed, progress, ure)
+                          seed, progress, ure, scrub_interval, workload_read_per_day)
         except BlocklabError as e:
             _fail(e)
     if as_json:
@@ -1200,9 +1209,19 @@ def risk(
     for r in results:
         if r.ure_per_bit is not None:
             for g, rate in r.ure_per_bit.items():
-                out.print(f"{r.run}: {g}: URE {rate:.3g} per bit; one rebuild reads "
-                          f"{r.rebuild_read_bytes.get(g, 0.0) / 1e9:,.1f} GB: P(URE) = 1 - "
-                          f"(1 - p)^bits = {_g(r.p_ure_per_rebuild.get(g), '.4g')}",
+                head = (f"{r.run}: {g}: URE {rate:.3g} per bit; one rebuild reads "
+                        f"{r.rebuild_read_bytes.get(g, 0.0) / 1e9:,.1f} GB")
+                if r.scrub_interval_h is None:
+                    out.print(f"{head}: P(URE) = 1 - (1 - p)^bits = "
+                              f"{_g(r.p_ure_per_rebuild.get(g), '.4g')}",
+                              highlight=False, soft_wrap=True)
+                    continue
+                lat = r.latent_defects_per_rebuild.get(g, 0.0)
+                out.print(f"{head} and meets {lat:.4g} latent defects on average (scrubs "
+                          f"every {r.scrub_interval_h:g} h, workload reads "
+                          f"{(r.workload_read_per_day_bytes or 0) / 1e9:,.0f} GB per drive "
+                          f"per day): P(URE) = 1 - (1 - p)^bits (1 - exp(-L S)) / (L S) = "
+                          f"{_g(r.p_ure_per_rebuild.get(g), '.4g')}",
                           highlight=False, soft_wrap=True)
             out.print(f"{r.run}: rebuild reads: {r.read_source}; URE rate: {r.ure_source}",
                       highlight=False, soft_wrap=True)

@@ -21,7 +21,7 @@ from .query import QueryResult, Source, _clean, connect, find_sources, named
 
 #: Duration suffixes --interval accepts, in seconds.
 _UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0,
-          "min": 60.0, "h": 3600.0}
+          "min": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zµ]*)\s*$")
 
 

@@ -89,29 +89,30 @@ class Stack:
         two; at most half of them used, so at most slots/2 blocks and distances below it)."""
         self.BM = np.zeros(m // 64, np.uint64)
         self.FW = np.zeros(m // 64 + 1, np.int32)
-        self.PK = np.empty(m, np.int64)  # read only where written
+        self.CW = np.zeros(m // 64, np.int64)  # compaction's scratch: marks before each word
         self.HE = np.zeros((slots // 2 + 1 if self.sampling.exact else 1, 2), np.int64)
         self.HT = np.full((slots, 2), K.EMPTY, np.int64)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.BM, self.FW, self.PK, self.HE, self.HT, self.HL,
+        return sum(a.nbytes for a in (self.BM, self.FW, self.CW, self.HE, self.HT, self.HL,
                                       self.HPV, self.HPK))
 
     def grow(self, need_blocks: int) -> None:
         """Room for ``need_blocks`` more blocks than are tracked now: compact, then double the
         tables until the tree is at most half full."""
-        K.compact(self.ST, self.HT, self.BM, self.FW, self.PK)
+        K.compact(self.ST, self.HT, self.BM, self.FW, self.CW)
         live = int(self.ST[K.S_POS])
         need = live + need_blocks
-        m, slots = len(self.PK), len(self.HT)
+        m, slots = len(self.BM) * 64, len(self.HT)
+        # positions: 4 x the blocks (a position costs 0.31 bytes: bitmap, tree, CW); see
+        # process for why not more
         while m < 4 * need + 64:
             m *= 2
         while slots < 2 * need:
             slots *= 2
-        old_pk, old_he, old_ht = self.PK, self.HE, self.HT
+        old_he, old_ht = self.HE, self.HT
         self._alloc(m, slots)
-        self.PK[:live] = old_pk[:live]
         if self.sampling.exact:
             self.HE[:old_he.shape[0]] = old_he
         K.rehash(old_ht, self.HT)
@@ -122,7 +123,7 @@ class Stack:
         i, n = 0, len(op)
         while i < n:
             i = K.process(dev, sector, nsec, op, i, self.bsec, self.ST, self.SW, self.HT,
-                          self.BM, self.FW, self.PK, self.HE, self.HL, self.HPV, self.HPK)
+                          self.BM, self.FW, self.CW, self.HE, self.HL, self.HPV, self.HPK)
             if i < n:
                 nb = (sector[i] + nsec[i] - 1) // self.bsec - sector[i] // self.bsec + 1
                 self.grow(int(nb))

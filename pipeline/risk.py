@@ -41,7 +41,30 @@ integrates the URE hazard (bits read x -ln(1 - p)) with the failure hazard, so a
 rebuild of B bits meets a URE with probability 1 - (1 - p)^B (``p_ure_per_rebuild``, printed
 beside the results), and a RAID-6's only when a second failure overlaps it (reads during the
 overlap). A drive in several sets (a pool's D-stripes) shares its reads out evenly among
-them. Scrubbing (latent errors found and repaired before a failure) is not modelled.
+them.
+
+**Latent defects and scrubbing** (``--scrub-interval S``, with ``--ure``; off without it, and
+then the results are as before). The URE rate then has two parts. What a read meets anyway:
+the rebuild's own reads, as above. And latent defects: errors that form on the drives as the
+workload uses them and stay unseen until something reads that sector, the part a scrub finds
+and repairs (through the redundancy) before a failure. Following Elerath and Pecht (IEEE
+Trans. Computers 58(3), 2009; Elerath, "Hard-disk drives: the good, the bad, and the ugly",
+CACM 52(6), 2009), defects form on each drive at the read-error rate times the bytes the
+workload reads: rho = 8 R -ln(1 - p) per day for ``--workload-read-per-day R`` bytes
+(default 2.7e11, the read rate Elerath reports for a field population of 63,000 drives, 7.3e17
+bytes in five months), and persist until the next scrub. Scrubs run every S hours; a failure
+is independent of their schedule, so the time since the last scrub, A, is uniform in [0, S)
+(the mean latent error time of periodic scrubbing, S / 2, Schroeder, Damouras and Gill,
+FAST 2010). A rebuild that reads B bytes of members of C bytes each meets the defects of B / C
+drives: L A with L = (B / C) rho. At a given A, no URE in a rebuild: exp(-8 B h) exp(-L A),
+h = -ln(1 - p); over A: **P = 1 - (1 - p)^(8 B) (1 - exp(-L S)) / (L S)** (printed beside
+the results; the expected UREs are 8 B h + L S / 2, which the Markov MTTDL uses). In the
+Monte Carlo each trial draws the scrub phase, and a failure's rebuild meets L A spread over
+its window. Assumed: defects form uniformly over each drive's capacity and at a constant rate
+(Bairavasundaram et al., SIGMETRICS 2007, and Schroeder et al. find them bursty and
+correlated: this is their mean), the workload's reads do not find them (only scrubs do), the
+defects counted are those present at the failure (not the window's own), and every drive has
+been in service for at least S.
 
 **Failure model.** ``--afr F``: exponential lifetimes whose probability of failing within a
 year (8760 power-on hours, the year of drive datasheets' AFR) is F: rate -ln(1 - F) / 8760 per
@@ -595,6 +618,46 @@ def ure_rates(arr: ArrayModel, ure: float | str) -> tuple[dict[str, float], str]
     return out, "catalog: " + "; ".join(dict.fromkeys(src))
 
 
+#: Bytes a drive's workload reads per day, the default of --workload-read-per-day: Elerath,
+#: "Hard-disk drives: the good, the bad, and the ugly", CACM 52(6), 2009: a study of 63,000
+#: drives read 7.3e17 bytes in five months, about 2.7e11 bytes per drive per day.
+FIELD_READ_PER_DAY = 2.7e11
+
+
+def parse_scrub(interval: str | None, read_per_day: str | None, ure: float | str | None
+                ) -> tuple[float, float]:
+    """``--scrub-interval`` (a duration: hours, days) and ``--workload-read-per-day`` (a size):
+    (scrub interval in hours, 0 for none; bytes read per drive per day)."""
+    from blocklab.traces.synth import parse_size
+
+    from .iostat import parse_interval
+
+    rate = FIELD_READ_PER_DAY
+    if read_per_day is not None:
+        rate = float(parse_size(read_per_day, "--workload-read-per-day"))
+        if rate <= 0:
+            raise BlocklabError(f"--workload-read-per-day {read_per_day}: expected a size "
+                                "above 0 (bytes a drive's workload reads per day, e.g. 270GB)")
+    if interval is None:
+        if read_per_day is not None:
+            raise BlocklabError("--workload-read-per-day: goes with --scrub-interval (it sets "
+                                "how fast latent defects form between scrubs)")
+        return 0.0, rate
+    hours = parse_interval(interval, "--scrub-interval") / 3600.0
+    if ure is None:
+        raise BlocklabError(f"--scrub-interval {interval}: needs --ure (latent defects form "
+                            "at the URE rate)")
+    return hours, rate
+
+
+def p_ure_scrubbed(rate: float, read_bytes: float, latent: float, scrub_h: float) -> float:
+    """P(at least one URE) in a rebuild reading ``read_bytes`` that also meets ``latent`` x A
+    latent defects, A uniform in [0, scrub_h): 1 - (1 - p)^bits (1 - exp(-L S)) / (L S)."""
+    x = latent * scrub_h
+    keep = 1.0 if x == 0 else -math.expm1(-x) / x
+    return -math.expm1(8.0 * read_bytes * math.log1p(-rate) + math.log(keep))
+
+
 def p_ure(rate: float, read_bytes: float) -> float:
     """P(at least one URE) reading ``read_bytes``: 1 - (1 - p)^bits (computed without
     cancellation)."""
@@ -651,6 +714,11 @@ class RiskResult:
     rebuild_read_bytes: dict[str, float] = dataclasses.field(default_factory=dict)
     read_source: str = ""
     p_ure_per_rebuild: dict[str, float] = dataclasses.field(default_factory=dict)
+    # scrubbing (--scrub-interval): the interval in hours, the workload's bytes read per
+    # drive per day, and per group the mean latent defects a rebuild meets (L S / 2)
+    scrub_interval_h: float | None = None
+    workload_read_per_day_bytes: float | None = None
+    latent_defects_per_rebuild: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -662,8 +730,9 @@ def _years(h: float) -> float | None:
 
 def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int,
            progress: Callable[[int, int], None] | None = None,
-           ure: float | str | None = None) -> RiskResult:
-    """Simulate one array (module docstring)."""
+           ure: float | str | None = None, scrub_h: float = 0.0,
+           read_per_day: float = FIELD_READ_PER_DAY) -> RiskResult:
+    """Simulate one array (module docstring); ``scrub_h`` 0: no scrubbing modelled."""
     sets = redundancy_sets(inp.arr)
     win_h = [inp.windows_s[g] / 3600.0 for g in sets.group]
     period_h = years * HOURS_PER_YEAR
@@ -679,8 +748,23 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
         ure_h = np.array([8.0 * inp.read_bytes.get(g, 0.0) * -math.log1p(-rates[g]) / w
                           if w > 0 else 0.0 for g, w in zip(sets.group, win_h, strict=True)])
         p_slot = [-math.log1p(-p_group[g]) for g in sets.group]  # expected UREs per rebuild
+    lat_h = None
+    latent: dict[str, float] = {}
+    if scrub_h > 0 and rates is not None:
+        # latent defects a rebuild meets per hour of scrub age: B / C drives' worth of them
+        member = _member_bytes(inp.arr)
+        lat_g = {g: (inp.read_bytes.get(g, 0.0) / member[g] if member.get(g) else 0.0)
+                 * 8.0 * read_per_day / 24.0 * -math.log1p(-rates[g]) for g in rates}
+        latent = {g: v * scrub_h / 2 for g, v in lat_g.items()}
+        p_group = {g: p_ure_scrubbed(rates[g], inp.read_bytes.get(g, 0.0), lat_g[g], scrub_h)
+                   for g in rates}
+        lat_h = np.array([lat_g[g] / w if w > 0 else 0.0
+                          for g, w in zip(sets.group, win_h, strict=True)])
+        # the mean UREs per rebuild: its reads' and the latent defects' (L S / 2)
+        p_slot = [-math.log1p(-p_ure(rates[g], inp.read_bytes.get(g, 0.0))) + latent[g]
+                  for g in sets.group]
     st = K.Structure(np.array(win_h, dtype=np.float64), sets.sets, sets.tol, sets.domain,
-                     ure_h)
+                     ure_h, lat_h, scrub_h if lat_h is not None else 0.0)
     # room for a trial's failures: the expected count per slot and a wide margin (the kernel
     # says when a trial needs more, and the buffers grow)
     mean_life = model.scale_h * math.gamma(1 + 1 / model.shape)
@@ -744,17 +828,22 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
         lifetimes_per_s=float(o[K.O_LIFETIMES]) / elapsed if elapsed > 0 else 0.0,
         notes=notes, ure_per_bit=rates, ure_source=ure_source,
         rebuild_read_bytes=dict(inp.read_bytes), read_source=inp.read_source,
-        p_ure_per_rebuild=p_group)
+        p_ure_per_rebuild=p_group,
+        scrub_interval_h=scrub_h if lat_h is not None else None,
+        workload_read_per_day_bytes=read_per_day if lat_h is not None else None,
+        latent_defects_per_rebuild=latent)
 
 
 def risk(paths: list[str], window_s: float | None = None, afr: float | None = None,
          weibull_shape: float | None = None, weibull_scale_hours: float | None = None,
          years: float = 5.0, trials: int = 1_000_000, seed: int = 0,
          progress: Callable[[str, int, int], None] | None = None,
-         ure: str | None = None) -> list[RiskResult]:
+         ure: str | None = None, scrub_interval: str | None = None,
+         workload_read_per_day: str | None = None) -> list[RiskResult]:
     """``blocklab risk``: one result per array that ``paths`` name."""
     model = failure_model(afr, weibull_shape, weibull_scale_hours)
     ure_rate = parse_ure(ure)
+    scrub_h, read_per_day = parse_scrub(scrub_interval, workload_read_per_day, ure_rate)
     if not (math.isfinite(years) and years > 0):
         raise BlocklabError(f"--years: must be positive, found {years:g}")
     if trials < 1:
@@ -768,7 +857,8 @@ def risk(paths: list[str], window_s: float | None = None, afr: float | None = No
             if progress is not None:
                 progress(name, done, total)
 
-        out.append(assess(inp, model, years, trials, seed, step, ure_rate))
+        out.append(assess(inp, model, years, trials, seed, step, ure_rate, scrub_h,
+                          read_per_day))
     return out
 
 

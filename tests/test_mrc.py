@@ -97,6 +97,23 @@ def test_exact_on_a_larger_trace_with_growth_and_compaction(tmp_path):
     assert r.curve.miss_ratio[-1] == pytest.approx(cold)
 
 
+def test_compactions_in_place_keep_the_curve_exact(tmp_path):
+    """A small working set accessed many times: positions run out again and again with the
+    tables the same size, and each compaction renumbers the marks by rank (walking the hash
+    table); the curve stays the simulated LRU cache's."""
+    from blocklab.pipeline.mrc import Sampling, run_stack
+
+    rng = np.random.default_rng(3)
+    n = 40_000
+    blocks = rng.zipf(1.1, n) % 300
+    reqs = [(0, int(b) * 8, 4096, int(o)) for b, o in zip(blocks, rng.random(n) < 0.3,
+                                                           strict=True)]
+    path = write(tmp_path / "c.parquet", reqs)
+    check_exact(path, 4096, [1, 2, 5, 20, 100, 300])
+    st, _secs = run_stack(path, 4096, Sampling())
+    assert st.ST[K.S_COMPACT] >= 8 and len(st.BM) * 64 <= 4096
+
+
 def test_real_traces(shared, tmp_path):
     """The tracefs capture and the MQSim TPC-C trace: the exact curve is the simulated one."""
     for name in ("tracefs-fio-loop0-vda.txt", "disksim-ascii-tpcc-small.trace"):

@@ -49,8 +49,9 @@ def structures(draw, max_slots=7):
     return slots, sets, tol, win
 
 
-def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None, ure=None):
-    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains, ure)
+def _runner(slots, sets, tol, win, period, scale, shape, seed=0, domains=None, ure=None,
+            lat=None, scrub_h=0.0):
+    s = K.Structure(np.array(win, dtype=np.float64), sets, tol, domains, ure, lat, scrub_h)
     return K.Runner(s, period, scale, shape, seed, 64)
 
 
@@ -70,8 +71,12 @@ def test_loss_condition_and_compensator_equal_reference(struct, data):
             t += int(win[x]) + data.draw(st.integers(0, 6))
     # URE hazards per hour of each slot's rebuild (0: none), and the URE generator's state
     ure = [data.draw(st.sampled_from([0.0, 0.0, 0.05, 0.4, 3.0])) for _ in range(slots)]
+    # latent defects per hour of window per hour of scrub age, and the scrub interval
+    scrub = data.draw(st.sampled_from([0.0, 0.0, 0.7, 6.0, 50.0]))
+    lat = [data.draw(st.sampled_from([0.0, 0.01, 0.2])) for _ in range(slots)]
     state = data.draw(st.integers(0, (1 << 64) - 1))
-    runner = _runner(slots, sets, tol, win, period, scale, shape, ure=ure)
+    runner = _runner(slots, sets, tol, win, period, scale, shape, ure=ure, lat=lat,
+                     scrub_h=scrub)
     ev_t = np.array([e[0] for e in events] + [0.0], dtype=np.float64)
     ev_s = np.array([e[1] for e in events] + [0], dtype=np.int64)
     tl_t = np.zeros(2 * len(ev_t) + 2)
@@ -81,7 +86,8 @@ def test_loss_condition_and_compensator_equal_reference(struct, data):
         urng = np.array([state], dtype=np.uint64)
         K.sweep(ev_t, ev_s, len(events), period, scale, shape, runner.s.arrays(), runner.W,
                 tl_t, tl_k, urng, res)
-        want = ref.losses(events, period, win, sets, tol, scale, shape, ure, ref.Rng(state))
+        want = ref.losses(events, period, win, sets, tol, scale, shape, ure, ref.Rng(state),
+                          lat, scrub)
         assert int(res[0]) == want[0]
         assert res[1] == pytest.approx(want[1], rel=1e-9, abs=1e-12)
         assert res[2] == pytest.approx(want[2], rel=1e-9, abs=1e-12)
@@ -96,7 +102,10 @@ def test_simulation_equals_reference_trial_by_trial(struct, data):
     shape = data.draw(st.sampled_from([1.0, 1.5]))
     seed = data.draw(st.integers(0, (1 << 64) - 1))
     ure = [data.draw(st.sampled_from([0.0, 0.1, 1.0])) for _ in range(slots)]
-    runner = _runner(slots, sets, tol, win, period, scale, shape, seed, ure=ure)
+    scrub = data.draw(st.sampled_from([0.0, 10.0]))
+    lat = [data.draw(st.sampled_from([0.0, 0.05])) for _ in range(slots)]
+    runner = _runner(slots, sets, tol, win, period, scale, shape, seed, ure=ure, lat=lat,
+                     scrub_h=scrub)
     runner._alloc(4)  # small buffers: trials overflow them, and the runner grows them
     for trial in range(6):
         before = runner.out.copy()
@@ -104,12 +113,39 @@ def test_simulation_equals_reference_trial_by_trial(struct, data):
         got = runner.out - before
         events, lives = ref.failures(seed, trial, slots, win, period, scale, shape)
         n_loss, lam, lam_first = ref.losses(events, period, win, sets, tol, scale, shape, ure,
-                                            ref.ure_rng(seed, trial))
+                                            ref.ure_rng(seed, trial), lat, scrub)
         assert got[K.O_FAILURES] == len(events) and got[K.O_LIFETIMES] == lives
         assert got[K.O_LOSSES] == n_loss and got[K.O_TRIALS_LOST] == (n_loss > 0)
         assert got[K.O_LAM] == pytest.approx(lam, rel=1e-9, abs=1e-12)
         assert got[K.O_LAMF] == pytest.approx(lam_first, rel=1e-9, abs=1e-12)
         assert got[K.O_TRIALS] == 1
+
+
+def test_compensator_up_to_a_first_loss_that_is_a_ure():
+    """The compensator up to the first loss when that loss is a URE met inside an interval:
+    the dangerous drives' failure hazard up to that instant, once, plus the URE hazard up to
+    it. Weibull shape 2 and drives of different ages (one renewed at 4 h), so each drive's
+    part differs; against the reference, which integrates drive by drive."""
+    sets, win = [[0, 1, 2, 3]], [3.0] * 4
+    runner = _runner(4, sets, [1], win, 40.0, 12.0, 2.0, ure=[0.3] * 4)
+    events = [(1.0, 1), (20.0, 2)]  # slot 1 back at 4 h: the others are older
+    ev_t, ev_s = np.array([1.0, 20.0, 0.0]), np.array([1, 2, 0], np.int64)
+    tl = np.zeros(8), np.zeros(8, np.int64)
+    res = np.zeros(3)
+    seen = 0
+    for state in range(1, 400):
+        K.sweep(ev_t, ev_s, 2, 40.0, 12.0, 2.0, runner.s.arrays(), runner.W, *tl,
+                np.array([state], np.uint64), res)
+        n, lam, lam_first = ref.losses(events, 40.0, win, sets, [1], 12.0, 2.0, [0.3] * 4,
+                                       ref.Rng(state))
+        assert (int(res[0]), res[1], res[2]) == (n, pytest.approx(lam, rel=1e-12),
+                                                 pytest.approx(lam_first, rel=1e-12))
+        if 0 < res[2] < res[1] and n >= 1:
+            seen += 1
+            # the failure hazard counted once: lam_first below the whole compensator by at
+            # least the URE and failure hazard after the first loss
+            assert lam_first < lam
+    assert seen > 50  # many draws whose first loss is a URE inside a window
 
 
 def test_trials_do_not_depend_on_how_they_are_cut():
@@ -568,4 +604,136 @@ def test_bad_ure(tmp_path, value):
                                    "--trials", "10", "--ure", value])
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith(f"blocklab: error: --ure {value}: expected catalog or a rate")
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# latent defects and scrubbing (issue 23, deliverable 1: --scrub-interval)
+
+
+def _p_scrubbed(p: float, bits: int, latent: float, scrub_h: float) -> float:
+    """1 - (1 - p)^bits (1 - exp(-L S)) / (L S) in 60-digit decimals: the rebuild's reads
+    meet no URE, and none of the L A latent defects with A uniform in [0, S)."""
+    import decimal
+
+    with decimal.localcontext() as c:
+        c.prec = 60
+        x = decimal.Decimal(latent) * decimal.Decimal(scrub_h)
+        keep = (1 - (-x).exp()) / x
+        return float(1 - (1 - decimal.Decimal(p)) ** bits * keep)
+
+
+def test_a_scrubbed_rebuild_meets_latent_defects_with_the_analytic_probability():
+    """A RAID-5 of 5 loses one drive; its 10-hour rebuild's reads carry hazard U, and the
+    survivors hold L A latent defects, A the time since the last weekly scrub: over many URE
+    draws (each its own scrub phase) the share of rebuilds that lose data is
+    1 - exp(-U) (1 - exp(-L S)) / (L S), and the mean compensator U + L S / 2."""
+    w, scrub, u, big_l = 10.0, 168.0, 0.05, 0.004  # L S = 0.672 defects at the longest
+    run = _runner(5, [[0, 1, 2, 3, 4]], [1], [w] * 5, 400.0, 1e12, 1.0, ure=[u / w] * 5,
+                  lat=[big_l / w] * 5, scrub_h=scrub)
+    ev_t, ev_s = np.array([200.0, 0.0]), np.array([2, 0], np.int64)
+    tl = np.zeros(4), np.zeros(4, np.int64)
+    res = np.zeros(3)
+    states = np.random.default_rng(8).integers(0, 1 << 63, 20_000, dtype=np.int64)
+    lost, lam = 0, []
+    for state in states:
+        K.sweep(ev_t, ev_s, 1, 400.0, 1e12, 1.0, run.s.arrays(), run.W, *tl,
+                np.array([state], np.uint64), res)
+        lost += res[0] >= 1
+        lam.append(res[1])
+    want = 1 - math.exp(-u) * -math.expm1(-big_l * scrub) / (big_l * scrub)
+    assert P.p_ure_scrubbed(0.0, 0.0, big_l, scrub) == pytest.approx(
+        1 + math.expm1(-big_l * scrub) / (big_l * scrub), rel=1e-12)
+    sigma = math.sqrt(want * (1 - want) / len(states))
+    assert abs(lost / len(states) - want) < 4.5 * sigma, (lost / len(states), want)
+    # the compensator is U + L A, A uniform in [0, S): mean U + L S / 2, and its range
+    lam = np.array(lam)
+    assert lam.min() >= u * (1 - 1e-9) and lam.max() <= (u + big_l * scrub) * (1 + 1e-9)
+    sd = big_l * scrub / math.sqrt(12 * len(states))
+    assert abs(lam.mean() - (u + big_l * scrub / 2)) < 4.5 * sd
+    # and against the plain-Python reference, draw by draw
+    for state in states[:200]:
+        K.sweep(ev_t, ev_s, 1, 400.0, 1e12, 1.0, run.s.arrays(), run.W, *tl,
+                np.array([state], np.uint64), res)
+        n, lam_r, lam_f = ref.losses([(200.0, 2)], 400.0, [w] * 5, [[0, 1, 2, 3, 4]], [1],
+                                     1e12, 1.0, [u / w] * 5, ref.Rng(int(state)),
+                                     [big_l / w] * 5, scrub)
+        assert res[0] == n and res[1] == pytest.approx(lam_r, rel=1e-9)
+
+
+def test_scrub_in_risk_against_the_analytic_expression_and_markov(tmp_path):
+    """``risk --ure R --scrub-interval S``: P(URE) per rebuild is the analytic expression
+    with L = (bytes read / member bytes) x 8 x read-per-day / 24 x -ln(1 - p), the mean
+    latent defects L S / 2, and the simulated MTTDL agrees with the Markov rate that adds
+    n lambda (UREs per rebuild) with the latent defects in the UREs."""
+    mttf, w_h = 1000.0, 0.2
+    toml = _toml(tmp_path, RAID5)
+    (probe,) = P.risk([str(toml)], window_s=w_h * 3600, trials=10, ure="1e-15")
+    read = probe.rebuild_read_bytes["g"]
+    member = read / 4  # a RAID-5 of 5 reads its four survivors
+    rate = 0.005 / (8 * read)  # the reads alone: about 0.5 % per rebuild
+    per_day = 8e12  # a heavy workload (8 TB a day): the latent defects dominate
+    (r,) = P.risk([str(toml)], window_s=w_h * 3600, weibull_shape=1.0,
+                  weibull_scale_hours=mttf, years=20_000 / 8760, trials=4000, seed=4,
+                  ure=f"{rate!r}", scrub_interval="7d", workload_read_per_day=f"{per_day:.0f}")
+    big_l = 4 * 8 * per_day / 24 * -math.log1p(-rate)
+    assert r.scrub_interval_h == 168.0 and r.workload_read_per_day_bytes == per_day
+    assert r.latent_defects_per_rebuild["g"] == pytest.approx(big_l * 84, rel=1e-9)
+    assert read == pytest.approx(4 * member)
+    pu = _p_scrubbed(rate, int(8 * read), big_l, 168.0)
+    assert r.p_ure_per_rebuild["g"] == pytest.approx(pu, rel=1e-6)
+    n, lam = 5, 1 / mttf
+    ures = 8 * read * -math.log1p(-rate) + big_l * 84
+    classic = 1 / (n * (n - 1) * lam ** 2 * w_h + n * lam * ures) / 8760
+    assert r.mttdl_markov_years == pytest.approx(classic)
+    ci = r.mttdl_ci_years
+    assert (ci[1] - ci[0]) / r.mttdl_years < 0.05
+    assert _within(classic, ci), (classic, ci)
+    assert _within(r.mttdl_years, r.mttdl_counted_ci_years)
+    # scrubbing twice as often halves the latent defects; without it, the reads alone
+    (half,) = P.risk([str(toml)], window_s=w_h * 3600, weibull_shape=1.0,
+                     weibull_scale_hours=mttf, years=20_000 / 8760, trials=4000, seed=4,
+                     ure=f"{rate!r}", scrub_interval="84h",
+                     workload_read_per_day=f"{per_day:.0f}")
+    assert half.latent_defects_per_rebuild["g"] == pytest.approx(big_l * 42, rel=1e-9)
+    assert half.mttdl_ci_years[0] > r.mttdl_ci_years[1]
+    (none,) = P.risk([str(toml)], window_s=w_h * 3600, weibull_shape=1.0,
+                     weibull_scale_hours=mttf, years=20_000 / 8760, trials=4000, seed=4,
+                     ure=f"{rate!r}")
+    assert none.scrub_interval_h is None and none.latent_defects_per_rebuild == {}
+    assert none.p_ure_per_rebuild["g"] == pytest.approx(P.p_ure(rate, read), rel=1e-12)
+
+
+def test_without_scrubbing_nothing_changes():
+    """Latent rates given but no scrub interval: the kernel's results are bit for bit those
+    without them (no draw for a phase, no latent term)."""
+    sets = [[0, 1, 2, 3, 4]]
+    a = _runner(5, sets, [1], [30.0] * 5, 2000.0, 300.0, 1.0, seed=3, ure=[0.01] * 5)
+    b = _runner(5, sets, [1], [30.0] * 5, 2000.0, 300.0, 1.0, seed=3, ure=[0.01] * 5,
+                lat=[0.5] * 5, scrub_h=0.0)
+    a.run(0, 3000)
+    b.run(0, 3000)
+    assert a.out[K.O_LOSSES] > 0 and np.array_equal(a.out, b.out)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--ure", "1e-15", "--scrub-interval", "0"], "--scrub-interval 0: expected a duration "
+     "above 0"),
+    (["--ure", "1e-15", "--scrub-interval", "-7d"], "--scrub-interval -7d: expected a "
+     "duration above 0"),
+    (["--ure", "1e-15", "--scrub-interval", "weekly"], "--scrub-interval weekly: expected a "
+     "duration"),
+    (["--scrub-interval", "7d"], "--scrub-interval 7d: needs --ure"),
+    (["--ure", "1e-15", "--workload-read-per-day", "1TB"], "--workload-read-per-day: goes "
+     "with --scrub-interval"),
+    (["--ure", "1e-15", "--scrub-interval", "7d", "--workload-read-per-day", "lots"],
+     "--workload-read-per-day: expected a size"),
+    (["--ure", "1e-15", "--scrub-interval", "7d", "--workload-read-per-day", "0"],
+     "--workload-read-per-day 0: expected a size above 0"),
+])
+def test_bad_scrub(tmp_path, args, msg):
+    res = CliRunner().invoke(app, ["risk", str(_toml(tmp_path, RAID5)), "--window-s", "60",
+                                   "--trials", "10", *args])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("blocklab: error: ") and msg in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
