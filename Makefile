@@ -37,7 +37,7 @@ demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tabl
 	@mkdir -p demo-out
 	$(BIN)/blocklab ingest traces/samples/tracefs-fio-loop0-vda.txt.xz -o demo-out/trace.parquet
 	$(BIN)/blocklab trace stats demo-out/trace.parquet
-	$(BIN)/blocklab scenario run ddp-vs-raid6 -o demo-out/ddp-vs-raid6
+	$(BIN)/blocklab scenario run ddp-vs-raid6 --case ddp-60 --case raid6-8x4p2 -o demo-out/ddp-vs-raid6
 	$(BIN)/blocklab query demo-out/ddp-vs-raid6 compare
 	$(BIN)/blocklab report demo-out/ddp-vs-raid6 -o demo-out/report.html --title "ddp-vs-raid6: one drive failed under IOR"
 	@echo "open demo-out/report.html (self-contained, works offline)"

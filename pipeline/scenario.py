@@ -296,7 +296,9 @@ def _generator_options(gen: str) -> set[str]:
     ones the scenario sets itself)."""
     import inspect
 
-    fn = {"ior": synth_ior, "iometer": synth_iometer, "orion": synth_orion}.get(gen, synth_spc1)
+    fns: dict[str, Callable[..., Any]] = {"ior": synth_ior, "iometer": synth_iometer,
+                                          "orion": synth_orion, "spc1": synth_spc1}
+    fn = fns[gen]
     return set(inspect.signature(fn).parameters) - {"output", "array", "capacity", "progress"}
 
 
@@ -419,9 +421,9 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
             # last end, with every task's bytes; the first tenth is one task's (the events do
             # not tell several tasks' progress apart)
             secs = (max(e["time_ns"] for e in end) - min(start)) / 1e9
-            done = sum(e["bytes"] or 0 for e in end)
+            moved = sum(e["bytes"] or 0 for e in end)
             fig["init"] = {"seconds": secs, "tasks": len(start),
-                           "mb_per_s": done / 1e6 / secs if secs > 0 else None,
+                           "mb_per_s": moved / 1e6 / secs if secs > 0 else None,
                            "first_tenth_mb_per_s": _first_tenth(ev, "init_start",
                                                                 "init_progress")
                            if len(start) == 1 else None}

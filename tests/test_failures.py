@@ -248,3 +248,34 @@ def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
                                    "-o", str(tmp_path / "run"), "--fail", fail])
     assert res.exit_code == 2 and msg in res.stderr and len(res.stderr.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("group,luns", [
+    ({"name": "g", "layout": "raid6", "width": 6, "count": 3, "stripe_unit": "64KiB",
+      "drive": "atlas10k"}, 3),
+    ({"name": "g", "layout": "ddp", "width": 12, "preservation": 2, "piece": "64MiB",
+      "count": 3, "fill": 0.5, "stripe_unit": "64KiB", "drive": "atlas10k"}, 3),
+])
+def test_init_runs_one_task_per_lun_at_once(group, luns):
+    """An [[init]] of a group of several LUNs: one task per LUN, all starting at the same time,
+    each over exactly the member maps that LUN's extents use (a pool's D-stripes outside
+    every volume are left alone), every member map initialized once."""
+    from pathlib import Path
+
+    cfg = parse_array({"group": [group], "init": [{"group": "g", "at_s": 2}]}, Path("x.toml"))
+    arr = build_array(cfg)
+    p = plan(arr)
+    assert len(p.TK) == luns
+    assert set(p.TK[:, E.TK_T].tolist()) == {2_000_000_000}
+    assert set(p.TK[:, E.TK_KIND].tolist()) == {E.JOB_INIT}
+    # the LUNs' member maps from the extents, independently of pipeline/array.py's row_lun
+    rows_of_task = [sorted(int(r) for r in p.PC[t[E.TK_P0]:t[E.TK_P0] + t[E.TK_NP], 0])
+                    for t in p.TK]
+    used = sorted({int(r) for r in arr.EX[:, 0]}) if group["layout"] == "ddp" else None
+    every = sorted(r for rows in rows_of_task for r in rows)
+    assert len(every) == len(set(every))  # each member map in one task
+    if used is not None:
+        assert every == used  # exactly the D-stripes the volumes use
+        assert len(every) < int((arr.row_group == 0).sum())  # fill 0.5 leaves some out
+    else:
+        assert every == sorted(np.flatnonzero(arr.row_group == 0).tolist())

@@ -207,6 +207,14 @@ def test_cli_run_json_and_table(tmp_path):
     ('[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\nmeasure = ["oio"]\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].oio: the oio measure needs a list"),
+    # an array's [[init]] written before [case.array] is a case key: refused, not dropped
+    ('[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\n'
+     'init = [{ group = "g", at_s = 0 }]\n[case.array]\n'
+     'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "case[0].init: not a case key"),
+    ('[workload]\ngenerator = "iometer"\nblock_size = "1MiB"\n[[case]]\nname = "a"\n'
+     '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "case[0].workload.block_size: not an option of the iometer generator"),
     (ONE + '[[published]]\nquantity = "speed"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n'
      'where = "t1"\n', "published[0].quantity: unknown quantity 'speed'"),
     (ONE + '[[published]]\nquantity = "iops"\ncase = "b"\nvalue = 1\nunit = "IOPS"\n'
@@ -234,13 +242,24 @@ def test_bad_scenario_files(tmp_path, body, needle):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_case_with_another_generator_starts_from_its_own_options(tmp_path):
+    """The scenario's IOR options (tasks, block size...) are not given to a case's Iometer."""
+    f = tmp_path / "s.toml"
+    f.write_text(HEAD + '[workload]\ngenerator = "ior"\ntasks = 4\ntransfer_size = "1MiB"\n'
+                 'block_size = "4MiB"\nsegments = 1\n[[case]]\nname = "a"\n'
+                 'workload = { generator = "iometer", requests = 8 }\n[case.array]\n'
+                 'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n')
+    sc = scenario.load(str(f))
+    assert sc.cases[0].workload == {"generator": "iometer", "requests": 8}
+
+
 def test_unknown_names(tmp_path):
     res = runner.invoke(app, ["scenario", "run", "no-such"])
     assert res.exit_code == 2 and "no scenario 'no-such'" in res.output
     res = runner.invoke(app, ["scenario", "run", "ddp-vs-raid6", "--case", "zz", "-o",
                               str(tmp_path / "o")])
     assert res.exit_code == 2
-    assert re.search(r"no case \['zz'\] \(cases: ddp-60, raid6-8x4p2\)", res.output)
+    assert re.search(r"no case \['zz'\] \(cases: ddp-60, raid6-8x4p2, ddp-60-init, ", res.output)
 
 
 def test_orion_points_against_the_run_folder(tmp_path):
