@@ -214,27 +214,34 @@ def is_size_sweep(sweep: list[dict[str, Any]]) -> bool:
 
 def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dict[str, Any]]:
     """The summary rows (``compare``), the charts, and other tables of the page."""
-    con = connect(sources)
-    try:
-        compare = _rows(named(con, "compare", sources))
-        durations = [v for r in compare if r["metric"] == "duration_s"
-                     for k, v in r.items() if k != "metric" and v is not None]
-        span = max(durations, default=1.0)
-        step = _nice_step(span, TIME_POINTS)
-        bw = _rows(named(con, "bandwidth", sources, {"interval_s": repr(step)}))
-        rw = _rows(named(con, "rebuild-windows", sources))
-        phases = _rows(named(con, "phases", sources)) if rw else []
-        for w in rw:
-            w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
-        cdf = _rows(named(con, "latency-cdf", sources))
-        summary = _rows(named(con, "latency-summary", sources))
-        native = max([int(s.meta.get("interval_ns") or 0) for s in sources] + [1]) / 1e9
-        bins = math.ceil(span / native) if native > 0 else 1
-        heat_iv = 0.0 if bins <= HEAT_BINS else native * math.ceil(bins / HEAT_BINS)
-        util = _rows(named(con, "drive-utilization", sources, {"interval_s": repr(heat_iv)}))
-        sweep = _rows(named(con, "size-sweep", sources))
-    finally:
-        con.close()
+
+    def ask(name: str, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        # a connection per query: what DuckDB keeps of one query's work (pinned in its buffer
+        # pool) does not count against the next one's memory limit (measured: over a 10 M
+        # request run, the fifth query of one connection ran out of its 1 GB)
+        con = connect(sources)
+        try:
+            return _rows(named(con, name, sources, params))
+        finally:
+            con.close()
+
+    compare = ask("compare")
+    durations = [v for r in compare if r["metric"] == "duration_s"
+                 for k, v in r.items() if k != "metric" and v is not None]
+    span = max(durations, default=1.0)
+    step = _nice_step(span, TIME_POINTS)
+    bw = ask("bandwidth", {"interval_s": repr(step)})
+    rw = ask("rebuild-windows")
+    phases = ask("phases") if rw else []
+    for w in rw:
+        w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
+    cdf = ask("latency-cdf")
+    summary = ask("latency-summary")
+    native = max([int(s.meta.get("interval_ns") or 0) for s in sources] + [1]) / 1e9
+    bins = math.ceil(span / native) if native > 0 else 1
+    heat_iv = 0.0 if bins <= HEAT_BINS else native * math.ceil(bins / HEAT_BINS)
+    util = ask("drive-utilization", {"interval_s": repr(heat_iv)})
+    sweep = ask("size-sweep")
     charts = [
         Chart("bandwidth", "Bandwidth and IOPS over time", _spec(_bandwidth_chart(bw, rw, step)),
               "Host requests by completion time; dashed rule: a failure, shaded in the "
