@@ -108,7 +108,7 @@ def _kernels_ready() -> None:
     """Compile every kernel family first, saying so, when this install has not yet: a command
     would otherwise sit silent for minutes while Numba compiles (issue 21). ``make setup``
     does it ahead of time; only a terminal is told, so scripts see no extra output."""
-    from . import warm
+    from blocklab.tools import warm
 
     if not err.is_terminal or warm.is_warm():
         return

@@ -111,7 +111,7 @@ def _validation_speeds() -> dict[str, dict[str, float]] | str:
 
 def _compile_times() -> dict[str, float]:
     """Seconds to compile the replay kernels from an empty Numba cache, in a process of its own
-    (``python -m blocklab.pipeline.warm``, what ``make test`` starts in the background), and,
+    (``python -m blocklab.tools.warm``, what ``make test`` starts in the background), and,
     the baseline, to load them from that cache in another: what the first replay on a machine
     costs beyond every later one."""
     out: dict[str, float] = {}
@@ -119,7 +119,7 @@ def _compile_times() -> dict[str, float]:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         for name in ("compile_s", "load_s"):
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "blocklab.pipeline.warm"], env=env,
+            subprocess.run([sys.executable, "-m", "blocklab.tools.warm"], env=env,
                            check=True, stdout=subprocess.DEVNULL)
             out[name] = time.perf_counter() - t
     return out
@@ -716,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
         binf = work / "bench.blktrace.0"
         # written by a child process: a parent grown by the synthetic arrays would show up in
         # the peak RSS of the ingest children it forks (Linux counts the pre-exec image)
-        subprocess.run([sys.executable, "-m", "blocklab.pipeline.bench", "--synth", str(binf),
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(binf),
                         str(args.requests)], check=True)
         records = args.requests * 5
         size = binf.stat().st_size
@@ -751,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
         big = work / "big.blktrace.0"
-        subprocess.run([sys.executable, "-m", "blocklab.pipeline.bench", "--synth", str(big),
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
                         str(4 * args.requests)], check=True)
         secs4, rss4 = _timed([*blocklab, "ingest", str(big), "-o", str(work / "big.parquet")])
         report["binary_ingest_4x"] = {
