@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -82,6 +81,7 @@ from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMAS
 from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import replay as RP
+from . import runmeta as RM
 from .array import build_array, plan
 from .config import load_array
 
@@ -499,13 +499,12 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         }
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
-                           {"speed": speed, "closed_loop": 0, "think_us": 0.0, "wrap": wrap,
-                            "closed": False},
-                           {"requests": n, "skipped_not_read_write": skipped,
-                            "drives": arr.drives, "drive_ops": info["drive_ops"]},
+                           RM.RunOptions(speed=speed, closed_loop=0, think_us=0.0, wrap=wrap,
+                                         closed=False),
+                           RM.Counts(requests=n, skipped_not_read_write=skipped,
+                                     drives=arr.drives, drive_ops=info["drive_ops"]),
                            results[S - 1]["cache"], info["interval_ns"], elapsed)
-        meta["parallel"] = par
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        RM.write(tmp, dataclasses.replace(meta, parallel=par))
         folder.commit(0o600)
     except BaseException as e:
         if futures:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,6 +51,7 @@ from blocklab.traces.schema import (
 from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import __version__
+from . import runmeta as RM
 from .array import ArrayModel, Plan, build_array, plan
 from .array import no_plan as plan_none
 from .config import ArrayConfig, Failure, load_array
@@ -779,12 +779,13 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         _write_busy(tmp, arr, drv.bins())
         _write_events(tmp, arr, drv, tasks)
         meta = run_meta(trace, array, cfg, arr, tasks,
-                        {"speed": speed, "closed_loop": closed_loop, "think_us": think_us,
-                         "wrap": wrap, "closed": closed},
-                        {"requests": total, "skipped_not_read_write": skipped,
-                         "drives": arr.drives, "drive_ops": int(drv.W.DR[:, E.D_NOPS].sum())},
+                        RM.RunOptions(speed=speed, closed_loop=closed_loop, think_us=think_us,
+                                      wrap=wrap, closed=closed),
+                        RM.Counts(requests=total, skipped_not_read_write=skipped,
+                                  drives=arr.drives,
+                                  drive_ops=int(drv.W.DR[:, E.D_NOPS].sum())),
                         drv.cache_state(), int(drv.W.S[E.S_INTERVAL]), elapsed)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        RM.write(tmp, meta)
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
         raise folder.fail(e) from None
@@ -802,32 +803,32 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
 
 
 def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, tasks: Plan,
-             options: dict[str, Any], counts: dict[str, int], cache_at_end: dict[str, int],
-             interval_ns: int, elapsed: float) -> dict[str, Any]:
+             options: RM.RunOptions, counts: RM.Counts, cache_at_end: dict[str, int],
+             interval_ns: int, elapsed: float) -> RM.RunMeta:
     """meta.json of a run folder (the serial and the parallel replay write the same keys)."""
-    return {
-        "blocklab_version": __version__,
-        "run_schema_version": RUN_SCHEMA_VERSION,
-        "trace": {"path": str(trace), "sha256": _sha256(trace)},
-        "array": {"path": str(array), "sha256": _sha256(Path(array)),
-                  "config": dataclasses.asdict(cfg)},
-        "options": options,
-        "counts": counts,
-        "cache_at_end": cache_at_end,
-        "failures": [dataclasses.asdict(f) for f in cfg.failures],
-        "tasks": [{"task": i, "kind": {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init",
-                                       E.JOB_REBALANCE: "rebalance"}[int(t[E.TK_KIND])],
-                   "group": tasks.task_group[i], "drive": int(t[E.TK_DRIVE]),
-                   "pieces": int(t[E.TK_NP]), "units": int(t[E.TK_UNITS]),
-                   "unit_bytes": int(t[E.TK_UROWS]) * SECTOR}
-                  for i, t in enumerate(tasks.TK)],
-        "interval_ns": interval_ns,
-        "drives": [{"drive": i, "group": arr.d_group[i], "role": arr.d_role[i],
-                    "model": arr.d_name[i]}
-                   for i in range(arr.drives)],
-        "elapsed_s": elapsed,
-        "requests_per_s": counts["requests"] / elapsed if elapsed > 0 else None,
-    }
+    kinds = {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init", E.JOB_REBALANCE: "rebalance"}
+    return RM.RunMeta(
+        blocklab_version=__version__,
+        run_schema_version=RUN_SCHEMA_VERSION,
+        trace=RM.TraceRef(path=str(trace), sha256=_sha256(trace)),
+        array=RM.ArrayRef(path=str(array), sha256=_sha256(Path(array)),
+                          config=dataclasses.asdict(cfg)),
+        options=options,
+        counts=counts,
+        cache_at_end=RM.CacheAtEnd(**cache_at_end),
+        failures=tuple(RM.FailureRef(**dataclasses.asdict(f)) for f in cfg.failures),
+        tasks=tuple(RM.TaskRef(task=i, kind=kinds[int(t[E.TK_KIND])],
+                               group=tasks.task_group[i], drive=int(t[E.TK_DRIVE]),
+                               pieces=int(t[E.TK_NP]), units=int(t[E.TK_UNITS]),
+                               unit_bytes=int(t[E.TK_UROWS]) * SECTOR)
+                    for i, t in enumerate(tasks.TK)),
+        interval_ns=interval_ns,
+        drives=tuple(RM.DriveRef(drive=i, group=arr.d_group[i], role=arr.d_role[i],
+                                 model=arr.d_name[i])
+                     for i in range(arr.drives)),
+        elapsed_s=elapsed,
+        requests_per_s=counts.requests / elapsed if elapsed > 0 else None,
+    )
 
 
 def _write_busy(folder: Path, arr: ArrayModel, b: dict[str, np.ndarray]) -> None:

@@ -59,6 +59,8 @@ from blocklab.traces.safety import clean_temporaries, hold_lock
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import atomic_output, open_trace
 
+from . import runmeta
+
 # the cluster helpers lived here first; names kept for the callers that import them from here
 from .cluster import (  # noqa: F401
     connect,
@@ -488,7 +490,7 @@ class Task:
 def _summary_row(task: Task, run: Path) -> pa.Table:
     from .query import run_query
 
-    meta = json.loads((run / "meta.json").read_text())
+    meta = runmeta.read(run)
     cmp = run_query([str(run)], "compare").table
     col = [c for c in cmp.column_names if c != "metric"][0]
     metrics = dict(zip(cmp.column("metric").to_pylist(), cmp.column(col).to_pylist(),
@@ -508,7 +510,7 @@ def _summary_row(task: Task, run: Path) -> pa.Table:
             row[f.name] = None if v is None or (isinstance(v, float) and not math.isfinite(v)) \
                 else (int(round(v)) if pa.types.is_integer(f.type) else float(v))
     row.update(rebuild_window_s=window, rebuild_done=done,
-               replay_s=float(meta.get("elapsed_s") or 0.0), host=socket.gethostname())
+               replay_s=float(meta.elapsed_s or 0.0), host=socket.gethostname())
     return pa.Table.from_pylist([row], schema=POINT_SCHEMA)
 
 

@@ -256,6 +256,7 @@ def _query_speeds(rows: int = 50_000_000) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from blocklab.pipeline import runmeta
     from blocklab.pipeline.query import connect, execute, find_sources, named
     from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
 
@@ -282,8 +283,8 @@ def _query_speeds(rows: int = 50_000_000) -> dict[str, Any]:
                     "size_bytes": rng.choice(np.array([4096, 8192, 65536]), n),
                     "stream": np.zeros(n, np.uint32), "cache_hit": np.zeros(n, bool),
                 }, schema=RUN_SCHEMAS["ios"]), row_group_size=1 << 20)
-        (run / "meta.json").write_text(json.dumps({"run_schema_version": RUN_SCHEMA_VERSION,
-                                                   "interval_ns": 1_000_000_000}))
+        runmeta.write(run, runmeta.RunMeta(run_schema_version=RUN_SCHEMA_VERSION,
+                                           interval_ns=1_000_000_000))
         out["write_s"] = time.perf_counter() - started
         out["parquet_mb"] = (run / "ios.parquet").stat().st_size / 1e6
         src = find_sources([run])
