@@ -1369,7 +1369,7 @@ def drives(
     """The built-in drive catalog: HDDs and SSDs described by their datasheets (every figure
     with its source and how it was obtained: stated, measured, derived, proxy or assumed) and
     the four drives DiskSim 4.0 validated against measurements."""
-    from .catalog import describe
+    from .model.catalog import describe
 
     rows = describe()
     if name is not None:

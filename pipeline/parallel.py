@@ -82,8 +82,8 @@ from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import replay as RP
 from . import runmeta as RM
-from .array import build_array, plan
-from .config import load_array
+from .model.array import build_array, plan
+from .model.config import load_array
 
 #: The first margin of every cut, in requests.
 FIRST_MARGIN = 2048

@@ -52,9 +52,9 @@ from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import __version__
 from . import runmeta as RM
-from .array import ArrayModel, Plan, build_array, plan
-from .array import no_plan as plan_none
-from .config import ArrayConfig, Failure, load_array
+from .model.array import ArrayModel, Plan, build_array, plan
+from .model.array import no_plan as plan_none
+from .model.config import ArrayConfig, Failure, load_array
 
 SECTOR = 512
 __all__ = ["build_array", "run_engine", "replay", "options_for", "Driver", "Options"]

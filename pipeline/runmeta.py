@@ -6,7 +6,7 @@ The file's keys, in the order written (``docs/query.md`` describes them):
 - ``blocklab_version``, ``run_schema_version`` (traces/schema.py RUN_SCHEMA_VERSION: a reader
   refuses a run folder of another version);
 - ``trace`` (path, sha256) and ``array`` (path, sha256, and ``config``: the parsed array
-  configuration, ``dataclasses.asdict`` of pipeline/config.py's ArrayConfig);
+  configuration, ``dataclasses.asdict`` of pipeline/model/config.py's ArrayConfig);
 - ``options`` (speed, closed_loop, think_us, wrap, closed), ``counts`` (requests,
   skipped_not_read_write, drives, drive_ops), ``cache_at_end`` (lines, dirty_lines,
   line_bytes), ``failures`` (drive, at_s), ``tasks`` (task, kind, group, drive, pieces, units,

@@ -53,7 +53,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
-from .config import parse_array
+from .model.config import parse_array
 from .query import run_query
 from .replay import replay
 from .sweep import toml_text

@@ -71,7 +71,7 @@ from .cluster import (  # noqa: F401
     warm_kernels,
     warm_on_worker,
 )
-from .config import ConfigError, parse_array
+from .model.config import ConfigError, parse_array
 
 SWEEP_VERSION = 1
 MODES = ("cross", "zip")

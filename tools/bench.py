@@ -91,7 +91,7 @@ DISKSIM_SPEED = {"cheetah9LP": 29_900, "atlas10k": 26_600, "barracuda": 23_800,
 
 
 def _validation_speeds() -> dict[str, dict[str, float]] | str:
-    from blocklab.pipeline.config import catalog_path
+    from blocklab.pipeline.model.config import catalog_path
     from blocklab.pipeline.validate import validate_disksim
 
     shared = Path(os.environ.get("BLOCKLAB_SHARED", Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def _compile_times() -> dict[str, float]:
 def _replay_speeds() -> dict[str, float]:
     """Engine throughput on an 8-drive RAID-5 of Atlas 10K drives (HDD model), and the
     plain-Python reference simulator's on the same small trace (fixed drive model)."""
-    from blocklab.pipeline.config import parse_array
+    from blocklab.pipeline.model.config import parse_array
     from blocklab.pipeline.replay import build_array, run_engine
 
     cfg = parse_array({"group": [{"name": "r5", "layout": "raid5", "width": 8,

@@ -38,7 +38,7 @@ def is_warm() -> bool:
 
 def _replay_hdd(tmp: Path) -> None:
     from blocklab.kernels.drive import hdd as H
-    from blocklab.pipeline.config import parse_array
+    from blocklab.pipeline.model.config import parse_array
     from blocklab.pipeline.replay import build_array, run_engine
 
     cfg = parse_array({"group": [{"name": "g", "layout": "raid5", "width": 4,
