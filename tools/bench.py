@@ -325,7 +325,7 @@ def _capture_speed() -> dict[str, object] | str:
     to decoding the binary pages."""
     import threading
 
-    from blocklab.pipeline.capture import find_tracefs, remove_instance
+    from blocklab.pipeline.tracefs import find_tracefs, remove_instance
 
     if os.geteuid() != 0:
         return "needs root (tracefs instances, loop devices)"

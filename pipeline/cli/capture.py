@@ -60,7 +60,7 @@ def capture(
 
     from blocklab.pipeline.capture import CaptureOptions, CaptureStatus, parse_size
     from blocklab.pipeline.capture import capture as run
-    from blocklab.pipeline.capture import cleanup as run_cleanup
+    from blocklab.pipeline.tracefs import cleanup as run_cleanup
 
     try:
         if cleanup:
