@@ -44,7 +44,8 @@ from blocklab.traces.store import atomic_output
 
 from . import __version__
 from .query import Source, connect, find_sources, named
-from .sweep import is_sweep, read_points, value_text
+from .sweep import is_sweep, read_points
+from .sweepfile import value_text
 
 #: Points aimed at per run on the time axis of the bandwidth chart and the heatmap.
 TIME_POINTS = 150

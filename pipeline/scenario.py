@@ -56,7 +56,7 @@ from blocklab.traces.store import atomic_output
 from .model.config import parse_array
 from .query import run_query
 from .replay import replay
-from .sweep import toml_text
+from .sweepfile import toml_text
 from .synth import spc1_search, synth_iometer, synth_ior, synth_orion, synth_spc1
 
 MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates", "orion")

@@ -30,7 +30,7 @@ def sweep_plan(
 ) -> None:
     """List the points of a sweep: id (a hash of the axis values), readable name, the axis
     values, and whether the point's array configuration is valid."""
-    from blocklab.pipeline.sweep import load_sweep, value_text
+    from blocklab.pipeline.sweepfile import load_sweep, value_text
 
     try:
         sw = load_sweep(sweep)
