@@ -234,7 +234,48 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     if mode not in MODES:
         raise BlocklabError(f"{sp}: mode: expected \"cross\" or \"zip\", found {mode!r}")
 
-    # the base array configuration: a file or an inline table
+    base, cfg_where = _base_array(sp, data)
+
+    # replay options
+    rep = data.get("replay", {})
+    if not isinstance(rep, dict):
+        raise BlocklabError(f"{sp}: replay: expected a [replay] table")
+    options = dict(OPTION_DEFAULTS)
+    for k, v in rep.items():
+        if k not in OPTIONS:
+            raise BlocklabError(f"{sp}: replay.{k}: unknown option (known: "
+                                f"{', '.join(OPTIONS)})")
+        options[k] = _check_option(sp, f"replay.{k}", k, v)
+
+    # axes
+    raw_axes = data.get("axis", [])
+    if not isinstance(raw_axes, list) or not all(isinstance(a, dict) for a in raw_axes):
+        raise BlocklabError(f"{sp}: axis: write axes as [[axis]] tables")
+    axes: list[Axis] = []
+    for i, a in enumerate(raw_axes):
+        axes.append(_axis(sp, i, a, axes, base, cfg_where))
+
+    if mode == "zip" and axes and len({len(a.values) for a in axes}) > 1:
+        lens = ", ".join(f"{a.name} {len(a.values)}" for a in axes)
+        raise BlocklabError(f"{sp}: mode = \"zip\" needs axes of one length; values per "
+                            f"axis: {lens}")
+
+    has_trace_axis = any(a.target == "trace" for a in axes)
+    if "trace" in data:
+        base_trace = _check_trace(sp, "trace", data["trace"])
+    elif has_trace_axis:
+        base_trace = ""
+    else:
+        raise BlocklabError(f"{sp}: trace: missing (the trace every point replays, unless an "
+                            "axis has key = \"trace\")")
+
+    points = _points(sp, mode, axes, base, base_trace, options)
+    return Sweep(sp, mode, tuple(axes), points, base, base_trace, options)
+
+
+def _base_array(sp: Path, data: dict[str, Any]) -> tuple[dict[str, Any], Path]:
+    """The sweep's base array configuration (a file or an inline table), checked, with its
+    drive files made absolute, and the name its errors carry."""
     if "array" not in data:
         raise BlocklabError(f"{sp}: array: missing (a configuration file, or an [array] table)")
     raw = data["array"]
@@ -255,85 +296,66 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         raise BlocklabError(f"{e} (the base configuration must be valid by itself)") from None
     base = _absolute_drives(base, apath.parent)
 
-    # replay options
-    rep = data.get("replay", {})
-    if not isinstance(rep, dict):
-        raise BlocklabError(f"{sp}: replay: expected a [replay] table")
-    options = dict(OPTION_DEFAULTS)
-    for k, v in rep.items():
-        if k not in OPTIONS:
-            raise BlocklabError(f"{sp}: replay.{k}: unknown option (known: "
-                                f"{', '.join(OPTIONS)})")
-        options[k] = _check_option(sp, f"replay.{k}", k, v)
+    return base, cfg_where
 
-    # axes
-    raw_axes = data.get("axis", [])
-    if not isinstance(raw_axes, list) or not all(isinstance(a, dict) for a in raw_axes):
-        raise BlocklabError(f"{sp}: axis: write axes as [[axis]] tables")
-    axes: list[Axis] = []
-    for i, a in enumerate(raw_axes):
-        w = f"axis[{i}]"
-        for k in a:
-            if k not in ("key", "values", "name"):
-                raise BlocklabError(f"{sp}: {w}.{k}: unknown key (known: key, name, values)")
-        key = a.get("key")
-        if not isinstance(key, str) or not key:
-            raise BlocklabError(f"{sp}: {w}.key: missing: the configuration key, trace or a "
-                                "replay option the axis sets")
-        try:
-            kpath = parse_key(key)
-        except ValueError:
-            raise BlocklabError(f"{sp}: {w}.key: {key!r} is not a key such as "
-                                "group[0].layout") from None
-        if "values" not in a:
-            raise BlocklabError(f"{sp}: {w}.values: missing")
-        values = a["values"]
-        if not isinstance(values, list):
-            raise BlocklabError(f"{sp}: {w}.values: expected a list, found {values!r}")
-        if not values:
-            raise BlocklabError(f"{sp}: {w}.values: empty: an axis needs at least one value")
-        texts = [value_text(v) for v in values]
-        dup = next((t for j, t in enumerate(texts) if t in texts[:j]), None)
-        if dup is not None:
-            raise BlocklabError(f"{sp}: {w}.values: {dup} appears twice")
-        name = a.get("name", kpath[-1] if isinstance(kpath[-1], str) else None)
-        if "name" not in a and any(ax.name == name for ax in axes):
-            name = re.sub(r"\W+", "_", key).strip("_")
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise BlocklabError(f"{sp}: {w}.name: expected a column name (letters, digits, _), "
-                                f"found {name!r}")
-        if name in RESERVED:
-            raise BlocklabError(f"{sp}: {w}.name: {name} is a summary column; give the axis "
-                                "another name")
-        for ax in axes:
-            if ax.key == key:
-                raise BlocklabError(f"{sp}: {w}.key: {key} is already an axis")
-            if ax.name == name:
-                raise BlocklabError(f"{sp}: {w}.name: {name} is already an axis's name")
-        ax = Axis(key, name, tuple(values))
-        if ax.target == "trace":
-            values = [_check_trace(sp, f"{w}.values[{j}]", v) for j, v in enumerate(values)]
-        elif ax.target == "option":
-            for j, v in enumerate(values):
-                _check_option(sp, f"{w}.values[{j}]", key, v)
-        else:
-            _check_config_key(sp, w, key, kpath, base, values[0], cfg_where)
-        axes.append(ax)
 
-    if mode == "zip" and axes and len({len(a.values) for a in axes}) > 1:
-        lens = ", ".join(f"{a.name} {len(a.values)}" for a in axes)
-        raise BlocklabError(f"{sp}: mode = \"zip\" needs axes of one length; values per "
-                            f"axis: {lens}")
-
-    has_trace_axis = any(a.target == "trace" for a in axes)
-    if "trace" in data:
-        base_trace = _check_trace(sp, "trace", data["trace"])
-    elif has_trace_axis:
-        base_trace = ""
+def _axis(sp: Path, i: int, a: dict[str, Any], axes: list[Axis], base: dict[str, Any],
+          cfg_where: Path) -> Axis:
+    """The sweep file's ``i``-th axis table ``a``, checked against the axes before it and the
+    base configuration."""
+    w = f"axis[{i}]"
+    for k in a:
+        if k not in ("key", "values", "name"):
+            raise BlocklabError(f"{sp}: {w}.{k}: unknown key (known: key, name, values)")
+    key = a.get("key")
+    if not isinstance(key, str) or not key:
+        raise BlocklabError(f"{sp}: {w}.key: missing: the configuration key, trace or a "
+                            "replay option the axis sets")
+    try:
+        kpath = parse_key(key)
+    except ValueError:
+        raise BlocklabError(f"{sp}: {w}.key: {key!r} is not a key such as "
+                            "group[0].layout") from None
+    if "values" not in a:
+        raise BlocklabError(f"{sp}: {w}.values: missing")
+    values = a["values"]
+    if not isinstance(values, list):
+        raise BlocklabError(f"{sp}: {w}.values: expected a list, found {values!r}")
+    if not values:
+        raise BlocklabError(f"{sp}: {w}.values: empty: an axis needs at least one value")
+    texts = [value_text(v) for v in values]
+    dup = next((t for j, t in enumerate(texts) if t in texts[:j]), None)
+    if dup is not None:
+        raise BlocklabError(f"{sp}: {w}.values: {dup} appears twice")
+    name = a.get("name", kpath[-1] if isinstance(kpath[-1], str) else None)
+    if "name" not in a and any(ax.name == name for ax in axes):
+        name = re.sub(r"\W+", "_", key).strip("_")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise BlocklabError(f"{sp}: {w}.name: expected a column name (letters, digits, _), "
+                            f"found {name!r}")
+    if name in RESERVED:
+        raise BlocklabError(f"{sp}: {w}.name: {name} is a summary column; give the axis "
+                            "another name")
+    for ax in axes:
+        if ax.key == key:
+            raise BlocklabError(f"{sp}: {w}.key: {key} is already an axis")
+        if ax.name == name:
+            raise BlocklabError(f"{sp}: {w}.name: {name} is already an axis's name")
+    ax = Axis(key, name, tuple(values))
+    if ax.target == "trace":
+        values = [_check_trace(sp, f"{w}.values[{j}]", v) for j, v in enumerate(values)]
+    elif ax.target == "option":
+        for j, v in enumerate(values):
+            _check_option(sp, f"{w}.values[{j}]", key, v)
     else:
-        raise BlocklabError(f"{sp}: trace: missing (the trace every point replays, unless an "
-                            "axis has key = \"trace\")")
+        _check_config_key(sp, w, key, kpath, base, values[0], cfg_where)
+    return ax
 
+
+def _points(sp: Path, mode: str, axes: list[Axis], base: dict[str, Any], base_trace: str,
+            options: dict[str, Any]) -> list[Point]:
+    """Every point of the grid (``cross``: every combination; ``zip``: the i-th values
+    together): its configuration, trace and options, and the configuration's error if any."""
     combos: Iterator[tuple[Any, ...]] = (
         zip(*(a.values for a in axes), strict=True) if mode == "zip" and axes
         else itertools.product(*(a.values for a in axes)))
@@ -363,7 +385,7 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         except ConfigError as e:
             err = str(e)
         points.append(Point(pid, name or "base", values, cfg, trace, opts, err))
-    return Sweep(sp, mode, tuple(axes), points, base, base_trace, options)
+    return points
 
 
 def _check_config_key(sp: Path, where: str, key: str, kpath: list[str | int],
