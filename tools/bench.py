@@ -19,20 +19,31 @@ Benchmarks report; no test asserts a time.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import gc
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from blocklab.tools.bench_sections import (
+    MEMORY_SIZES,
+    capture_speed,
+    compile_times,
+    memory_lines,
+    memory_scaling,
+    parallel_replay_speeds,
+    query_speeds,
+    replay_speeds,
+    sweep_speeds,
+    synth_speeds,
+    timed,
+    validation_speeds,
+)
 
 HEADER = np.dtype(
     [("magic", "<u4"), ("seq", "<u4"), ("time", "<u8"), ("sector", "<u8"), ("bytes", "<u4"),
@@ -72,572 +83,130 @@ def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
     return len(recs)
 
 
-def _timed(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child process."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-    return elapsed, usage.ru_maxrss
 
+def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
+    """The ingest figures (``main``'s first section) on a synthetic blktrace binary of
+    ``requests`` requests, in ``folder`` (kept) or a temporary folder (removed)."""
+    work = Path(folder or tempfile.mkdtemp(prefix="blocklab-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
+    report: dict[str, object] = {"requests": requests}
+    try:
+        binf = work / "bench.blktrace.0"
+        # written by a child process: a parent grown by the synthetic arrays would show up in
+        # the peak RSS of the ingest children it forks (Linux counts the pre-exec image)
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(binf),
+                        str(requests)], check=True)
+        records = requests * 5
+        size = binf.stat().st_size
+        report["records"] = records
+        report["binary_mb"] = size / 1e6
 
-#: DiskSim 4.0's own speed on its validation traces (requests/s, -O2), from
-#: ../shared/validation/disksim/README.md: a baseline measured there, not in this run.
-DISKSIM_SPEED = {"cheetah9LP": 29_900, "atlas10k": 26_600, "barracuda": 23_800,
-                 "hp_c2247a": 36_800}
+        # warm the Numba cache so that compile time is not measured
+        small = work / "warm.blktrace.0"
+        synth_blktrace(small, 1000)
+        subprocess.run([*blocklab, "ingest", str(small), "-o", str(work / "warm.parquet")],
+                       check=True, capture_output=True)
+        if shutil.which("blkparse"):
+            subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
+                           check=True, capture_output=True)
+            subprocess.run([*blocklab, "ingest", str(work / "warm.txt"), "-o",
+                            str(work / "warm2.parquet")], check=True, capture_output=True)
 
+        # start-up: the whole command on 1,000 requests (imports, kernels loaded from cache)
+        startup_s, _ = timed([*blocklab, "ingest", str(small), "-o", str(work / "s.parquet")])
+        report["ingest_startup_s"] = startup_s
 
-def _validation_speeds() -> dict[str, dict[str, float]] | str:
-    from blocklab.pipeline.model.config import catalog_path
-    from blocklab.pipeline.validate import validate_disksim
+        out = work / "bin.parquet"
+        secs, rss = timed([*blocklab, "ingest", str(binf), "-o", str(out)])
+        report["binary_ingest"] = {
+            "seconds": secs,
+            "records_per_s": records / secs,
+            "requests_per_s": requests / secs,
+            "mb_per_s": size / 1e6 / secs,
+            "parquet_bytes_per_request": out.stat().st_size / requests,
+            "peak_rss_mb": rss / 1024,
+        }
 
-    shared = Path(os.environ.get("BLOCKLAB_SHARED", Path(__file__).resolve().parents[2]
-                                 / "shared")) / "validation" / "disksim"
-    if not shared.is_dir():
-        return f"no validation traces at {shared} (set BLOCKLAB_SHARED)"
-    out = {}
-    for name, base in DISKSIM_SPEED.items():
-        # a replay of these traces takes milliseconds: the median of five runs
-        runs = [validate_disksim(catalog_path(name.lower()), shared / f"{name}.trace")
-                for _ in range(5)]
-        r = sorted(runs, key=lambda x: x.requests_per_s)[2]
-        out[name] = {"requests_per_s": r.requests_per_s, "vs_disksim": r.requests_per_s / base,
-                     "demerit_ms": r.demerit_ms}
-    return out
+        # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
+        big = work / "big.blktrace.0"
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
+                        str(4 * requests)], check=True)
+        secs4, rss4 = timed([*blocklab, "ingest", str(big), "-o", str(work / "big.parquet")])
+        report["binary_ingest_4x"] = {
+            "records": 4 * records,
+            "seconds": secs4,
+            "records_per_s": 4 * records / secs4,
+            "peak_rss_mb": rss4 / 1024,
+        }
+        big.unlink()
+        (work / "big.parquet").unlink()
 
+        # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
+        from blocklab.pipeline.ingest import ingest
 
-def _compile_times() -> dict[str, float]:
-    """Seconds to compile the replay kernels from an empty Numba cache, in a process of its own
-    (``python -m blocklab.tools.warm``, what ``make test`` starts in the background), and,
-    the baseline, to load them from that cache in another: what the first replay on a machine
-    costs beyond every later one."""
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-cache-") as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for name in ("compile_s", "load_s"):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "blocklab.tools.warm"], env=env,
-                           check=True, stdout=subprocess.DEVNULL)
-            out[name] = time.perf_counter() - t
-    return out
-
-
-def _replay_speeds() -> dict[str, float]:
-    """Engine throughput on an 8-drive RAID-5 of Atlas 10K drives (HDD model), and the
-    plain-Python reference simulator's on the same small trace (fixed drive model)."""
-    from blocklab.pipeline.model.config import parse_array
-    from blocklab.pipeline.replay import build_array, run_engine
-
-    cfg = parse_array({"group": [{"name": "r5", "layout": "raid5", "width": 8,
-                                  "stripe_unit": "64KiB", "drive": "atlas10k"}]},
-                      Path("bench.toml"))
-    arr = build_array(cfg)
-    rng = np.random.default_rng(3)
-    out: dict[str, float] = {}
-
-    clook = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
-        "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")))
-
-    def run(name, n, size_sectors, sequential, iops, closed=0, arr=arr):
-        rng = np.random.default_rng(3)  # the same requests for the HDD and fixed-time runs
-        if sequential:
-            lba = (np.arange(n, dtype=np.int64) * size_sectors) % (arr.capacity - size_sectors)
-        else:
-            lba = rng.integers(0, (arr.capacity - size_sectors) // 8, n).astype(np.int64) * 8
-        # closed loop: every request is ready at 0, so 64 are always outstanding
-        arrive = (np.zeros(n) if closed else
-                  np.cumsum(rng.exponential(1e9 / iops, n))).astype(np.int64)
-        nsec = np.full(n, size_sectors, dtype=np.int64)
-        w = (rng.random(n) < 0.3).astype(np.int64)
-        kw = dict(closed=closed > 0, outstanding=max(closed, 1))
-        run_engine(arr, arrive[:64], lba[:64], nsec[:64], w[:64], **kw)
-        best = 0.0
-        for _ in range(2):  # the better of two: the machine is shared
-            t = time.perf_counter()
-            res = run_engine(arr, arrive, lba, nsec, w, **kw)
-            best = max(best, n / (time.perf_counter() - t))
-        out[name] = best
-        out[name.replace("requests_per_s", "drive_ops_per_request")] = float(res["ops"].sum()) / n
-
-    # 400 requests/s of 4 KiB, 30 % writes (read-modify-write: 4 operations) keep the eight
-    # drives about two-thirds busy: a steady state, not a queue growing without bound
-    run("random_4k_open_requests_per_s", 1_000_000, 8, False, 400)
-    # 20 requests/s of 1 MiB (30 % writes): busy drives, not a queue growing without bound
-    run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 20)
-    run("random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=clook)
-    # the same requests on drives that take a fixed time (5 ms + 1 us a sector): what the
-    # engine costs without the HDD model
-    farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
-    fclook = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
-        "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")), fixed_ns=(5_000_000, 1000))
-    run("fixed_random_4k_open_requests_per_s", 1_000_000, 8, False, 400, arr=farr)
-    run("fixed_sequential_1m_open_requests_per_s", 200_000, 2048, True, 20, arr=farr)
-    run("fixed_random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=fclook)
-    # the reference simulator, on a trace small enough for Python
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "ref_engine", Path(__file__).resolve().parents[1] / "tests" / "reference" / "engine.py")
-    if spec and spec.loader and spec.origin and Path(spec.origin).exists():
-        ref = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = ref  # its dataclasses look their module up
-        spec.loader.exec_module(ref)
-        n = 20_000
-        lba = rng.integers(0, farr.capacity // 8 - 1, n).astype(np.int64) * 8
-        arrive = np.cumsum(rng.exponential(1e9 / 600, n)).astype(np.int64)
-        nsec = np.full(n, 8, dtype=np.int64)
-        w = (rng.random(n) < 0.3).astype(np.int64)
-        # Python's cyclic collector scans every live object each full collection, and a
-        # process that compiled kernels holds hundreds of thousands of Numba's: measured, the
-        # reference then ran 10x slower (1.8 k instead of 20 k requests/s), so the ratio said
-        # more about this process than about the reference. Objects alive now are set aside
-        gc.collect()
-        gc.freeze()
-        try:
-            t = time.perf_counter()
-            ref.simulate(farr, arrive, lba, nsec, w, 5_000_000, 1000)  # returns a Result
-            py = n / (time.perf_counter() - t)
-        finally:
-            gc.unfreeze()
-        run_engine(farr, arrive[:10], lba[:10], nsec[:10], w[:10])
+        ingest([str(small)], str(work / "warm3.parquet"))
         t = time.perf_counter()
-        run_engine(farr, arrive, lba, nsec, w)
-        nb = n / (time.perf_counter() - t)
-        out["reference_python_requests_per_s"] = py
-        out["kernel_vs_reference"] = nb / py
-    return out
+        ingest([str(binf)], str(work / "inproc.parquet"))
+        secs_in = time.perf_counter() - t
+        report["binary_ingest_in_process"] = {
+            "seconds": secs_in,
+            "records_per_s": records / secs_in,
+            "mb_per_s": size / 1e6 / secs_in,
+        }
 
+        from blocklab.kernels import blktrace_decode as D
+        from blocklab.kernels import pairing as K
 
-def _synth_speeds() -> dict[str, float]:
-    """Synthetic workload generation (issue 4), requests per second on one core: each
-    generator's kernel alone (columns reused in memory; best of three after a warm-up), and an
-    SPC-1 trace written to Parquet end to end (Arrow conversion, zstd on the writer thread)."""
-    from blocklab.pipeline.synth import synth_spc1
-    from blocklab.traces.synth import iometer, ior, kernel_rate, orion, spc1
-
-    cap = (1 << 40) // 512  # a 1 TiB volume
-    plans = {  # about 10 M requests each
-        "spc1": (lambda: spc1.plan(2000, 100.0, 1, cap), False),  # 100 k IOPS, 100 s
-        "ior": (lambda: ior.plan(64, 4096, 1 << 20, 320, False, True, seed=1), True),
-        "iometer": (lambda: iometer.plan(4096, 67, 50, 0, 32, 4, 2_500_000, 0, 0, 1, cap), True),
-        "orion": (lambda: orion.plan("detailed", "seq", 8192, 1 << 20, 4, None, None, 4, 30,
-                                     2000, 1, cap), True),
-    }
-    out: dict[str, float] = {}
-    for name, (make, closed) in plans.items():
-        small = make()
-        kernel_rate(small.kernel(), closed, 1 << 10)  # compile or load the cached kernel
+        buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
+        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
+        notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
         best = 0.0
         for _ in range(3):
-            rows, secs = kernel_rate(make().kernel(), closed)
-            best = max(best, rows / secs)
-        out[f"{name}_kernel_requests_per_s"] = best
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-synth-") as tmp:
-        synth_spc1(Path(tmp) / "warm.parquet", 1, 10.0, capacity="1TiB")
-        r = synth_spc1(Path(tmp) / "spc1.parquet", 2000, 100.0, seed=1, capacity="1TiB")
-        out["spc1_parquet_requests_per_s"] = r.requests_per_s
-        out["spc1_parquet_bytes_per_request"] = (Path(tmp) / "spc1.parquet").stat().st_size \
-            / r.requests
-    return out
-
-
-def _query_speeds(rows: int = 50_000_000) -> dict[str, Any]:
-    """DuckDB over ``rows`` ios-shaped result rows (a run folder written in a temporary folder,
-    one hour of requests, zstd Parquet as replay writes it): the ``bandwidth`` query (per
-    second, by op), exact p50/p99/p99.9 by op with exact_quantiles (queries/_macros.sql, in
-    the connection's memory limit, as every named query computes them), the same with one
-    quantile_cont of the list of quantiles (the baseline: DuckDB's own, which holds every
-    value in memory, run with the limit lifted), and ``latency-summary``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from blocklab.pipeline import runmeta
-    from blocklab.pipeline.query import connect, execute, find_sources, named
-    from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
-
-    tmp = Path(tempfile.mkdtemp(prefix="blocklab-bench-query-"))
-    out: dict[str, Any] = {"rows": float(rows)}
-    try:
-        run = tmp / "run"
-        run.mkdir()
-        rng = np.random.default_rng(6)
-        chunk = 5_000_000
-        t0 = 0
-        started = time.perf_counter()
-        with pq.ParquetWriter(run / "ios.parquet", RUN_SCHEMAS["ios"], compression="zstd") as w:
-            for a in range(0, rows, chunk):
-                n = min(chunk, rows - a)
-                arrive = t0 + np.cumsum(rng.exponential(3.6e12 / rows, n)).astype(np.int64)
-                t0 = int(arrive[-1])
-                lat = rng.lognormal(np.log(2e6), 1.0, n).astype(np.int64) + 50_000
-                w.write_table(pa.table({
-                    "request": np.arange(a, a + n, dtype=np.int64), "arrival_ns": arrive,
-                    "start_ns": arrive + 10_000, "complete_ns": arrive + lat, "latency_ns": lat,
-                    "op": (rng.random(n) < 0.3).astype(np.uint8),
-                    "sector": rng.integers(0, 1 << 31, n) * 8,
-                    "size_bytes": rng.choice(np.array([4096, 8192, 65536]), n),
-                    "stream": np.zeros(n, np.uint32), "cache_hit": np.zeros(n, bool),
-                }, schema=RUN_SCHEMAS["ios"]), row_group_size=1 << 20)
-        runmeta.write(run, runmeta.RunMeta(run_schema_version=RUN_SCHEMA_VERSION,
-                                           interval_ns=1_000_000_000))
-        out["write_s"] = time.perf_counter() - started
-        out["parquet_mb"] = (run / "ios.parquet").stat().st_size / 1e6
-        src = find_sources([run])
-        con = connect(src)
-
-        def best(f) -> float:
-            times = []
-            for _ in range(2):  # the first pass also reads the file into the page cache
-                t = time.perf_counter()
-                f()
-                times.append(time.perf_counter() - t)
-            return min(times)
-
-        out["bandwidth_s"] = best(lambda: named(con, "bandwidth", src, {"interval_s": "1"}))
-        exact = ("WITH v AS (SELECT op AS g, latency_ns AS x FROM ios) "
-                 "SELECT g, q, value FROM exact_quantiles('v', [0.5, 0.99, 0.999])")
-        one = ("SELECT op, quantile_cont(latency_ns, [0.5, 0.99, 0.999]) AS q "
-               "FROM ios GROUP BY op")
-        out["percentiles_s"] = best(lambda: execute(con, exact, {}, "bench", src))
-        out["latency_summary_s"] = best(lambda: named(con, "latency-summary", src))
-        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-        out["memory_limit"] = limit
-        con.execute("RESET memory_limit")  # DuckDB's default, 80 % of RAM
-        out["percentiles_each_s"] = best(lambda: execute(con, one, {}, "bench", src))
-        out["threads"] = float(con.execute("SELECT current_setting('threads')").fetchone()[0])
-        con.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
-def _capture_speed() -> dict[str, object] | str:
-    """``blocklab capture`` on a loop device over tmpfs under fio (io_uring, 4 KiB random
-    reads and writes, queue depth 32) at rising request rates: for each rate, the requests
-    captured against fio's count, the events lost, and the CPU the capture process used
-    (its rusage). Baselines from the same run: fio alone (the machine's ceiling) and a reader
-    of the text ``trace_pipe`` files (no parsing) at the highest rate, the obvious alternative
-    to decoding the binary pages."""
-    import threading
-
-    from blocklab.pipeline.tracefs import find_tracefs, remove_instance
-
-    if os.geteuid() != 0:
-        return "needs root (tracefs instances, loop devices)"
-    if not shutil.which("fio") or not shutil.which("losetup"):
-        return "needs fio and losetup (make tools)"
-    try:
-        tracefs = find_tracefs()
-    except Exception as e:  # reported, not raised: the rest of the bench still runs
-        return str(e)
-    img = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.img")
-    with open(img, "wb") as f:
-        f.truncate(256 << 20)
-    dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    nomerges = Path("/sys/block") / Path(dev).name / "queue" / "nomerges"
-    saved = nomerges.read_text().strip()
-    nomerges.write_text("2")  # one request per fio I/O, so counts compare exactly
-    secs = 3
-    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
-
-    def fio(rate: int) -> int:
-        limit = [f"--rate_iops={rate // 2},{rate // 2}"] if rate else []
-        r = subprocess.run(["fio", "--name=bench", f"--filename={dev}", "--direct=1",
-                            "--ioengine=io_uring", "--iodepth=32", "--rw=randrw", "--bs=4k",
-                            "--time_based", f"--runtime={secs}", "--norandommap",
-                            "--output-format=json", *limit],
-                           check=True, capture_output=True, text=True)
-        job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
-        return job["read"]["total_ios"] + job["write"]["total_ios"]
-
-    out: dict[str, object] = {}
-    steps = []
-    try:
-        out["fio_alone_requests_per_s"] = fio(0) / secs
-        for rate in (25_000, 50_000, 100_000, 150_000, 0):
-            cap = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.parquet")
-            proc = subprocess.Popen([*blocklab, "capture", "-d", dev, "-o", str(cap), "--json"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            assert proc.stderr is not None
-            while "capturing" not in (line := proc.stderr.readline()):
-                if not line:
-                    raise RuntimeError(f"capture did not start: {proc.communicate()}")
-            n = fio(rate)
-            proc.send_signal(signal.SIGINT)
-            _pid, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            stdout = proc.stdout.read() if proc.stdout else ""
-            proc.communicate()
-            res = json.loads(stdout)
-            cap.unlink(missing_ok=True)
-            # the capture's own CPU (reported by it: from tracefs set-up to the file's commit)
-            # and the whole process's (rusage: Python start-up and imports included)
-            cpu = res["cpu_s"]
-            steps.append({"target_per_s": rate, "fio_requests_per_s": n / secs,
-                          "captured": res["requests"], "fio_requests": n,
-                          "lost_events": res["lost_events"], "capture_cpu_s": cpu,
-                          "capture_cpu_pct": 100 * cpu / res["elapsed_s"],
-                          "process_cpu_s": usage.ru_utime + usage.ru_stime,
-                          "cpu_us_per_request": 1e6 * cpu / max(n, 1),
-                          "zero_loss": res["lost_events"] == 0 and res["requests"] == n})
-        out["steps"] = steps
-        ok = [s for s in steps if s["zero_loss"]]
-        out["max_zero_loss_requests_per_s"] = max(
-            (s["fio_requests_per_s"] for s in ok), default=0.0)
-
-        # baseline: read the text of the per-CPU trace_pipe files of an instance like the
-        # capture's, at the top rate, and measure that reader thread's CPU
-        inst = tracefs / "instances" / f"blocklab-{os.getpid()}"
-        os.mkdir(inst)
-        try:
-            st = os.stat(dev)
-            devt = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
-            for name, val in (("tracing_on", "0"), ("buffer_size_kb", "4096"),
-                              ("trace_clock", "mono"), ("options/overwrite", "0")):
-                (inst / name).write_text(val)
-            for ev in ("block_rq_insert", "block_rq_issue", "block_rq_complete"):
-                (inst / "events" / "block" / ev / "filter").write_text(f"dev == {devt}")
-                (inst / "events" / "block" / ev / "enable").write_text("1")
-            fds = [os.open(p / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
-                   for p in sorted((inst / "per_cpu").iterdir())]
-            done = threading.Event()
-            got = {"bytes": 0, "cpu": 0.0}
-
-            def reader():
-                t0 = time.thread_time()
-                while True:
-                    idle = True
-                    for fd in fds:
-                        while True:
-                            try:
-                                b = os.read(fd, 1 << 16)
-                            except BlockingIOError:
-                                break
-                            if not b:
-                                break
-                            got["bytes"] += len(b)
-                            idle = False
-                    if idle and done.is_set():
-                        break
-                    if idle:
-                        time.sleep(0.05)
-                got["cpu"] = time.thread_time() - t0
-
-            th = threading.Thread(target=reader)
-            th.start()
-            (inst / "tracing_on").write_text("1")
-            top = max(steps, key=lambda s: s["fio_requests_per_s"])
-            n = fio(int(top["target_per_s"]))
-            (inst / "tracing_on").write_text("0")
-            done.set()
-            th.join()
-            for fd in fds:
-                os.close(fd)
-            out["text_reader"] = {"fio_requests_per_s": n / secs, "cpu_s": got["cpu"],
-                                  "cpu_us_per_request": 1e6 * got["cpu"] / max(n, 1),
-                                  "bytes_per_request": got["bytes"] / max(n, 1)}
-        finally:
-            remove_instance(inst)
-    finally:
-        nomerges.write_text(saved)
-        subprocess.run(["losetup", "-d", dev], check=False)
-        img.unlink(missing_ok=True)
-    return out
-
-
-def _sweep_speeds() -> dict[str, float]:
-    """``blocklab sweep`` on a LocalCluster of this machine: the same 8-point sweep (4 stripe
-    units x 2 loads of a 1,000,000-request trace on a RAID-5 of five Atlas 10K drives) with one
-    worker process and with two. Points per minute over the points alone (first submitted to
-    last done) and over the whole run (cluster start and kernel warm-up included)."""
-    from blocklab.pipeline.sweep import run_sweep
-    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
-
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-sweep-") as tmp:
-        d = Path(tmp)
-        n = 1_000_000
-        rng = np.random.default_rng(5)
-        cols = empty_columns(n)
-        # about 67 requests/s: the drives about half busy, a steady state
-        cols["time_ns"] = np.cumsum(rng.exponential(1.5e7, n)).astype(np.int64)
-        cols["sector"] = rng.integers(0, 1 << 22, n).astype(np.int64) * 8
-        cols["size_bytes"] = rng.choice([4096, 16384, 65536], n).astype(np.int64)
-        cols["op"] = (rng.random(n) < 0.3).astype(np.uint8)
-        with TraceWriter(d / "t.parquet", TraceMeta(source_format="bench")) as w:
-            w.write(columns_to_batch(cols))
-        (d / "a.toml").write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\n'
-                                  'drive = "atlas10k"\n')
-        (d / "s.toml").write_text(
-            'array = "a.toml"\ntrace = "t.parquet"\n[[axis]]\nkey = "group[0].stripe_unit"\n'
-            'values = ["16KiB", "32KiB", "64KiB", "128KiB"]\n[[axis]]\nkey = "speed"\n'
-            "values = [1, 2]\n")
-        for workers in (1, 2):
-            r = run_sweep(d / "s.toml", d / f"out{workers}", workers=workers)
-            assert r.done == 8 and not r.failed, r
-            out[f"w{workers}_points_per_min"] = r.done / r.points_s * 60
-            out[f"w{workers}_points_per_min_whole"] = r.done / r.elapsed_s * 60
-            out[f"w{workers}_points_s"] = r.points_s
-            out[f"w{workers}_whole_s"] = r.elapsed_s
-        out["speedup_2_over_1"] = out["w1_points_s"] / out["w2_points_s"]
-        out["speedup_2_over_1_whole"] = out["w1_whole_s"] / out["w2_whole_s"]
-        out["requests_per_point"] = n
-    return out
-
-
-def _parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
-    """``blocklab replay --workers`` (pipeline/parallel.py) against ``--workers 1`` (the serial
-    replay) in the same run, on a trace of ``n`` 4-64 KiB requests with Poisson arrivals that
-    keep a RAID-5 of five Atlas 10K drives about half busy; the fixed cost of one segment (a
-    Dask task replaying one request: the round trip, opening the trace, building the array,
-    writing its part) measured on the same cluster; and from these the speed-up on P workers
-    of P segments: T_P = overhead + (n / P + 2 M) / rate + stitch, where rate is a worker's
-    requests per second in a segment, M the mean margin the cuts ended with, and stitch the
-    (serial) time to write the segments' rows into one run folder."""
-    from distributed import Client, LocalCluster
-
-    from blocklab.pipeline.cluster import numba_cache_base, warm_kernels
-    from blocklab.pipeline.parallel import Segment, replay_parallel, run_segment
-    from blocklab.pipeline.replay import replay
-    from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
-
-    out: dict[str, float] = {"requests": float(n)}
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-parallel-") as tmp:
-        d = Path(tmp)
-        rng = np.random.default_rng(9)
-        with TraceWriter(d / "t.parquet", TraceMeta(source_format="bench")) as w:
-            t0 = 0
-            for a in range(0, n, 1 << 20):
-                k = min(1 << 20, n - a)
-                cols = empty_columns(k)
-                cols["time_ns"] = t0 + np.cumsum(rng.exponential(1.5e7, k)).astype(np.int64)
-                t0 = int(cols["time_ns"][-1])
-                cols["sector"] = rng.integers(0, 1 << 22, k).astype(np.int64) * 8
-                cols["size_bytes"] = rng.choice([4096, 16384, 65536], k).astype(np.int64)
-                cols["op"] = (rng.random(k) < 0.3).astype(np.uint8)
-                w.write(columns_to_batch(cols))
-        (d / "a.toml").write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\n'
-                                  'drive = "atlas10k"\n')
-        warm_kernels()
-        t = time.perf_counter()
-        replay(d / "t.parquet", d / "a.toml", d / "w1")
-        out["w1_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        r = replay_parallel(d / "t.parquet", d / "a.toml", d / "w2", workers=2)
-        out["w2_whole_s"] = time.perf_counter() - t
-        par = r.parallel
-        assert par is not None and par["segments"] == 2, par
-        out["w2_s"] = r.elapsed_s + par["stitch_s"]  # segments and stitch (no cluster start)
-        out["w2_segments_s"] = r.elapsed_s
-        out["stitch_s"] = par["stitch_s"]
-        out["identical_fraction"] = par["identical_fraction"]
-        out["speedup_2_over_1"] = out["w1_s"] / out["w2_s"]
-        out["speedup_2_over_1_whole"] = out["w1_s"] / out["w2_whole_s"]
-        margins = [c["margin"] for c in par["cuts"]] or [0]
-        out["mean_margin"] = float(np.mean(margins))
-        rate = par["requests_replayed"] / sum(par["segment_seconds"])
-        out["segment_requests_per_s"] = rate
-        # the fixed cost of one segment: tasks of one request each, on a cluster already up
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None,
-                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                               env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
-        client = Client(cluster, set_as_default=False)
-        try:
-            (d / "parts").mkdir()
-            seg = Segment(0, str(d / "t.parquet"), str(d / "a.toml"), 1.0, False, False, 0, 0,
-                          1, 1, (-1, 1 << 62), 0, 0, 0, str(d / "parts"))
-            client.submit(run_segment, seg, pure=False).result()  # loads the kernels
-            k = 20
             t = time.perf_counter()
-            for i in range(k):
-                client.submit(run_segment, dataclasses.replace(seg, index=i + 1),
-                              pure=False).result()
-            out["segment_overhead_s"] = (time.perf_counter() - t) / k
-        finally:
-            client.close()
-            cluster.close()
-        for p in (2, 100):
-            tp = out["segment_overhead_s"] + (n / p + 2 * out["mean_margin"]) / rate + \
-                out["stitch_s"]
-            out[f"projected_speedup_{p}"] = out["w1_s"] / tp
-    return out
+            n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
+            best = max(best, n / (time.perf_counter() - t))
+        report["decode_kernel_records_per_s"] = best
 
-
-#: The trace sizes of the memory figures (issue 21, deliverable 1: peak RSS at 10 M and 100 M
-#: requests, and the bytes per request between them).
-MEMORY_SIZES = (10_000_000, 100_000_000)
-#: SPC-1 business scaling units of the memory figures' trace: 150 requests/s, which keep the
-#: 8-drive RAID-5 of Atlas 10K below saturation (measured: the same latencies at 2 M and 8 M
-#: requests), so the queues, and the memory they take, stay bounded as a real replay's would.
-MEMORY_BSU = 3
-MEMORY_ARRAY = """[[group]]
-name = "r5"
-layout = "raid5"
-width = 8
-stripe_unit = "64KiB"
-drive = "atlas10k"
-hot_spares = 1
-"""
-
-
-def _memory_scaling(sizes: tuple[int, ...] = MEMORY_SIZES) -> dict[str, Any]:
-    """Peak RSS of each command, a child process each, on an SPC-1 trace of each size: synth
-    itself, replay open loop, closed loop (64 outstanding) and with a drive failure half-way
-    (rebuilding to the hot spare), latency-summary over the run, and report; and for each
-    command the bytes per request between the smallest and the largest size (the growth
-    with the trace: the goal is about zero)."""
-    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
-    out: dict[str, Any] = {"sizes": list(sizes), "rss_mb": {}, "seconds": {}}
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-memory-") as tmp:
-        d = Path(tmp)
-        (d / "a.toml").write_text(MEMORY_ARRAY)
-        for n in sizes:
-            duration = n / (50 * MEMORY_BSU)
-            trace = d / f"t{n}.parquet"
-            steps = {
-                "synth spc1": ["synth", "spc1", "--bsu", str(MEMORY_BSU), "--duration",
-                               f"{duration:.3f}", "--array", str(d / "a.toml"), "-o",
-                               str(trace)],
-                "replay open loop": ["replay", str(trace), "--array", str(d / "a.toml"),
-                                     "-o", str(d / f"open{n}")],
-                "replay closed 64": ["replay", str(trace), "--array", str(d / "a.toml"),
-                                     "--closed-loop", "64", "-o", str(d / f"closed{n}")],
-                "replay with failure": ["replay", str(trace), "--array", str(d / "a.toml"),
-                                        "--fail", f"2@{duration / 2:.3f}", "-o",
-                                        str(d / f"fail{n}")],
-                "query latency-summary": ["query", str(d / f"open{n}"), "latency-summary"],
-                "report": ["report", str(d / f"fail{n}"), "-o", str(d / f"r{n}.html")],
+        if shutil.which("blkparse"):
+            txt = work / "bench.txt"
+            secs_bp, _ = timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
+            report["blkparse_binary_to_text"] = {
+                "seconds": secs_bp,
+                "records_per_s": records / secs_bp,
+                "mb_per_s": size / 1e6 / secs_bp,
             }
-            for name, args in steps.items():
-                secs, rss = _timed([*blocklab, *args])
-                out["rss_mb"].setdefault(name, {})[n] = rss / 1024
-                out["seconds"].setdefault(name, {})[n] = secs
-            for p in d.glob(f"*{n}*"):  # the next size's files need the room
-                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
-        lo, hi = min(sizes), max(sizes)
-        out["bytes_per_request"] = {
-            name: (r[hi] - r[lo]) * 2**20 / (hi - lo) for name, r in out["rss_mb"].items()}
-    return out
+            report["binary_ingest_vs_blkparse"] = secs_bp / secs
+            tsize = txt.stat().st_size
+            lines = records  # one line per event; the summary is a few dozen lines more
+            secs_t, _ = timed([*blocklab, "ingest", str(txt), "-o", str(work / "txt.parquet")])
+            report["blkparse_text_ingest"] = {
+                "seconds": secs_t,
+                "lines_per_s": lines / secs_t,
+                "mb_per_s": tsize / 1e6 / secs_t,
+                "vs_blkparse_writing_it": secs_bp / secs_t,
+            }
+            from blocklab.kernels import textparse as T
 
+            text = np.fromfile(txt, dtype=np.uint8, count=min(tsize, 200 << 20))
+            cut = int(np.flatnonzero(text == 10)[-1]) + 1
+            text = text[:cut]
+            n_lines = int(np.count_nonzero(text == 10))
+            tev = np.zeros((n_lines + 1) * K.EV_NCOLS, dtype=np.int64)
+            tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
+            best = 0.0
+            for _ in range(3):
+                t = time.perf_counter()
+                T.parse_blkparse(text, 0, tev, tcomm, np.iinfo(np.int64).min)
+                best = max(best, n_lines / (time.perf_counter() - t))
+            report["text_kernel_lines_per_s"] = best
+        else:
+            report["blkparse_binary_to_text"] = "blkparse not installed (make tools)"
+    finally:
+        if not folder:
+            shutil.rmtree(work, ignore_errors=True)
 
-def _memory_lines(m: dict[str, Any]) -> list[str]:
-    sizes = m["sizes"]
-    head = ", ".join(f"{n / 1e6:g} M" for n in sizes)
-    lines = [f"  peak RSS by command at {head} requests (goal < 2 GB at 1,000 M; bytes per "
-             "request between them: goal about 0)"]
-    for name, r in m["rss_mb"].items():
-        figs = ", ".join(f"{r[n]:,.0f} MB" for n in sizes)
-        secs = ", ".join(f"{m['seconds'][name][n]:.0f} s" for n in sizes)
-        lines.append(f"    {name:<22}: {figs}  ({m['bytes_per_request'][name]:+.1f} bytes/request;"
-                     f" {secs})")
-    return lines
+    return report
 
 
 #: Issue 21, deliverable 5: end to end on 2 cores, start-up included.
@@ -698,136 +267,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="the trace sizes of the memory figures, requests, comma-separated")
     args = ap.parse_args(argv)
     if args.only == "parallel-replay":
-        _print_parallel(_parallel_replay_speeds())
+        _print_parallel(parallel_replay_speeds())
         return 0
     sizes = tuple(int(x) for x in args.memory_sizes.split(","))
     if args.only == "memory":
-        for line in _memory_lines(_memory_scaling(sizes)):
+        for line in memory_lines(memory_scaling(sizes)):
             print(line)
         return 0
     if args.synth:
         synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
         return 0
 
-    work = Path(args.dir or tempfile.mkdtemp(prefix="blocklab-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
-    report: dict[str, object] = {"requests": args.requests}
-    try:
-        binf = work / "bench.blktrace.0"
-        # written by a child process: a parent grown by the synthetic arrays would show up in
-        # the peak RSS of the ingest children it forks (Linux counts the pre-exec image)
-        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(binf),
-                        str(args.requests)], check=True)
-        records = args.requests * 5
-        size = binf.stat().st_size
-        report["records"] = records
-        report["binary_mb"] = size / 1e6
-
-        # warm the Numba cache so that compile time is not measured
-        small = work / "warm.blktrace.0"
-        synth_blktrace(small, 1000)
-        subprocess.run([*blocklab, "ingest", str(small), "-o", str(work / "warm.parquet")],
-                       check=True, capture_output=True)
-        if shutil.which("blkparse"):
-            subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
-                           check=True, capture_output=True)
-            subprocess.run([*blocklab, "ingest", str(work / "warm.txt"), "-o",
-                            str(work / "warm2.parquet")], check=True, capture_output=True)
-
-        # start-up: the whole command on 1,000 requests (imports, kernels loaded from cache)
-        startup_s, _ = _timed([*blocklab, "ingest", str(small), "-o", str(work / "s.parquet")])
-        report["ingest_startup_s"] = startup_s
-
-        out = work / "bin.parquet"
-        secs, rss = _timed([*blocklab, "ingest", str(binf), "-o", str(out)])
-        report["binary_ingest"] = {
-            "seconds": secs,
-            "records_per_s": records / secs,
-            "requests_per_s": args.requests / secs,
-            "mb_per_s": size / 1e6 / secs,
-            "parquet_bytes_per_request": out.stat().st_size / args.requests,
-            "peak_rss_mb": rss / 1024,
-        }
-
-        # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
-        big = work / "big.blktrace.0"
-        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
-                        str(4 * args.requests)], check=True)
-        secs4, rss4 = _timed([*blocklab, "ingest", str(big), "-o", str(work / "big.parquet")])
-        report["binary_ingest_4x"] = {
-            "records": 4 * records,
-            "seconds": secs4,
-            "records_per_s": 4 * records / secs4,
-            "peak_rss_mb": rss4 / 1024,
-        }
-        big.unlink()
-        (work / "big.parquet").unlink()
-
-        # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
-        from blocklab.pipeline.ingest import ingest
-
-        ingest([str(small)], str(work / "warm3.parquet"))
-        t = time.perf_counter()
-        ingest([str(binf)], str(work / "inproc.parquet"))
-        secs_in = time.perf_counter() - t
-        report["binary_ingest_in_process"] = {
-            "seconds": secs_in,
-            "records_per_s": records / secs_in,
-            "mb_per_s": size / 1e6 / secs_in,
-        }
-
-        from blocklab.kernels import blktrace_decode as D
-        from blocklab.kernels import pairing as K
-
-        buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
-        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
-        notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
-        best = 0.0
-        for _ in range(3):
-            t = time.perf_counter()
-            n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
-            best = max(best, n / (time.perf_counter() - t))
-        report["decode_kernel_records_per_s"] = best
-
-        if shutil.which("blkparse"):
-            txt = work / "bench.txt"
-            secs_bp, _ = _timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
-            report["blkparse_binary_to_text"] = {
-                "seconds": secs_bp,
-                "records_per_s": records / secs_bp,
-                "mb_per_s": size / 1e6 / secs_bp,
-            }
-            report["binary_ingest_vs_blkparse"] = secs_bp / secs
-            tsize = txt.stat().st_size
-            lines = records  # one line per event; the summary is a few dozen lines more
-            secs_t, _ = _timed([*blocklab, "ingest", str(txt), "-o", str(work / "txt.parquet")])
-            report["blkparse_text_ingest"] = {
-                "seconds": secs_t,
-                "lines_per_s": lines / secs_t,
-                "mb_per_s": tsize / 1e6 / secs_t,
-                "vs_blkparse_writing_it": secs_bp / secs_t,
-            }
-            from blocklab.kernels import textparse as T
-
-            text = np.fromfile(txt, dtype=np.uint8, count=min(tsize, 200 << 20))
-            cut = int(np.flatnonzero(text == 10)[-1]) + 1
-            text = text[:cut]
-            n_lines = int(np.count_nonzero(text == 10))
-            tev = np.zeros((n_lines + 1) * K.EV_NCOLS, dtype=np.int64)
-            tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
-            best = 0.0
-            for _ in range(3):
-                t = time.perf_counter()
-                T.parse_blkparse(text, 0, tev, tcomm, np.iinfo(np.int64).min)
-                best = max(best, n_lines / (time.perf_counter() - t))
-            report["text_kernel_lines_per_s"] = best
-        else:
-            report["blkparse_binary_to_text"] = "blkparse not installed (make tools)"
-    finally:
-        if not args.dir:
-            shutil.rmtree(work, ignore_errors=True)
-
+    report = _ingest_speeds(args.requests, args.dir)
     if args.only == "ingest":
         if args.json:
             print(json.dumps(report, indent=2))
@@ -838,21 +289,27 @@ def main(argv: list[str] | None = None) -> int:
             for line in _ingest_lines(report):
                 print(line)
         return 0
-    report["disksim_validation_replay"] = _validation_speeds()
-    report["replay"] = _replay_speeds()
-    report["replay_compile"] = _compile_times()
-    report["synth"] = _synth_speeds()
-    report["capture"] = _capture_speed()
-    report["query"] = _query_speeds()
-    report["sweep"] = _sweep_speeds()
-    report["parallel_replay"] = _parallel_replay_speeds()
-    report["memory"] = _memory_scaling(sizes)
+    report["disksim_validation_replay"] = validation_speeds()
+    report["replay"] = replay_speeds()
+    report["replay_compile"] = compile_times()
+    report["synth"] = synth_speeds()
+    report["capture"] = capture_speed()
+    report["query"] = query_speeds()
+    report["sweep"] = sweep_speeds()
+    report["parallel_replay"] = parallel_replay_speeds()
+    report["memory"] = memory_scaling(sizes)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    _print_report(report)
+    return 0
+
+
+def _print_report(report: dict[str, object]) -> None:
+    """The whole report as lines of text (``main`` without ``--json``)."""
     b = report["binary_ingest"]
     assert isinstance(b, dict)
-    print(f"blocklab bench on {os.cpu_count()} cores: {args.requests:,} requests, "
+    print(f"blocklab bench on {os.cpu_count()} cores: {report['requests']:,} requests, "
           f"{report['records']:,} blktrace records ({report['binary_mb']:.0f} MB)")
     for line in _ingest_lines(report):
         print(line)
@@ -934,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_parallel(pr)
     mem = report["memory"]
     assert isinstance(mem, dict)
-    for line in _memory_lines(mem):
+    for line in memory_lines(mem):
         print(line)
     from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
 
@@ -943,7 +400,6 @@ def main(argv: list[str] | None = None) -> int:
 
     for line in bench_lines():
         print(line)
-    return 0
 
 
 def _print_parallel(pr: dict[str, float]) -> None:
