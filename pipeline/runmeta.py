@@ -9,9 +9,10 @@ The file's keys, in the order written (``docs/query.md`` describes them):
   configuration, ``dataclasses.asdict`` of pipeline/model/config.py's ArrayConfig);
 - ``options`` (speed, closed_loop, think_us, wrap, closed), ``counts`` (requests,
   skipped_not_read_write, drives, drive_ops), ``cache_at_end`` (lines, dirty_lines,
-  line_bytes), ``failures`` (drive, at_s), ``tasks`` (task, kind, group, drive, pieces, units,
-  unit_bytes), ``interval_ns`` (of drive_busy.parquet), ``drives`` (drive, group, role,
-  model), ``elapsed_s``, ``requests_per_s``;
+  line_bytes), ``failures`` (drive, at_s: pipeline/model/config.py's Failure), ``tasks``
+  (task, kind, group, drive, pieces, units, unit_bytes), ``interval_ns`` (of
+  drive_busy.parquet), ``drives`` (drive, group, role, model), ``elapsed_s``,
+  ``requests_per_s``;
 - ``parallel`` (a parallel replay only: pipeline/parallel.py says what it holds).
 
 Only ``run_schema_version`` must be present: run folders written by hand (tests, bench) carry
@@ -29,6 +30,8 @@ from typing import Any
 
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import RUN_SCHEMA_VERSION
+
+from .model.config import Failure
 
 #: The file's name in a run folder.
 META_FILE = "meta.json"
@@ -88,14 +91,6 @@ class CacheAtEnd:
 
 
 @dataclasses.dataclass(frozen=True)
-class FailureRef:
-    """A drive failure asked for: array drive number, seconds into the run."""
-
-    drive: int
-    at_s: float
-
-
-@dataclasses.dataclass(frozen=True)
 class TaskRef:
     """A background task (rebuild, init, rebalance): its number, kind, group and drive, the
     pieces and units it covers and the bytes of a unit."""
@@ -130,7 +125,7 @@ class RunMeta:
     options: RunOptions | None = None
     counts: Counts | None = None
     cache_at_end: CacheAtEnd | None = None
-    failures: tuple[FailureRef, ...] = ()
+    failures: tuple[Failure, ...] = ()
     tasks: tuple[TaskRef, ...] = ()
     interval_ns: int | None = None
     drives: tuple[DriveRef, ...] = ()
@@ -235,7 +230,7 @@ def _record(cls: type, raw: Any, where: str, key: str) -> Any:
             if f.default is dataclasses.MISSING:
                 raise BlocklabError(f"{where}: {sub}: missing")
             continue
-        kind = _FIELD_TYPES[str(f.type)]
+        kind = _FIELD_TYPES[f.type if isinstance(f.type, str) else f.type.__name__]
         kw[f.name] = _check(where, sub, raw[f.name], *kind)
     return cls(**kw)
 
@@ -272,7 +267,7 @@ def _from_json(raw: Mapping[str, Any], where: str) -> RunMeta:
         options=one(RunOptions, "options"),
         counts=one(Counts, "counts"),
         cache_at_end=one(CacheAtEnd, "cache_at_end"),
-        failures=_records(FailureRef, raw, where, "failures"),
+        failures=_records(Failure, raw, where, "failures"),
         tasks=_records(TaskRef, raw, where, "tasks"),
         interval_ns=_opt(raw, where, "interval_ns", int, "an integer"),
         drives=_records(DriveRef, raw, where, "drives"),

@@ -1,22 +1,7 @@
 """``blocklab sweep``: one replay per point of a grid of configurations, on Dask distributed.
 
-A sweep file (TOML) names a base array configuration (a file, or an inline ``[array]`` table), a
-base trace and replay options, and axes whose values are substituted into them
-(pipeline/sweepfile.py reads it)::
-
-    array = "raid6.toml"             # relative to the sweep file
-    trace = "day1.parquet"
-    mode = "cross"                   # every combination; "zip": the i-th values together
-    [replay]                         # speed, closed_loop, think_us, wrap, drive_ops
-    wrap = true
-    [[axis]]
-    key = "group[0].layout"          # a dotted key, with list indices, into the array config
-    values = ["raid5", "raid6"]
-    [[axis]]
-    key = "speed"                    # or a replay option, or "trace"
-    values = [1, 2, 4]
-    name = "load"                    # optional: the column name (default: the key's last part)
-
+A sweep file (TOML: a base array configuration, a base trace, replay options and axes; its
+format and an example are in pipeline/sweepfile.py, which reads it) gives the grid of points.
 Each point is one Dask task: it writes its array configuration to ``OUT/<point>.toml``, replays
 into the run folder ``OUT/<point>/`` (``replay`` writes it under a temporary name and renames
 it when complete), then writes its headline figures (the ``compare`` query, plus the rebuild

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.pipeline import runmeta as RM
+from blocklab.pipeline.model.config import Failure
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import RUN_SCHEMA_VERSION
 
@@ -36,7 +37,7 @@ def records(draw) -> RM.RunMeta:
                               draw(st.booleans())),
         counts=RM.Counts(requests, draw(nat), nd, draw(nat)),
         cache_at_end=RM.CacheAtEnd(draw(nat), draw(nat), 32768),
-        failures=tuple(RM.FailureRef(d, draw(st.floats(0, 100)))
+        failures=tuple(Failure(d, draw(st.floats(0, 100)))
                        for d in draw(st.lists(st.integers(0, nd - 1), max_size=2))),
         tasks=tuple(RM.TaskRef(i, draw(st.sampled_from(["rebuild", "init", "rebalance"])),
                                draw(names), draw(st.integers(0, nd - 1)), draw(nat), draw(nat),
