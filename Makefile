@@ -20,8 +20,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP) ## create .venv, install blocklab (editable) with its dev tools, compile its kernels
 	@# every kernel family compiles once per install (minutes from an empty cache; a stamp in
 	@# the cache, which is keyed on the kernel sources, makes later runs a no-op)
-	@$(BIN)/python -c "import sys; from blocklab.pipeline import warm; sys.exit(0 if warm.is_warm() else 1)" \
-	  || $(BIN)/python -m blocklab.pipeline.warm
+	@$(BIN)/python -c "import sys; from blocklab.tools import warm; sys.exit(0 if warm.is_warm() else 1)" \
+	  || $(BIN)/python -m blocklab.tools.warm
 
 tools: ## install blkparse/btt/fio and chromium from Debian when missing (needs root; tests skip with a reason otherwise)
 	@command -v blkparse >/dev/null && command -v btt >/dev/null && command -v fio >/dev/null || \
@@ -43,7 +43,7 @@ demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tabl
 	@echo "open demo-out/report.html (self-contained, works offline)"
 
 test: setup tools ## run the test suite (installs blktrace/fio when root)
-	@# setup compiled every kernel family (blocklab.pipeline.warm), so no test compiles
+	@# setup compiled every kernel family (blocklab.tools.warm), so no test compiles
 	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
 
 fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_PROFILE=fuzz; make test runs a few hundred)
@@ -52,10 +52,10 @@ fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_P
 
 lint: setup ## ruff and mypy
 	$(BIN)/ruff check .
-	$(BIN)/mypy pipeline traces queries
+	$(BIN)/mypy pipeline traces queries tools
 
 bench: setup tools ## throughput report (records/s, MB/s, ratio against blkparse)
-	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m blocklab.pipeline.bench
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m blocklab.tools.bench
 
 golden: setup ## regenerate the checked-in golden answers tests/golden/*.csv (only on purpose)
 	$(BIN)/python -m tests.golden

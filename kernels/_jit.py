@@ -20,7 +20,7 @@ constant argument as its own literal type (``Literal[int](0)``), not ``int64``: 
 ``_job_ops(W, j, 0, now, ncand)`` and a call ``_job_ops(W, j, 1, now, ncand)`` compiled the
 function (and every function it calls) twice more than needed. Our dispatcher types a call's
 constants as their plain types, so each kernel compiles once per real signature. Measured on
-the replay kernels from an empty cache (``python -m blocklab.pipeline.warm``): 39 compiles, 18
+the replay kernels from an empty cache (``python -m blocklab.tools.warm``): 39 compiles, 18
 of them such duplicates (``_job_ops`` four times, the HDD ``service`` and ``_ra_bus`` twice, a
 RAID-6 planner six times), 466 s; without them 297 s (same machine, same day).
 
@@ -92,5 +92,5 @@ def njit(*args, **kwargs):
 
 def cache_folder() -> str:
     """The folder compiled kernels are cached in (keyed on the kernel sources: ``_cache_dir``),
-    for the pipeline's warm-up stamp (pipeline/warm.py); the pipeline does not import Numba."""
+    for the pipeline's warm-up stamp (tools/warm.py); the pipeline does not import Numba."""
     return str(numba.config.CACHE_DIR)

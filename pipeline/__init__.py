@@ -1,4 +1,5 @@
-"""blocklab.pipeline: orchestration jobs (ingest, stats, bench) and the `blocklab` CLI."""
+"""blocklab.pipeline: the orchestration jobs (ingest, replay, query, report, sweep...) and the
+`blocklab` CLI."""
 
 from __future__ import annotations
 

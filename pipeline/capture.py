@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
 import hashlib
 import hmac
 import os
@@ -57,13 +56,26 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import ReadContext
 from blocklab.traces.formats.paired import Pairer, ProcessNames, rows_to_chunk
 from blocklab.traces.formats.tracefs_raw import PageDecoder, parse_header_page, read_formats
-from blocklab.traces.safety import pid_alive, stale_temporaries
-from blocklab.traces.schema import NULL, TIME_COLUMNS, format_dev, make_dev
+from blocklab.traces.schema import NULL, TIME_COLUMNS
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
 
 from . import __version__
+from .tracefs import (
+    INSTANCE_PREFIX,
+    CpuReader,
+    Device,
+    Instance,
+    check_access,
+    cpu_stats,
+    find_tracefs,
+    lost_events,
+    mounts,
+    remove_instance,
+    resolve_device,
+    stale_instances,
+    warm_decoder,
+)
 
-INSTANCE_PREFIX = "blocklab-"
 RQ_EVENTS = ("block_rq_insert", "block_rq_issue", "block_rq_complete")
 BIO_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
               "block_split")
@@ -73,8 +85,6 @@ POLL_S = 0.05
 #: An event with a time stamp this close to the moment its CPU was found empty may still be
 #: being committed (an interrupt's event nested inside another): merge it on the next poll.
 SLACK_NS = 20_000_000
-#: Pages read from one CPU per poll (1 MiB of 4 KiB pages): bounds the memory of one poll.
-MAX_PAGES = 256
 #: Bytes per request assumed for ``--max-size`` until data is on disk: above the ~20 measured
 #: (README, Speed), so the estimate errs on the safe side.
 EST_BYTES_PER_REQUEST = 32
@@ -83,32 +93,8 @@ SIZE_MARGIN = 16 << 10
 #: A capture stops when the output's file system has less free space than this (or 5 % of its
 #: size, if smaller).
 MIN_FREE_BYTES = 1 << 30
-#: An instance younger than this whose process is alive but holds none of its files is taken
-#: as a capture still setting up, not as stale.
-SETUP_GRACE_S = 60.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Device:
-    """A device to capture: its dev_t, and for a partition its disk and sector range."""
-
-    spec: str
-    name: str
-    dev: int  # dev_t of the device traced (the disk, for a partition)
-    first_sector: int | None = None  # a partition: its range on the disk
-    sectors: int | None = None
-
-    def filter(self) -> str:
-        if self.first_sector is None:
-            return f"dev == {self.dev}"
-        end = self.first_sector + (self.sectors or 0)
-        return f"(dev == {self.dev} && sector >= {self.first_sector} && sector < {end})"
-
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"spec": self.spec, "name": self.name, "dev": format_dev(self.dev)}
-        if self.first_sector is not None:
-            d.update(first_sector=self.first_sector, sectors=self.sectors)
-        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,262 +146,6 @@ class CaptureResult:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-
-# ------------------------------------------------------------------------------------------
-# tracefs: where it is, who may use it
-
-
-def _mounts() -> list[tuple[str, str]]:
-    """(mount point, file system type) of this process's mounts."""
-    out = []
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3:
-                # octal escapes: \040 is a blank in a mount point
-                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[1])
-                out.append((point, parts[2]))
-    return out
-
-
-def find_tracefs() -> Path:
-    """The tracefs mount point (``/sys/kernel/tracing`` preferred).
-
-    Capture does not mount tracefs itself: mounting is a change to the host beyond the
-    instance it owns; the error says how to mount it.
-    """
-    points = [Path(p) for p, fs in _mounts() if fs == "tracefs"]
-    if not points:
-        with open("/proc/filesystems") as f:
-            known = any(line.split()[-1] == "tracefs" for line in f if line.strip())
-        if not known:
-            raise BlocklabError("this kernel has no tracefs (built without CONFIG_TRACING)")
-        raise BlocklabError("tracefs is not mounted (as root: mount -t tracefs nodev "
-                            "/sys/kernel/tracing)")
-    preferred = Path("/sys/kernel/tracing")
-    return preferred if preferred in points else points[0]
-
-
-def _check_access(tracefs: Path) -> Path:
-    instances = tracefs / "instances"
-    if not os.access(tracefs, os.R_OK | os.X_OK) or (
-        instances.is_dir() and not os.access(instances, os.W_OK | os.X_OK)
-    ):
-        raise BlocklabError(f"{tracefs}: permission denied for uid {os.geteuid()}: capture "
-                            "needs root (it creates a tracefs instance)")
-    if not instances.is_dir():
-        raise BlocklabError(f"{tracefs}: no instances/ folder (tracefs instances need Linux "
-                            "3.10 or later)")
-    return instances
-
-
-# ------------------------------------------------------------------------------------------
-# devices
-
-
-_MAJMIN = re.compile(r"^(\d+)[:,](\d+)$")
-
-
-def resolve_device(spec: str) -> Device:
-    """``MAJ:MIN``, ``/dev/NAME`` or ``NAME`` -> the Device to filter on."""
-    m = _MAJMIN.match(spec)
-    if m:
-        major, minor = int(m[1]), int(m[2])
-    else:
-        path = Path(spec) if "/" in spec else Path("/dev") / spec
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            raise BlocklabError(f"--device {spec}: no such device") from None
-        except OSError as e:
-            raise BlocklabError(f"--device {spec}: {e.strerror}") from None
-        if not stat.S_ISBLK(st.st_mode):
-            raise BlocklabError(f"--device {spec}: not a block device")
-        major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
-    sysfs = Path(f"/sys/dev/block/{major}:{minor}")
-    if not sysfs.exists():
-        raise BlocklabError(f"--device {spec}: no block device {major}:{minor} on this host")
-    real = sysfs.resolve()
-    if (real / "partition").exists():
-        # block_rq_* events name the disk and its sectors: a partition is a sector range
-        dmaj, dmin = (real.parent / "dev").read_text().split(":")
-        return Device(spec, real.name, make_dev(int(dmaj), int(dmin)),
-                      int((real / "start").read_text()), int((real / "size").read_text()))
-    return Device(spec, real.name, make_dev(major, minor))
-
-
-# ------------------------------------------------------------------------------------------
-# the instance and stale ones
-
-
-class Instance:
-    """A tracefs instance owned by this capture."""
-
-    def __init__(self, instances: Path, name: str):
-        self.name = name
-        self.path = instances / name
-
-    def create(self) -> None:
-        try:
-            os.mkdir(self.path)
-        except FileExistsError:
-            # ours by name, yet not created by us: left by a killed capture whose pid we reuse
-            remove_instance(self.path)
-            os.mkdir(self.path)
-        except PermissionError:
-            raise BlocklabError(f"{self.path}: permission denied: capture needs root") from None
-
-    def write(self, rel: str, value: str) -> None:
-        p = self.path / rel
-        try:
-            with open(p, "w") as f:
-                f.write(value)
-        except OSError as e:
-            raise BlocklabError(f"{p}: cannot write {value!r}: {e.strerror}") from None
-
-    def read(self, rel: str) -> str:
-        return (self.path / rel).read_text()
-
-
-def remove_instance(path: Path) -> None:
-    """Stop an instance's tracing, disable its events and remove it."""
-    for rel, value in (("tracing_on", "0"), ("events/enable", "0")):
-        with contextlib.suppress(OSError), open(path / rel, "w") as f:
-            f.write(value)
-    for _ in range(100):
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY:
-                raise BlocklabError(f"{path}: cannot remove: {e.strerror}") from None
-            time.sleep(0.02)  # a reader's file is still closing
-    raise BlocklabError(f"{path}: cannot remove: still busy (a process has its files open)")
-
-
-def _holds_files_in(pid: int, path: Path) -> bool:
-    prefix = str(path) + "/"
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
-                return True
-    return False
-
-
-def stale_instances(instances: Path) -> list[Path]:
-    """blocklab instances whose capture is gone: the process named in the instance is dead, or
-    alive (a reused pid) without any of the instance's files open and past its setup time."""
-    out: list[Path] = []
-    try:
-        entries = list(instances.iterdir())
-    except OSError:
-        return out
-    for p in entries:
-        m = re.fullmatch(re.escape(INSTANCE_PREFIX) + r"(\d+)", p.name)
-        if not m:
-            continue
-        pid = int(m[1])
-        if pid == os.getpid():
-            continue
-        if pid_alive(pid):
-            if _holds_files_in(pid, p):
-                continue
-            with contextlib.suppress(OSError):
-                if time.time() - p.stat().st_mtime < SETUP_GRACE_S:
-                    continue
-        out.append(p)
-    return out
-
-
-def cleanup(output: Path | None = None) -> list[str]:
-    """Remove stale capture instances (and, given ``output``, stale temporary outputs beside
-    it). Returns what was removed."""
-    instances = _check_access(find_tracefs())
-    removed = []
-    for p in stale_instances(instances):
-        remove_instance(p)
-        removed.append(str(p))
-    if output is not None:
-        for p in stale_temporaries(output):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-            removed.append(str(p))
-    return removed
-
-
-# ------------------------------------------------------------------------------------------
-# reading
-
-
-class _CpuReader:
-    """One CPU's ``trace_pipe_raw``, read without blocking into a reused page buffer."""
-
-    def __init__(self, cpu: int, path: Path, page_size: int):
-        self.cpu = cpu
-        self.path = path
-        self.page_size = page_size
-        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        self.buf = np.empty(MAX_PAGES * page_size, dtype=np.uint8)
-        whole = memoryview(self.buf.data)
-        self._views = [whole[k * page_size : (k + 1) * page_size] for k in range(MAX_PAGES)]
-        self.last_ts = -1
-        self.pages = 0
-
-    def read(self) -> tuple[int, bool]:
-        """Read up to MAX_PAGES pages; returns (pages, read to empty)."""
-        for n in range(MAX_PAGES):
-            try:
-                got = os.readv(self.fd, [self._views[n]])
-            except BlockingIOError:
-                return n, True
-            if got == 0:
-                return n, True
-            if got != self.page_size:
-                raise BlocklabError(f"{self.path}: read {got} bytes, expected whole pages of "
-                                    f"{self.page_size}")
-            self.pages += 1
-        return MAX_PAGES, False
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-def _warm_kernels(decoder: PageDecoder, page_size: int) -> None:
-    """Load (or compile) the decoder and pairing kernels before tracing starts, so the first
-    poll does not leave the ring buffers unread while Numba loads them."""
-    decoder.decode(np.zeros(page_size, dtype=np.uint8), 0, "warm-up")
-    pairer = Pairer(expect_queue=False, ctx=ReadContext())
-    ev = np.zeros((1, K.EV_NCOLS), dtype=np.int64)
-    ev[0, K.EV_ACT] = K.A_COMPLETE
-    pairer.feed(ev)
-    pairer.sweep(final=True)
-
-
-def _cpu_stats(instance: Instance, cpus: list[int]) -> dict[str, dict[str, int]]:
-    keys = {"overrun": "overrun", "commit overrun": "commit_overrun",
-            "dropped events": "dropped", "read events": "read"}
-    out = {}
-    for c in cpus:
-        d = {}
-        for line in instance.read(f"per_cpu/cpu{c}/stats").splitlines():
-            name, _, val = line.partition(":")
-            if name.strip() in keys:
-                d[keys[name.strip()]] = int(val.split()[0])
-        out[str(c)] = d
-    return out
-
-
-def _lost(stats: dict[str, dict[str, int]]) -> int:
-    return sum(d.get("overrun", 0) + d.get("commit_overrun", 0) + d.get("dropped", 0)
-               for d in stats.values())
 
 
 class _Names(ProcessNames):
@@ -576,7 +306,7 @@ def _prepare(opts: CaptureOptions) -> tuple[Path, list[Device], bytes | None]:
     if opts.duration_s is not None and opts.duration_s <= 0:
         raise BlocklabError("--duration: must be positive")
     # who may capture first: a user without root learns that before anything else
-    instances = Path() if opts.blktrace else _check_access(find_tracefs())
+    instances = Path() if opts.blktrace else check_access(find_tracefs())
     if opts.blktrace and os.geteuid() != 0:
         raise BlocklabError("--blktrace needs root")
     devices = [resolve_device(s) for s in opts.devices]
@@ -661,7 +391,7 @@ class _Capture:
             chunk.cols["pid"] = np.full(len(chunk), NULL, dtype=np.int32)
         writer.write(columns_to_batch(chunk.cols, chunk.comm))
 
-    def _poll(self, readers: list[_CpuReader], decoder: PageDecoder) -> tuple[int, bool]:
+    def _poll(self, readers: list[CpuReader], decoder: PageDecoder) -> tuple[int, bool]:
         """Read every CPU once; returns (the merge horizon, whether any CPU has more)."""
         horizon = None
         more = False
@@ -692,7 +422,7 @@ class _Capture:
         for p in stale:
             remove_instance(Path(p))
         inst = Instance(self.instances, f"{INSTANCE_PREFIX}{os.getpid()}")
-        readers: list[_CpuReader] = []
+        readers: list[CpuReader] = []
         writer: TraceWriter | None = None
         stopped_by = "end"
         lost_stats: dict[str, dict[str, int]] = {}
@@ -706,9 +436,9 @@ class _Capture:
                 formats = read_formats(inst.path / "events", self.events_enabled)
                 page_size = self._page_size(inst)
                 decoder = PageDecoder(header, formats, page_size, self.names)
-                readers = [_CpuReader(c, inst.path / "per_cpu" / f"cpu{c}" / "trace_pipe_raw",
+                readers = [CpuReader(c, inst.path / "per_cpu" / f"cpu{c}" / "trace_pipe_raw",
                                       page_size) for c in cpus]
-                _warm_kernels(decoder, page_size)
+                warm_decoder(decoder, page_size)
                 meta = self._meta()
                 writer = TraceWriter(opts.output, meta)
                 offset = _mono_to_unix()
@@ -745,7 +475,7 @@ class _Capture:
                         break
                 self._release(np.iinfo(np.int64).max, writer)
                 self._write(self.pairer.sweep(final=True), writer)
-                lost_stats = _cpu_stats(inst, cpus)
+                lost_stats = cpu_stats(inst, cpus)
                 for r in readers:
                     r.close()
                 remove_instance(inst.path)
@@ -767,7 +497,7 @@ class _Capture:
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         return CaptureResult(
             output=str(opts.output), method="tracefs", requests=writer.rows,
-            events=decoder.events, lost_events=_lost(lost_stats), lost_per_cpu=lost_stats,
+            events=decoder.events, lost_events=lost_events(lost_stats), lost_per_cpu=lost_stats,
             incomplete=self.ctx.counts.get("incomplete", 0), stopped_by=stopped_by,
             elapsed_s=time.perf_counter() - t_on, cpu_s=cpu_s,
             bytes=Path(opts.output).stat().st_size,
@@ -818,7 +548,7 @@ class _Capture:
             return
         self._last_status = now
         try:
-            lost = _lost(_cpu_stats(inst, cpus))
+            lost = lost_events(cpu_stats(inst, cpus))
         except OSError:
             lost = 0
         self.on_status(CaptureStatus(
@@ -839,7 +569,7 @@ class _Capture:
                      stale) -> None:
         t0 = self.t0 if self.t0 is not None else start_mono
         meta.start_utc = _utc(t0 + offset)
-        meta.counts = {"lost_events": _lost(stats), "skipped": 0,
+        meta.counts = {"lost_events": lost_events(stats), "skipped": 0,
                        "incomplete": self.ctx.counts.get("incomplete", 0),
                        "over_size_limit": self.ctx.counts.get("over_size_limit", 0)}
         meta.extra = {
@@ -892,7 +622,7 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
         raise BlocklabError("--blktrace: blktrace is not installed (Debian package blktrace)")
     if not devices:
         raise BlocklabError("--blktrace needs --device (blktrace traces named devices)")
-    debugfs = next((Path(p) for p, fs in _mounts() if fs == "debugfs"), None)
+    debugfs = next((Path(p) for p, fs in mounts() if fs == "debugfs"), None)
     if debugfs is None:
         raise BlocklabError("--blktrace: debugfs is not mounted, blktrace cannot run here "
                             "(mount -t debugfs none /sys/kernel/debug), or capture without "

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -81,9 +80,11 @@ from blocklab.traces.safety import temporary_name
 from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMAS
 from blocklab.traces.store import AtomicFolder, open_trace
 
+from . import driver as DR
 from . import replay as RP
-from .array import build_array, plan
-from .config import load_array
+from . import runmeta as RM
+from .model.array import build_array, plan
+from .model.config import load_array
 
 #: The first margin of every cut, in requests.
 FIRST_MARGIN = 2048
@@ -133,9 +134,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     cfg = load_array(seg.array)
     arr = build_array(cfg)
     pf, _meta = open_trace(seg.trace)
-    opts = RP.Options(record=seg.drive_ops, **RP.options_for(cfg))
+    opts = DR.Options(record=seg.drive_ops, **DR.options_for(cfg))
     n = seg.end - seg.first
-    drv = RP.Driver(arr, opts, n)
+    drv = DR.Driver(arr, opts, n)
     # the worker's process id in the name: a test kills the worker that writes it
     part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     part.mkdir(mode=0o700)
@@ -225,8 +226,8 @@ class TraceIndex:
 def _grid(last_arrival_ns: int) -> int:
     """The grid step: GRID_FACTOR x the interval a serial replay's bins end with when its last
     activity is the last arrival (``kernels/engine.py`` ``_fit``)."""
-    iv = RP.INTERVAL_NS
-    while last_arrival_ns >= RP.NBINS * iv:
+    iv = DR.INTERVAL_NS
+    while last_arrival_ns >= DR.NBINS * iv:
         iv *= 2
     return GRID_FACTOR * iv
 
@@ -245,7 +246,7 @@ def index_trace(pf: pq.ParquetFile, speed: float) -> TraceIndex:
     for g in range(pf.metadata.num_row_groups):
         group_rows.append(rows)
         group_requests.append(reqs)
-        for b in pf.iter_batches(batch_size=RP.BATCH_ROWS, columns=["time_ns", "op"],
+        for b in pf.iter_batches(batch_size=DR.BATCH_ROWS, columns=["time_ns", "op"],
                                  row_groups=[g]):
             op = b.column("op").to_numpy()
             keep = np.flatnonzero((op == OP_READ) | (op == OP_WRITE))
@@ -499,13 +500,12 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         }
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
-                           {"speed": speed, "closed_loop": 0, "think_us": 0.0, "wrap": wrap,
-                            "closed": False},
-                           {"requests": n, "skipped_not_read_write": skipped,
-                            "drives": arr.drives, "drive_ops": info["drive_ops"]},
+                           RM.RunOptions(speed=speed, closed_loop=0, think_us=0.0, wrap=wrap,
+                                         closed=False),
+                           RM.Counts(requests=n, skipped_not_read_write=skipped,
+                                     drives=arr.drives, drive_ops=info["drive_ops"]),
                            results[S - 1]["cache"], info["interval_ns"], elapsed)
-        meta["parallel"] = par
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        RM.write(tmp, dataclasses.replace(meta, parallel=par))
         folder.commit(0o600)
     except BaseException as e:
         if futures:

@@ -57,6 +57,8 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION
 from blocklab.traces.store import open_trace
 
+from . import runmeta as RM
+
 #: Run-folder files a run must have, and those it may lack (an empty table then).
 REQUIRED_FILES = ("ios",)
 OPTIONAL_FILES = ("drive_ops", "drive_busy", "events")
@@ -182,7 +184,10 @@ class Source:
     kind: str  # "run" or "trace"
     name: str
     path: Path
+    #: the object of the run's meta.json as written, or the trace's file metadata
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    #: a run's meta.json as a record (None for a trace)
+    run: RM.RunMeta | None = dataclasses.field(default=None, compare=False)
 
 
 def _label(p: str) -> str:
@@ -203,23 +208,10 @@ def _find_runs(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _read_meta(name: str, folder: Path) -> dict[str, Any]:
-    path = folder / "meta.json"
-    try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BlocklabError(f"run {name}: meta.json: no such file") from None
-    except json.JSONDecodeError as e:
-        raise BlocklabError(f"run {name}: meta.json: line {e.lineno}: not JSON ({e.msg})"
-                            ) from None
-    if not isinstance(meta, dict):
-        raise BlocklabError(f"run {name}: meta.json: expected an object")
-    version = meta.get("run_schema_version")
-    if version != RUN_SCHEMA_VERSION:
-        raise BlocklabError(
-            f"run {name}: meta.json: run schema version {version} (written by blocklab "
-            f"{meta.get('blocklab_version', '?')}); this blocklab reads version "
-            f"{RUN_SCHEMA_VERSION}: replay the trace again")
+def _run_source(name: str, folder: Path) -> Source:
+    """The run folder as a source: its meta.json read and checked (pipeline/runmeta.py), and
+    its Parquet files present with the columns of this run schema version."""
+    run, meta = RM.read_json(folder, name)
     for stem in REQUIRED_FILES:
         if not (folder / f"{stem}.parquet").is_file():
             raise BlocklabError(f"run {name}: {stem}.parquet: no such file")
@@ -237,7 +229,7 @@ def _read_meta(name: str, folder: Path) -> dict[str, Any]:
             raise BlocklabError(f"run {name}: {stem}.parquet: lacks columns "
                                 f"{', '.join(missing)} of run schema version "
                                 f"{RUN_SCHEMA_VERSION}")
-    return meta
+    return Source("run", name, folder, meta, run)
 
 
 def find_sources(paths: Iterable[str | os.PathLike[str]]) -> list[Source]:
@@ -249,7 +241,7 @@ def find_sources(paths: Iterable[str | os.PathLike[str]]) -> list[Source]:
         if p.is_dir():
             if (p / "meta.json").is_file():
                 name = _label(given)
-                out.append(Source("run", name, p, _read_meta(name, p)))
+                out.append(_run_source(name, p))
                 continue
             runs = _find_runs(p)
             if not runs:
@@ -257,7 +249,7 @@ def find_sources(paths: Iterable[str | os.PathLike[str]]) -> list[Source]:
                                     "meta.json)")
             for r in runs:
                 name = r.relative_to(p).as_posix()
-                out.append(Source("run", name, r, _read_meta(name, r)))
+                out.append(_run_source(name, r))
         elif p.is_file():
             try:
                 _pf, meta = open_trace(p)
@@ -357,17 +349,17 @@ def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBP
     run_rows = []
     drive_rows = []
     for s in runs:
-        m = s.meta
-        counts = m.get("counts") or {}
+        r = s.run
+        assert r is not None  # every run source has its record (_run_source)
+        m = s.meta  # the options and the whole object are kept as the file holds them
         run_rows.append((
-            s.name, str(s.path), str(m.get("blocklab_version", "")),
-            int(m.get("run_schema_version", 0)), str((m.get("trace") or {}).get("path", "")),
-            str((m.get("array") or {}).get("path", "")), int(m.get("interval_ns") or 0),
-            int(counts.get("requests") or 0), float(m.get("elapsed_s") or 0.0),
+            s.name, str(s.path), r.blocklab_version or "", r.run_schema_version,
+            r.trace.path if r.trace else "", r.array.path if r.array else "",
+            r.interval_ns or 0, (r.counts.requests if r.counts else 0) or 0,
+            float(r.elapsed_s or 0.0),
             json.dumps(m.get("options") or {}, sort_keys=True), json.dumps(m, sort_keys=True)))
-        for d in m.get("drives") or []:
-            drive_rows.append((s.name, int(d.get("drive", -1)), str(d.get("group", "")),
-                               str(d.get("role", "")), str(d.get("model", ""))))
+        for d in r.drives:
+            drive_rows.append((s.name, d.drive, d.group, d.role, d.model))
     con.execute("CREATE TABLE runs (run VARCHAR, path VARCHAR, blocklab_version VARCHAR, "
                 "run_schema_version INTEGER, trace_path VARCHAR, array_path VARCHAR, "
                 "interval_ns BIGINT, requests BIGINT, elapsed_s DOUBLE, options VARCHAR, "

@@ -44,7 +44,8 @@ from blocklab.traces.store import atomic_output
 
 from . import __version__
 from .query import Source, connect, find_sources, named
-from .sweep import is_sweep, read_points, value_text
+from .sweep import is_sweep, read_points
+from .sweepfile import value_text
 
 #: Points aimed at per run on the time axis of the bandwidth chart and the heatmap.
 TIME_POINTS = 150
@@ -237,7 +238,7 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
         w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
     cdf = ask("latency-cdf")
     summary = ask("latency-summary")
-    native = max([int(s.meta.get("interval_ns") or 0) for s in sources] + [1]) / 1e9
+    native = max([(s.run.interval_ns or 0) if s.run else 0 for s in sources] + [1]) / 1e9
     bins = math.ceil(span / native) if native > 0 else 1
     heat_iv = 0.0 if bins <= HEAT_BINS else native * math.ceil(bins / HEAT_BINS)
     util = ask("drive-utilization", {"interval_s": repr(heat_iv)})
@@ -435,10 +436,10 @@ def render_html(sources: list[Source], compare: list[dict[str, Any]], charts: li
     """The page's HTML text."""
     title = title or "blocklab report: " + ", ".join(s.name for s in sources[:4]) + (
         f" and {len(sources) - 4} more" if len(sources) > 4 else "")
-    runs = [{"run": s.name, "trace": str((s.meta.get("trace") or {}).get("path", "")),
-             "array": str((s.meta.get("array") or {}).get("path", "")),
-             "requests": (s.meta.get("counts") or {}).get("requests"),
-             "blocklab": s.meta.get("blocklab_version")} for s in sources]
+    runs = [{"run": s.name, "trace": s.run.trace.path if s.run and s.run.trace else "",
+             "array": s.run.array.path if s.run and s.run.array else "",
+             "requests": s.run.counts.requests if s.run and s.run.counts else None,
+             "blocklab": s.run.blocklab_version if s.run else None} for s in sources]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style>",

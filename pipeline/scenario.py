@@ -53,10 +53,10 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
-from .config import parse_array
+from .model.config import parse_array
 from .query import run_query
 from .replay import replay
-from .sweep import toml_text
+from .sweepfile import toml_text
 from .synth import spc1_search, synth_iometer, synth_ior, synth_orion, synth_spc1
 
 MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates", "orion")

@@ -61,7 +61,7 @@ def volume(capacity: str | None, array: str | Path | None, required: bool = True
     if capacity is not None and array is not None:
         raise BlocklabError("--capacity and --array: give one of them, not both")
     if array is not None:
-        from .config import load_array
+        from .model.config import load_array
         from .replay import build_array
 
         cfg = load_array(array)

@@ -23,7 +23,7 @@ def shared() -> Path:
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests marked ``replays`` (the engine, the HDD and SSD models) run after the others.
 
-    ``make setup`` compiles the kernels first (pipeline/warm.py), but a bare ``pytest`` on an
+    ``make setup`` compiles the kernels first (tools/warm.py), but a bare ``pytest`` on an
     empty cache compiles them in the first replaying test, and the quick files report first.
     The sort is stable: each file keeps its order.
     """

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.kernels.drive import ssd as SS
-from blocklab.pipeline import catalog as CAT
-from blocklab.pipeline.config import parse_array
+from blocklab.pipeline.model import catalog as CAT
+from blocklab.pipeline.model.config import parse_array
 from blocklab.pipeline.replay import build_array, run_engine
 
 from .reference.ssd import Ssd
@@ -165,7 +165,7 @@ def test_ssd_steady_state_random_writes(name):
     at what the flash sustains with steady-state garbage collection if that is lower (within
     5 %): the flash's rate from its planes, program and copy times and the write
     amplification, computed here from the figures."""
-    from blocklab.pipeline.catalog import write_amplification
+    from blocklab.pipeline.model.catalog import write_amplification
 
     v = ENTRIES[name].values()
     got = _random_4k_iops(name, 400_000, 5, 1.0)

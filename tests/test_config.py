@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.pipeline import catalog as CAT
-from blocklab.pipeline.config import ConfigError, catalog_path, load_array
-from blocklab.pipeline.disksim_params import read_drive
+from blocklab.pipeline.model import catalog as CAT
+from blocklab.pipeline.model.config import ConfigError, catalog_path, load_array
+from blocklab.pipeline.model.disksim_params import read_drive
 
 from .conftest import ROOT
 

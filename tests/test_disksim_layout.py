@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.kernels.drive import hdd as H
-from blocklab.pipeline.disksim_params import DiskSimDrive, ParamError, Zone, read_drive
-from blocklab.pipeline.validate import drive_params
+from blocklab.pipeline.model.disksim_params import DiskSimDrive, ParamError, Zone, read_drive
+from blocklab.pipeline.model.drive_params import drive_params
 
 from .reference import disksim_layout as dl
 from .reference.hdd import Layout

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from blocklab.pipeline.disksim_params import ParamError, parse, read_drive
+from blocklab.pipeline.model.disksim_params import ParamError, parse, read_drive
 
 from .valid_drives import valid_path
 

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from blocklab.kernels.drive import hdd as H
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.disksim_params import read_drive
+from blocklab.pipeline.model.disksim_params import read_drive
+from blocklab.pipeline.model.drive_params import drive_params
 from blocklab.pipeline.validate import (
     demerit,
     disksim_demerit,
-    drive_params,
     validate_disksim,
     without_parts,
 )

@@ -16,7 +16,7 @@ import pytest
 import typer
 
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.config import ConfigError, parse_array
+from blocklab.pipeline.model.config import ConfigError, parse_array
 
 from . import schema_doc
 from .conftest import ROOT

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.config import parse_array
 from blocklab.pipeline.ingest import ingest
+from blocklab.pipeline.model.config import parse_array
 from blocklab.pipeline.replay import build_array, dense_ids, run_engine
 
 from .conftest import ROOT
@@ -353,7 +353,7 @@ def test_replay_bad_options(tmp_path, bad):
 def test_data_path_rate():
     """Host links (2 x 8 Gbit/s: 500 ps per byte) carry host data; the internal bus (1000 MB/s:
     1000 ps per byte) carries every drive operation's data, reserved when it starts."""
-    from blocklab.pipeline.config import load_array
+    from blocklab.pipeline.model.config import load_array
     from blocklab.pipeline.replay import options_for
 
     cfg = parse_array({"group": [{"name": "g", "layout": "raid0", "width": 2,

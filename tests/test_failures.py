@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blocklab.kernels import engine as E
-from blocklab.pipeline import placement as PL
-from blocklab.pipeline.array import plan
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.config import ConfigError, parse_array
+from blocklab.pipeline.model import placement as PL
+from blocklab.pipeline.model.array import plan
+from blocklab.pipeline.model.config import ConfigError, parse_array
 from blocklab.pipeline.replay import build_array, run_engine
 
 from .conftest import ROOT

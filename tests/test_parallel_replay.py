@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from blocklab.pipeline.array import build_array
 from blocklab.pipeline.cluster import numba_cache_base
-from blocklab.pipeline.config import load_array
+from blocklab.pipeline.model.array import build_array
+from blocklab.pipeline.model.config import load_array
 from blocklab.pipeline.parallel import replay_parallel
 from blocklab.pipeline.replay import options_for, replay, run_engine
 from blocklab.traces import store

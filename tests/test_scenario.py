@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from blocklab.pipeline import scenario
-from blocklab.pipeline.catalog import describe
 from blocklab.pipeline.cli import app
+from blocklab.pipeline.model.catalog import describe
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 

@@ -202,7 +202,7 @@ def test_capacity_too_small_and_too_many_bsus(tmp_path):
 
 
 def test_capacity_from_array(tmp_path):
-    from blocklab.pipeline.config import load_array
+    from blocklab.pipeline.model.config import load_array
     from blocklab.pipeline.replay import build_array
 
     cfg = os.path.join(os.path.dirname(__file__), "arrays", "spc1-small.toml")

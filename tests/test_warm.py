@@ -1,4 +1,4 @@
-"""``make setup`` compiles every kernel family (pipeline/warm.py) and leaves a stamp in the
+"""``make setup`` compiles every kernel family (tools/warm.py) and leaves a stamp in the
 kernel cache; commands on a terminal compile first, saying so, only when the stamp is missing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 
 from blocklab.kernels import _jit  # noqa: F401  (sets the cache folder first: patched below)
-from blocklab.pipeline import warm
+from blocklab.tools import warm
 
 
 def test_warm_runs_every_family_and_stamps_the_cache(tmp_path, monkeypatch):

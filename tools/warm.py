@@ -1,5 +1,5 @@
 """Compile every family of blocklab's kernels into Numba's on-disk cache (or load them from it)
-by running each on a tiny input: ``python -m blocklab.pipeline.warm`` (issue 21, deliverable 4).
+by running each on a tiny input: ``python -m blocklab.tools.warm`` (issue 21, deliverable 4).
 
 ``make setup`` runs it, so ``make demo`` and ``make test`` never compile in the middle of a
 command, and ``make test`` also starts it in the background as the suite starts (the files
@@ -38,7 +38,7 @@ def is_warm() -> bool:
 
 def _replay_hdd(tmp: Path) -> None:
     from blocklab.kernels.drive import hdd as H
-    from blocklab.pipeline.config import parse_array
+    from blocklab.pipeline.model.config import parse_array
     from blocklab.pipeline.replay import build_array, run_engine
 
     cfg = parse_array({"group": [{"name": "g", "layout": "raid5", "width": 4,

@@ -1,0 +1,93 @@
+"""The ``blocklab`` command: parse options, call one pipeline function, render the result.
+
+The app and its groups are in ``_app``; each command group's commands in a module of its own
+(``trace``, ``replay``, ``query``, ``capture``, ``validate``, ``synth``, ``sweep``, ``risk``,
+``scenario``, ``catalogs``), imported here in the order the commands are listed.
+
+Errors in the input or the options are printed as one line (``blocklab: error: ...``) with
+exit status 2; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import signal
+import sys
+
+import typer
+
+from blocklab.traces import safety
+from blocklab.traces.errors import BlocklabError
+
+# isort: off
+# each module registers its commands on import: in this order, the order ``--help`` lists them
+from . import trace as _trace  # noqa: F401
+from . import replay as _replay  # noqa: F401
+from . import query as _query  # noqa: F401
+from . import capture as _capture  # noqa: F401
+from . import validate as _validate  # noqa: F401
+from . import synth as _synth  # noqa: F401
+from . import sweep as _sweep  # noqa: F401
+from . import risk as _risk  # noqa: F401
+from . import scenario as _scenario  # noqa: F401
+from . import catalogs as _catalogs  # noqa: F401
+# isort: on
+from ._app import (
+    app,
+    cache_app,
+    scenario_app,
+    spc1_app,
+    sweep_app,
+    synth_app,
+    trace_app,
+    validate_app,
+)
+
+__all__ = ["app", "main"]
+
+
+def _one_line_summaries(*apps: typer.Typer) -> None:
+    """A command list shows each command's first docstring paragraph as one flowing line
+    (Typer's rich mode would keep the docstring's line breaks)."""
+    for a in apps:
+        for info in a.registered_commands:
+            doc = inspect.cleandoc(info.callback.__doc__ or "") if info.callback else ""
+            if info.short_help is None and doc:
+                info.short_help = " ".join(doc.split("\n\n")[0].split())
+
+
+_one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app, scenario_app,
+                    cache_app)
+
+
+def main() -> None:
+    # the handlers stay from here to the exit: a signal just after the command (its output
+    # complete) is a stop too, not Python's default death
+    with safety.signals_handled(restore=False):
+        try:
+            app()
+        except BlocklabError as e:  # pragma: no cover - commands catch their own
+            print(f"blocklab: error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except safety.Interrupted as e:  # before or after the command
+            _exit_now(128 + e.signum)
+        except SystemExit:
+            sig = safety.received()
+            if sig is not None:
+                _exit_now(128 + sig)
+            # done: a signal from now on finds nothing to stop (and must not kill the exit)
+            for s in safety.SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
+            raise
+
+
+def _exit_now(status: int) -> None:
+    """Exit at once after a signal stopped the command (its outputs already cleaned up): the
+    signal may have cut a library mid-call (Numba's compiler, say), leaving objects whose
+    finalizers fail at interpreter exit with "Exception ignored" tracebacks."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)

@@ -1,0 +1,165 @@
+"""The ``blocklab`` command's app, its groups, consoles and shared helpers: parse options, call one
+pipeline function, render the result (a module per command group beside this one).
+
+Errors in the input or the options are printed as one line (``blocklab: error: ...``) with
+exit status 2; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+from typing import Annotated, Any
+
+import typer
+import typer.core
+from rich.console import Console
+
+from blocklab.traces import safety
+
+
+class _Guarded(typer.core.TyperGroup):
+    """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
+    exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with safety.signals_handled():
+            try:
+                return super().invoke(ctx)
+            except safety.Interrupted as e:
+                err.print(f"blocklab: {e}; nothing half-written was kept", markup=False,
+                          highlight=False, soft_wrap=True)
+                raise typer.Exit(128 + e.signum) from None
+            except typer.Exit as e:
+                sig = safety.received()  # a command that turned the signal into its own exit
+                if sig is not None and e.exit_code:
+                    raise typer.Exit(128 + sig) from None
+                raise
+            except Exception as e:
+                sig = safety.received()
+                if sig is not None:  # a library turned the signal into its own error (DuckDB:
+                    # "Query interrupted"); the clean-up ran as the error came up
+                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; nothing "
+                              "half-written was kept", markup=False, highlight=False)
+                    raise typer.Exit(128 + sig) from None
+                if not isinstance(e, OSError) or e.errno == errno.EPIPE:
+                    raise  # EPIPE: stdout closed (| head), Typer exits quietly
+                _fail(safety.os_error(e, e.filename or "blocklab"))
+
+
+app = typer.Typer(
+    cls=_Guarded,
+    name="blocklab",
+    help=(
+        "Trace-driven replay and analysis of block storage. Capture (tracefs), ingest "
+        "(blktrace, blkparse, MSR, SPC, Alibaba, Tencent, fio, DiskSim, MQSim) or synthesize "
+        "(SPC-1, IOR, Iometer, Orion) block traces into one Parquet schema; replay them on "
+        "models of RAID layouts, pools, controllers and drives, with drive failures and "
+        "rebuilds; ask questions in SQL, draw reports, sweep configurations on Dask and "
+        "estimate the risk of data loss."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+trace_app = typer.Typer(help="Look at an ingested trace file.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+validate_app = typer.Typer(help="Score drive models against real drives.", no_args_is_help=True)
+app.add_typer(validate_app, name="validate")
+synth_app = typer.Typer(
+    help="Generate synthetic benchmark workloads (SPC-1, IOR, Iometer, Orion) as trace files.",
+    no_args_is_help=True)
+app.add_typer(synth_app, name="synth")
+spc1_app = typer.Typer(help="SPC-1 workloads against an array.", no_args_is_help=True)
+app.add_typer(spc1_app, name="spc1")
+sweep_app = typer.Typer(
+    help="Replay a grid of configurations (layouts, drives, loads, traces, failures) on Dask "
+    "distributed: one run folder per point plus a Parquet summary.", no_args_is_help=True)
+app.add_typer(sweep_app, name="sweep")
+cache_app = typer.Typer(help="Cache questions a trace answers by itself: how much cache "
+                        "would this workload need.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+scenario_app = typer.Typer(
+    help="Published array studies as runnable comparisons: each names its study, its setup, "
+    "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
+app.add_typer(scenario_app, name="scenario")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(e: Exception) -> None:
+    # one line, even when a library's message (pyarrow's, DuckDB's) has several
+    text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
+    err.print(f"blocklab: error: {text}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(getattr(e, "exit_status", 2))  # 1 for a fault of the machine (safety.py)
+
+
+def _kernels_ready() -> None:
+    """Compile every kernel family first, saying so, when this install has not yet: a command
+    would otherwise sit silent for minutes while Numba compiles (issue 21). ``make setup``
+    does it ahead of time; only a terminal is told, so scripts see no extra output."""
+    from blocklab.tools import warm
+
+    if not err.is_terminal or warm.is_warm():
+        return
+    with err.status("Compiling blocklab's kernels for this machine (once per install)") as st:
+
+        def progress(name: str, i: int, n: int) -> None:
+            st.update(f"Compiling blocklab's kernels for this machine, once per install: "
+                      f"{i + 1}/{n} {name}")
+
+        secs = warm.warm(progress)
+    err.print(f"blocklab: kernels compiled in {secs:.0f} s; later runs load them from the cache",
+              highlight=False)
+
+
+def _version_cb(value: bool) -> None:
+    if value:
+        from blocklab.pipeline import __version__
+
+        out.print(f"blocklab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """blocklab: ingest, replay and analyse block I/O traces."""
+
+
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return f"{n}B"
+
+
+
+
+def _cell(v: Any) -> str:
+    """A value for a table cell: thousands separators, sensible decimals, '' for null."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return ""
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        a = abs(v)
+        return f"{v:,.1f}" if a >= 1e4 else f"{v:.3f}" if a >= 1 else f"{v:.4g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_cell(x) for x in v) + "]"
+    return str(v)
+
+

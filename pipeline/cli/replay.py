@@ -1,0 +1,111 @@
+"""``blocklab replay``: a trace on an array configuration -> a run folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import typer.core
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from blocklab.traces.errors import BlocklabError
+
+from ._app import _fail, _kernels_ready, app, err, out
+
+
+@app.command()
+def replay(
+    trace: Annotated[Path, typer.Argument(help="Trace Parquet file (from ingest).")],
+    array: Annotated[Path, typer.Option("--array", help="Array configuration (TOML).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Run folder to write.")],
+    closed_loop: Annotated[int, typer.Option(
+        "--closed-loop", min=0, help="Keep N requests outstanding instead of replaying the "
+        "trace's arrival times (0: open loop).")] = 0,
+    think_us: Annotated[float, typer.Option(
+        "--think-us", min=0, help="Closed loop: time between a completion and the next "
+        "issue.")] = 0.0,
+    speed: Annotated[float, typer.Option(
+        "--speed", help="Open loop: divide arrival times by X (2 = twice the load).")] = 1.0,
+    wrap: Annotated[bool, typer.Option(
+        "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
+    drive_ops: Annotated[bool, typer.Option(
+        "--drive-ops", help="Also write every drive operation to drive_ops.parquet.")] = False,
+    fail: Annotated[list[str] | None, typer.Option(
+        "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
+        "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
+        "configuration's failure tables.")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Replay in time segments on Dask: a local cluster of N worker "
+        "processes (with --scheduler: wait until the cluster has N workers). 1: serial.")
+    ] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Replay in time segments on the Dask scheduler at this address "
+        "(tcp://HOST:8786); the workers must see the trace, the array file and -o.")] = None,
+    segments: Annotated[int | None, typer.Option(
+        "--segments", min=1, help="With --workers or --scheduler: time segments (default: "
+        "one per worker).")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0.1, help="Seconds to wait for --scheduler to answer (and for "
+        "--workers to join).")] = 10.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Replay a trace against an array (layout, drives, controller and cache; failures and
+    rebuilds) and write a run folder: ios.parquet, drive_busy.parquet, events.parquet (with
+    failures or tasks), drive_ops.parquet (--drive-ops) and meta.json (owner-readable only,
+    written atomically). With --workers or --scheduler the trace is cut into time segments
+    replayed on Dask and stitched into the same run folder; the neighbours' overlaps are
+    compared and the agreement reported (docs/parallel.md)."""
+    _kernels_ready()
+    from blocklab.pipeline.replay import parse_failure
+    from blocklab.pipeline.replay import replay as run
+
+    with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.completed:,} requests"),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("replay", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            failures = [parse_failure(f) for f in fail or []]
+            if workers is not None or scheduler is not None or segments is not None:
+                from blocklab.pipeline.parallel import replay_parallel
+
+                r = replay_parallel(trace, array, output, workers=workers,
+                                    scheduler=scheduler, segments=segments, timeout=timeout,
+                                    speed=speed, closed_loop=closed_loop, think_us=think_us,
+                                    wrap=wrap, drive_ops=drive_ops, failures=failures,
+                                    progress=None)
+            else:
+                r = run(trace, array, output, speed=speed, closed_loop=closed_loop,
+                        think_us=think_us, wrap=wrap, drive_ops=drive_ops, progress=progress,
+                        failures=failures)
+        except BlocklabError as e:
+            _fail(e)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+        return
+    out.print(
+        f"{r.output}: {r.requests} requests, latency mean {r.mean_latency_ms:.3f} ms, p99 "
+        f"{r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
+        highlight=False,
+    )
+    par = r.parallel
+    if par and "serial_because" in par:
+        out.print(f"  replayed serially: {par['serial_because']}", highlight=False)
+    elif par:
+        out.print(
+            f"  {par['segments']} segments on {par['workers']} worker(s) ({par['scheduler']}); "
+            f"overlaps: {par['identical_fraction']:.2%} of {par['overlap_requests']:,} "
+            f"requests identical, largest latency difference "
+            f"{par['max_latency_diff_ns'] / 1e6:.3f} ms"
+            + ("" if par["agreed"] else " (the neighbours did not agree: see meta.json "
+               "parallel.cuts)"), highlight=False, soft_wrap=True)
+    for rb in r.rebuilds:
+        window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
+        lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
+        out.print(f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
+                  f"rebuild window {window}{lost}", highlight=False)

@@ -1,0 +1,432 @@
+"""``make bench``: ingest throughput, measured against baselines run on the same machine.
+
+It writes a synthetic blktrace binary (Q, G, I, D, C per request, random 4 KiB I/O at a steady
+rate), then reports, each from one run on this machine:
+
+- blktrace binary ingest end to end (read, decode, pair, Parquet): records/s, MB/s;
+- ``blkparse`` turning the same binary into text (the baseline), and our ratio against it;
+- ingest of that blkparse text: lines/s, MB/s;
+- the decode kernel alone over bytes in memory (records/s);
+- Parquet bytes per request, and the ingest process's peak memory against the input size;
+- the DiskSim validation replays against DiskSim's own rate; the replay engine on an 8-drive
+  RAID-5 (HDD model and fixed-time drives), against the plain-Python reference; the time to
+  compile the replay kernels from an empty cache against loading them from it;
+- synthetic generation, capture, queries, sweeps and the risk Monte Carlo (see ``main``).
+
+Benchmarks report; no test asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from blocklab.tools.bench_sections import (
+    MEMORY_SIZES,
+    capture_speed,
+    compile_times,
+    memory_lines,
+    memory_scaling,
+    parallel_replay_speeds,
+    query_speeds,
+    replay_speeds,
+    sweep_speeds,
+    synth_speeds,
+    timed,
+    validation_speeds,
+)
+
+HEADER = np.dtype(
+    [("magic", "<u4"), ("seq", "<u4"), ("time", "<u8"), ("sector", "<u8"), ("bytes", "<u4"),
+     ("action", "<u4"), ("pid", "<u4"), ("device", "<u4"), ("cpu", "<u4"), ("error", "<u2"),
+     ("pdu_len", "<u2")]
+)
+assert HEADER.itemsize == 48
+
+
+def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
+    """Write ``requests`` random 4 KiB requests as Q, G, I, D, C records; returns records."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(2_000.0, requests)).astype(np.uint64) + 1000  # ~500k IOPS
+    lat = rng.integers(50_000, 5_000_000, requests).astype(np.uint64)
+    sector = (rng.integers(0, 1 << 28, requests) * 8).astype(np.uint64)
+    write = rng.random(requests) < 0.3
+    # (action code, category, delay after Q)
+    steps = [(1, 1 << 4, 0), (4, 1 << 4, 300), (12, 1 << 4, 800), (7, 1 << 6, 1500),
+             (8, 1 << 7, None)]
+    recs = np.zeros(requests * len(steps), dtype=HEADER)
+    for k, (code, cat, delay) in enumerate(steps):
+        r = recs[k::len(steps)]
+        r["time"] = t + (lat if delay is None else np.uint64(delay))
+        r["sector"] = sector
+        r["bytes"] = 4096
+        rw = np.where(write, 1 << 1, 1 << 0)
+        r["action"] = code | ((cat | (1 << 8) | rw) << 16)
+        r["pid"] = 4242
+        r["device"] = (8 << 20) | 16
+    order = np.argsort(recs["time"], kind="stable")
+    recs = recs[order]
+    recs["magic"] = 0x65617407
+    recs["seq"] = np.arange(len(recs), dtype=np.uint32)
+    with open(path, "wb") as f:
+        for start in range(0, len(recs), 1 << 20):
+            f.write(recs[start : start + (1 << 20)].tobytes())
+    return len(recs)
+
+
+
+def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
+    """The ingest figures (``main``'s first section) on a synthetic blktrace binary of
+    ``requests`` requests, in ``folder`` (kept) or a temporary folder (removed)."""
+    work = Path(folder or tempfile.mkdtemp(prefix="blocklab-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
+    report: dict[str, object] = {"requests": requests}
+    try:
+        binf = work / "bench.blktrace.0"
+        # written by a child process: a parent grown by the synthetic arrays would show up in
+        # the peak RSS of the ingest children it forks (Linux counts the pre-exec image)
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(binf),
+                        str(requests)], check=True)
+        records = requests * 5
+        size = binf.stat().st_size
+        report["records"] = records
+        report["binary_mb"] = size / 1e6
+
+        # warm the Numba cache so that compile time is not measured
+        small = work / "warm.blktrace.0"
+        synth_blktrace(small, 1000)
+        subprocess.run([*blocklab, "ingest", str(small), "-o", str(work / "warm.parquet")],
+                       check=True, capture_output=True)
+        if shutil.which("blkparse"):
+            subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
+                           check=True, capture_output=True)
+            subprocess.run([*blocklab, "ingest", str(work / "warm.txt"), "-o",
+                            str(work / "warm2.parquet")], check=True, capture_output=True)
+
+        # start-up: the whole command on 1,000 requests (imports, kernels loaded from cache)
+        startup_s, _ = timed([*blocklab, "ingest", str(small), "-o", str(work / "s.parquet")])
+        report["ingest_startup_s"] = startup_s
+
+        out = work / "bin.parquet"
+        secs, rss = timed([*blocklab, "ingest", str(binf), "-o", str(out)])
+        report["binary_ingest"] = {
+            "seconds": secs,
+            "records_per_s": records / secs,
+            "requests_per_s": requests / secs,
+            "mb_per_s": size / 1e6 / secs,
+            "parquet_bytes_per_request": out.stat().st_size / requests,
+            "peak_rss_mb": rss / 1024,
+        }
+
+        # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
+        big = work / "big.blktrace.0"
+        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
+                        str(4 * requests)], check=True)
+        secs4, rss4 = timed([*blocklab, "ingest", str(big), "-o", str(work / "big.parquet")])
+        report["binary_ingest_4x"] = {
+            "records": 4 * records,
+            "seconds": secs4,
+            "records_per_s": 4 * records / secs4,
+            "peak_rss_mb": rss4 / 1024,
+        }
+        big.unlink()
+        (work / "big.parquet").unlink()
+
+        # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
+        from blocklab.pipeline.ingest import ingest
+
+        ingest([str(small)], str(work / "warm3.parquet"))
+        t = time.perf_counter()
+        ingest([str(binf)], str(work / "inproc.parquet"))
+        secs_in = time.perf_counter() - t
+        report["binary_ingest_in_process"] = {
+            "seconds": secs_in,
+            "records_per_s": records / secs_in,
+            "mb_per_s": size / 1e6 / secs_in,
+        }
+
+        from blocklab.kernels import blktrace_decode as D
+        from blocklab.kernels import pairing as K
+
+        buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
+        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
+        notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
+        best = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
+            best = max(best, n / (time.perf_counter() - t))
+        report["decode_kernel_records_per_s"] = best
+
+        if shutil.which("blkparse"):
+            txt = work / "bench.txt"
+            secs_bp, _ = timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
+            report["blkparse_binary_to_text"] = {
+                "seconds": secs_bp,
+                "records_per_s": records / secs_bp,
+                "mb_per_s": size / 1e6 / secs_bp,
+            }
+            report["binary_ingest_vs_blkparse"] = secs_bp / secs
+            tsize = txt.stat().st_size
+            lines = records  # one line per event; the summary is a few dozen lines more
+            secs_t, _ = timed([*blocklab, "ingest", str(txt), "-o", str(work / "txt.parquet")])
+            report["blkparse_text_ingest"] = {
+                "seconds": secs_t,
+                "lines_per_s": lines / secs_t,
+                "mb_per_s": tsize / 1e6 / secs_t,
+                "vs_blkparse_writing_it": secs_bp / secs_t,
+            }
+            from blocklab.kernels import textparse as T
+
+            text = np.fromfile(txt, dtype=np.uint8, count=min(tsize, 200 << 20))
+            cut = int(np.flatnonzero(text == 10)[-1]) + 1
+            text = text[:cut]
+            n_lines = int(np.count_nonzero(text == 10))
+            tev = np.zeros((n_lines + 1) * K.EV_NCOLS, dtype=np.int64)
+            tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
+            best = 0.0
+            for _ in range(3):
+                t = time.perf_counter()
+                T.parse_blkparse(text, 0, tev, tcomm, np.iinfo(np.int64).min)
+                best = max(best, n_lines / (time.perf_counter() - t))
+            report["text_kernel_lines_per_s"] = best
+        else:
+            report["blkparse_binary_to_text"] = "blkparse not installed (make tools)"
+    finally:
+        if not folder:
+            shutil.rmtree(work, ignore_errors=True)
+
+    return report
+
+
+#: Issue 21, deliverable 5: end to end on 2 cores, start-up included.
+GOAL_BINARY_RECORDS_PER_S = 10e6
+GOAL_TEXT_LINES_PER_S = 3e6
+
+
+def _ingest_lines(report: dict[str, object]) -> list[str]:
+    """The ingest figures of ``report``, each beside its goal and its baseline."""
+    b = report["binary_ingest"]
+    b4 = report["binary_ingest_4x"]
+    bi = report["binary_ingest_in_process"]
+    assert isinstance(b, dict) and isinstance(b4, dict) and isinstance(bi, dict)
+    dk = float(report["decode_kernel_records_per_s"])  # type: ignore[arg-type]
+    lines = [
+        f"  blktrace binary ingest : {b['records_per_s'] / 1e6:6.2f} M records/s "
+        f"(goal >= {GOAL_BINARY_RECORDS_PER_S / 1e6:.0f} M on 2 cores) {b['mb_per_s']:7.1f} MB/s"
+        f"  ({b['requests_per_s'] / 1e6:.2f} M requests/s, {b['seconds']:.2f} s, peak RSS "
+        f"{b['peak_rss_mb']:.0f} MB)",
+        f"  same, 4x the records   : {b4['records_per_s'] / 1e6:6.2f} M records/s "
+        f"({b4['records'] / 1e6:.0f} M records, {b4['seconds']:.2f} s), peak RSS "
+        f"{b4['peak_rss_mb']:.0f} MB (goal: as at 1x, {b['peak_rss_mb']:.0f} MB)",
+        f"  same, start-up excluded: {bi['records_per_s'] / 1e6:6.2f} M records/s "
+        f"{bi['mb_per_s']:7.1f} MB/s  ({bi['seconds']:.2f} s); start-up (the command on "
+        f"1,000 requests) {float(report['ingest_startup_s']):.2f} s",  # type: ignore[arg-type]
+        f"  decode kernel (memory) : {dk / 1e6:6.1f} M records/s",
+        f"  Parquet size           : {b['parquet_bytes_per_request']:.1f} bytes/request",
+    ]
+    bp = report["blkparse_binary_to_text"]
+    if not isinstance(bp, dict):
+        return [*lines, f"  blkparse baseline      : {bp}"]
+    tx = report["blkparse_text_ingest"]
+    assert isinstance(tx, dict)
+    tk = float(report["text_kernel_lines_per_s"])  # type: ignore[arg-type]
+    return [
+        *lines,
+        f"  blkparse bin -> text   : {bp['records_per_s'] / 1e6:6.2f} M records/s "
+        f"{bp['mb_per_s']:7.1f} MB/s  (baseline, {bp['seconds']:.2f} s)",
+        f"  ratio ingest/blkparse  : {report['binary_ingest_vs_blkparse']:6.1f} x",
+        f"  blkparse text ingest   : {tx['lines_per_s'] / 1e6:6.2f} M lines/s "
+        f"(goal >= {GOAL_TEXT_LINES_PER_S / 1e6:.0f} M)  {tx['mb_per_s']:7.1f} MB/s  "
+        f"({tx['vs_blkparse_writing_it']:.1f} x blkparse writing the same text)",
+        f"  text parse kernel (mem): {tk / 1e6:6.2f} M lines/s",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=["ingest", "parallel-replay", "memory", "mrc", "risk"],
+                    default=None,
+                    help="run one section only (ingest: the ingest figures and their goals; "
+                         "parallel-replay: replay --workers 2 against 1; memory: peak RSS "
+                         "by command at two trace sizes; mrc, risk: their lines)")
+    ap.add_argument("--memory-sizes", default=",".join(str(n) for n in MEMORY_SIZES),
+                    help="the trace sizes of the memory figures, requests, comma-separated")
+    args = ap.parse_args(argv)
+    if args.only == "parallel-replay":
+        _print_parallel(parallel_replay_speeds())
+        return 0
+    sizes = tuple(int(x) for x in args.memory_sizes.split(","))
+    if args.only == "memory":
+        for line in memory_lines(memory_scaling(sizes)):
+            print(line)
+        return 0
+    if args.only == "mrc":
+        from blocklab.pipeline.mrc import bench_lines
+
+        for line in bench_lines():
+            print(line)
+        return 0
+    if args.only == "risk":
+        from blocklab.pipeline.risk import bench_line
+
+        print(bench_line())
+        return 0
+    if args.synth:
+        synth_blktrace(Path(args.synth[0]), int(args.synth[1]))
+        return 0
+
+    report = _ingest_speeds(args.requests, args.dir)
+    if args.only == "ingest":
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            print(f"blocklab bench (ingest only) on {os.cpu_count()} cores: {args.requests:,} "
+                  f"requests, {report['records']:,} blktrace records "
+                  f"({report['binary_mb']:.0f} MB)")
+            for line in _ingest_lines(report):
+                print(line)
+        return 0
+    report["disksim_validation_replay"] = validation_speeds()
+    report["replay"] = replay_speeds()
+    report["replay_compile"] = compile_times()
+    report["synth"] = synth_speeds()
+    report["capture"] = capture_speed()
+    report["query"] = query_speeds()
+    report["sweep"] = sweep_speeds()
+    report["parallel_replay"] = parallel_replay_speeds()
+    report["memory"] = memory_scaling(sizes)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    _print_report(report)
+    return 0
+
+
+def _print_report(report: dict[str, object]) -> None:
+    """The whole report as lines of text (``main`` without ``--json``)."""
+    b = report["binary_ingest"]
+    assert isinstance(b, dict)
+    print(f"blocklab bench on {os.cpu_count()} cores: {report['requests']:,} requests, "
+          f"{report['records']:,} blktrace records ({report['binary_mb']:.0f} MB)")
+    for line in _ingest_lines(report):
+        print(line)
+    rp = report["replay"]
+    assert isinstance(rp, dict)
+    r4k = rp["random_4k_open_requests_per_s"] / 1e6
+    r1m = rp["sequential_1m_open_requests_per_s"] / 1e6
+    c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
+    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s, 1 MiB sequential "
+          f"{r1m:.2f} M/s, closed 64 with C-LOOK {c64:.2f} M/s (HDD model)")
+    print(f"  the same, fixed-time   : {rp['fixed_random_4k_open_requests_per_s'] / 1e6:.2f}, "
+          f"{rp['fixed_sequential_1m_open_requests_per_s'] / 1e6:.2f} and "
+          f"{rp['fixed_random_4k_closed64_requests_per_s'] / 1e6:.2f} M/s (the engine without the "
+          f"HDD model; drive operations per request "
+          f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
+          f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
+          f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
+    if "kernel_vs_reference" in rp:
+        print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
+              f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+    rc = report["replay_compile"]
+    assert isinstance(rc, dict)
+    print(f"  replay kernels compile : {rc['compile_s']:.0f} s from an empty cache, one core "
+          f"(loading them from the cache in a new process: {rc['load_s']:.1f} s)")
+    sy = report["synth"]
+    assert isinstance(sy, dict)
+    print(f"  synth generation, 1 core: SPC-1 {sy['spc1_kernel_requests_per_s'] / 1e6:.1f} M/s, "
+          f"IOR {sy['ior_kernel_requests_per_s'] / 1e6:.0f} M/s, Iometer "
+          f"{sy['iometer_kernel_requests_per_s'] / 1e6:.0f} M/s, Orion "
+          f"{sy['orion_kernel_requests_per_s'] / 1e6:.0f} M/s (kernels); SPC-1 to Parquet "
+          f"{sy['spc1_parquet_requests_per_s'] / 1e6:.1f} M/s, "
+          f"{sy['spc1_parquet_bytes_per_request']:.1f} bytes/request")
+    vs = report["disksim_validation_replay"]
+    if isinstance(vs, dict):
+        for name, v in vs.items():
+            print(f"  validate {name:<14}: {v['requests_per_s'] / 1e6:6.2f} M requests/s, "
+                  f"{v['vs_disksim']:5.0f} x DiskSim (its README's figure), demerit "
+                  f"{v['demerit_ms']:.3f} ms")
+    else:
+        print(f"  validate               : {vs}")
+    cp = report["capture"]
+    if isinstance(cp, dict):
+        print(f"  capture (tracefs)      : fio alone {cp['fio_alone_requests_per_s'] / 1e3:.0f} k "
+              f"requests/s on a loop device over tmpfs; highest rate captured with zero loss "
+              f"{cp['max_zero_loss_requests_per_s'] / 1e3:.0f} k requests/s")
+        for st in cp["steps"]:  # type: ignore[union-attr]
+            target = f"{st['target_per_s'] / 1e3:.0f} k" if st["target_per_s"] else "max"
+            print(f"    fio at {target:>5}/s: {st['fio_requests_per_s'] / 1e3:6.1f} k/s, "
+                  f"captured {st['captured']:,}/{st['fio_requests']:,}, lost "
+                  f"{st['lost_events']}, capture CPU {st['capture_cpu_pct']:.0f} % of one core "
+                  f"({st['cpu_us_per_request']:.2f} us/request; process with start-up "
+                  f"{st['process_cpu_s']:.1f} s)")
+        tr = cp.get("text_reader")
+        if isinstance(tr, dict):
+            print(f"    baseline: reading trace_pipe text alone at "
+                  f"{tr['fio_requests_per_s'] / 1e3:.0f} k/s: {tr['cpu_us_per_request']:.2f} "
+                  f"us/request of CPU, {tr['bytes_per_request']:.0f} bytes/request")
+    else:
+        print(f"  capture (tracefs)      : {cp}")
+    qs = report["query"]
+    assert isinstance(qs, dict)
+    print(f"  query, {qs['rows'] / 1e6:.0f} M ios rows ({qs['parquet_mb']:.0f} MB Parquet, "
+          f"DuckDB {qs['threads']:.0f} threads): bandwidth per second by op "
+          f"{qs['bandwidth_s']:.2f} s, exact p50/p99/p99.9 by op {qs['percentiles_s']:.2f} s "
+          f"in {qs['memory_limit']} (exact_quantiles; the baseline, DuckDB's quantile_cont, "
+          f"all values in memory: {qs['percentiles_each_s']:.2f} s, "
+          f"{qs['percentiles_each_s'] / qs['percentiles_s']:.2f} x), latency-summary "
+          f"{qs['latency_summary_s']:.2f} s; writing the rows {qs['write_s']:.1f} s")
+    sw = report["sweep"]
+    assert isinstance(sw, dict)
+    print(f"  sweep, 8 points of {sw['requests_per_point'] / 1e3:.0f} k requests, LocalCluster: "
+          f"1 worker {sw['w1_points_per_min']:.1f} points/min ({sw['w1_points_s']:.1f} s), "
+          f"2 workers {sw['w2_points_per_min']:.1f} points/min ({sw['w2_points_s']:.1f} s): "
+          f"speed-up {sw['speedup_2_over_1']:.2f} x")
+    print(f"    whole command (cluster start, warm-up): 1 worker {sw['w1_whole_s']:.1f} s, "
+          f"2 workers {sw['w2_whole_s']:.1f} s ({sw['speedup_2_over_1_whole']:.2f} x)")
+    pr = report["parallel_replay"]
+    assert isinstance(pr, dict)
+    _print_parallel(pr)
+    mem = report["memory"]
+    assert isinstance(mem, dict)
+    for line in memory_lines(mem):
+        print(line)
+    from blocklab.pipeline.risk import bench_line  # issue 5, deliverable 6
+
+    print(bench_line())
+    from blocklab.pipeline.mrc import bench_lines  # issue 23, deliverable 2
+
+    for line in bench_lines():
+        print(line)
+
+
+def _print_parallel(pr: dict[str, float]) -> None:
+    print(f"  replay --workers 2 vs 1 (serial), {pr['requests'] / 1e6:.0f} M requests: "
+          f"{pr['w1_s']:.1f} s -> {pr['w2_s']:.1f} s (segments {pr['w2_segments_s']:.1f} s, "
+          f"stitch {pr['stitch_s']:.2f} s): speed-up {pr['speedup_2_over_1']:.2f} x "
+          f"(goal >= 1.8 x); whole command with cluster start "
+          f"{pr['speedup_2_over_1_whole']:.2f} x; overlaps {pr['identical_fraction']:.2%} "
+          "identical")
+    print(f"    per segment: {pr['segment_overhead_s'] * 1e3:.0f} ms fixed, "
+          f"{pr['segment_requests_per_s'] / 1e6:.2f} M requests/s, margin "
+          f"{pr['mean_margin']:.0f} requests a side; projected speed-up on 2 workers "
+          f"{pr['projected_speedup_2']:.2f} x, on 100 workers {pr['projected_speedup_100']:.1f} x "
+          "(bounded by the serial stitch)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
