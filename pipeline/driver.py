@@ -17,12 +17,13 @@ from blocklab.kernels import engine as E
 from blocklab.kernels import heap as HP
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.layout import raid as R
+from blocklab.traces.schema import SECTOR_BYTES
 
 from .model.array import ArrayModel, Plan
 from .model.array import no_plan as plan_none
 from .model.config import ArrayConfig
 
-SECTOR = 512
+SECTOR = SECTOR_BYTES  # traces/schema.py
 #: Rows read from the trace per batch.
 BATCH_ROWS = 1 << 17
 #: Per-drive statistics: the first interval, and the bins kept per drive (the interval doubles

@@ -24,9 +24,10 @@ import numpy as np
 
 from blocklab.kernels import mrc as K
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import open_trace
 
-SECTOR = 512
+SECTOR = SECTOR_BYTES  # traces/schema.py
 #: Rows read from the trace at a time.
 BATCH_ROWS = 1 << 20
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)

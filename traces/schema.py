@@ -61,6 +61,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 SCHEMA_VERSION = 2  # 2: closed-loop columns stream_seq, outstanding, think_ns, phase
+#: Bytes in a sector: every ``sector`` column and every size in sectors counts these (Linux's
+#: block layer addresses 512-byte sectors whatever the device's logical block size). The one
+#: definition; kernels/ keep their own literal so their compiled caches do not depend on it.
+SECTOR_BYTES = 512
 #: Parquet key-value metadata key under which the file-level metadata JSON is stored.
 META_KEY = b"blocklab"
 

@@ -39,12 +39,13 @@ from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.drive import ssd as SS
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 
 from . import catalog as CAT
 from . import placement as PL
 from .config import DDP_WIDTH, ArrayConfig, DriveRef, GroupConfig
 
-SECTOR = 512
+SECTOR = SECTOR_BYTES  # traces/schema.py
 SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
 
 

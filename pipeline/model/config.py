@@ -29,10 +29,11 @@ from typing import Any
 
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 
 from . import catalog as CAT
 
-SECTOR = 512
+SECTOR = SECTOR_BYTES  # traces/schema.py
 RAID_LAYOUTS = {name: kind for kind, name in enumerate(R.KIND_NAMES)}
 #: ddp: a dynamic disk pool (declustered RAID-6 8+2); pool: a storage pool of private RAID
 #: groups whose LUNs are carved in slices.

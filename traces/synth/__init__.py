@@ -21,9 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import columns_to_batch
 
-SECTOR = 512
+SECTOR = SECTOR_BYTES  # traces/schema.py
 #: Rows per record batch a generator yields: large enough to amortise the kernel call and the
 #: Arrow conversion, small enough that memory stays bounded (about 80 MB of columns).
 CHUNK_ROWS = 1 << 20
