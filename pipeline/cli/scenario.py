@@ -44,7 +44,8 @@ _SCENARIO_HEADERS = {"first_tenth_mb_per_s": "first 10% MB/s", "mb_per_s": "MB/s
 _SCENARIO_TITLES = {
     "rebuild": "rebuilds (window: failure to rebuild end; MB/s per rebuilt drive)",
     "phases": "what the host saw, before / while rebuilding / after the failure",
-    "init": "parity initialization (MB/s per member drive)",
+    "init": "parity initialization (MB/s per member drive, summed over the LUNs initialized "
+            "at once)",
     "links": "sequential MB/s through the host links (count x MTU)",
     "oio": "IOPS and latency against outstanding I/Os",
     "spc1": "the highest SPC-1 BSU count within the response-time limit",
