@@ -95,7 +95,7 @@ assumptions = "none"
 name = "a"
 label = "random 8 KiB with a failure"
 measure = ["phases", "rebuild"]
-failures = [{ drive = 1, at_s = 0.05 }]
+failure = [{ drive = 1, at_s = 0.05 }]
 workload = { generator = "iometer", transfer_size = "8KiB", read_pct = 70, random_pct = 100, outstanding = 4, requests = 3000 }
 [case.array]
 group = [{ name = "g", layout = "raid5", width = 4, stripe_unit = "64KiB", drive = "atlas10k" }]

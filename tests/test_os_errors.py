@@ -144,6 +144,10 @@ def test_permission_denied():
         cache.chmod(0o777)
         env = {"NUMBA_CACHE_DIR": str(cache)}
         res = _run(["ingest", str(src), "-o", str(d / "t.parquet")], user=IS_ROOT, env=env)
+        if IS_ROOT and "No module named 'blocklab'" in res.stderr:
+            # the checkout (an editable install) sits in a folder nobody may enter, as a clone
+            # under `mktemp -d` does: this test cannot run blocklab as another user there
+            pytest.skip("the checkout is not readable by user nobody")
         assert res.returncode == 2, res.stderr
         line = _one_line(res.stderr)
         assert str(d / "t.parquet") in line and "permission denied (EACCES)" in line, line
