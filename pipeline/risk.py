@@ -15,11 +15,12 @@ events (no failure), or whose rebuild did not end within the run (no hot spare l
 of preservation capacity), has no measured window: it needs ``--window-s``.
 
 **Model** (``kernels/risk.py``). The array's redundancy sets come from its member maps
-(``pipeline/array.py``): a RAID group's members (tolerance 1 for RAID-5, 2 for RAID-6, n - 1 for
-an n-way RAID-1, 0 for RAID-0 and JBOD), each mirrored pair of a RAID-10 (tolerance 1), each
-private group of a storage pool, and each D-stripe of a dynamic disk pool (RAID-6 8+2 pieces on
-ten of the pool's drives, tolerance 2), as the pool's straw2 placement put them. Hot spares are
-not simulated: one is assumed to be there at every failure (replenished between failures).
+(``pipeline/model/array.py``): a RAID group's members (tolerance 1 for RAID-5, 2 for RAID-6,
+n - 1 for an n-way RAID-1, 0 for RAID-0 and JBOD), each mirrored pair of a RAID-10 (tolerance
+1), each private group of a storage pool, and each D-stripe of a dynamic disk pool (RAID-6 8+2
+pieces on ten of the pool's drives, tolerance 2), as the pool's straw2 placement put them. Hot
+spares are not simulated: one is assumed to be there at every failure (replenished between
+failures).
 Every member drive starts new; it fails after a lifetime drawn from the failure model, is
 exposed for its group's window, and is replaced by a new drive (age 0) at the end of the
 window. Data is lost when a failure finds, in a set containing it, as many members exposed as
@@ -122,10 +123,10 @@ from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import OPK_REBUILD_READ
 
-from . import catalog as C
 from . import query as Q
-from .array import ArrayModel, build_array
-from .config import (
+from .model import catalog as C
+from .model.array import ArrayModel, build_array
+from .model.config import (
     DDP_WIDTH,
     ArrayConfig,
     ConfigError,
@@ -873,7 +874,7 @@ def bench_line() -> str:
     import importlib.util
     import sys
 
-    from . import placement as PL
+    from .model import placement as PL
 
     model = failure_model(DEFAULT_AFR, None, None)
     period_h = 5 * HOURS_PER_YEAR

@@ -417,7 +417,7 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
         start = [e["time_ns"] for e in ev if e["event"] == "init_start"]
         end = [e for e in ev if e["event"] == "init_end"]
         if start and len(end) == len(start):
-            # one task per LUN, all at once (pipeline/array.py): from the first start to the
+            # one task per LUN, all at once (pipeline/model/array.py): from the first start to the
             # last end, with every task's bytes; the first tenth is one task's (the events do
             # not tell several tasks' progress apart)
             secs = (max(e["time_ns"] for e in end) - min(start)) / 1e9

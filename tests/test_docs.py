@@ -1,6 +1,6 @@
 """The documentation says only what exists: every ``blocklab ...`` command line in README.md and
 docs/*.md names a real command with real options, every ``make`` target named exists, every
-array configuration key of the arrays reference is one pipeline/config.py accepts (asked of the
+array configuration key of the arrays reference is one pipeline/model/config.py accepts (asked of the
 parser itself), every array TOML shown parses, and docs/schema.md is what traces/schema.py
 generates. A failure names the file and line."""
 
@@ -178,7 +178,7 @@ _TABLES = {
 
 
 def accepted_keys(table: str) -> set[str]:
-    """The keys pipeline/config.py accepts in one table, as its own error message lists them
+    """The keys pipeline/model/config.py accepts in one table, as its own error message lists them
     for a key it does not know."""
     data = tomllib.loads("")  # a fresh dict
     data["group"] = [dict(_MINIMAL["group"][0])]
@@ -217,7 +217,7 @@ def test_documented_array_keys_exist():
     keys = documented_keys()
     assert len(keys) > 40, "docs/arrays.md's key table was not found"
     accepted = {t: accepted_keys(t) for t in _TABLES}
-    bad = [f"docs/arrays.md:{n}: {t + '.' if t else ''}{k} is not a key pipeline/config.py "
+    bad = [f"docs/arrays.md:{n}: {t + '.' if t else ''}{k} is not a key pipeline/model/config.py "
            f"accepts (it accepts: {', '.join(sorted(accepted.get(t, ())))})"
            for n, t, k in keys if k not in accepted.get(t, set())]
     assert not bad, "\n".join(bad)

@@ -268,7 +268,7 @@ def test_init_runs_one_task_per_lun_at_once(group, luns):
     assert len(p.TK) == luns
     assert set(p.TK[:, E.TK_T].tolist()) == {2_000_000_000}
     assert set(p.TK[:, E.TK_KIND].tolist()) == {E.JOB_INIT}
-    # the LUNs' member maps from the extents, independently of pipeline/array.py's row_lun
+    # the LUNs' member maps from the extents, independently of pipeline/model/array.py's row_lun
     rows_of_task = [sorted(int(r) for r in p.PC[t[E.TK_P0]:t[E.TK_P0] + t[E.TK_NP], 0])
                     for t in p.TK]
     used = sorted({int(r) for r in arr.EX[:, 0]}) if group["layout"] == "ddp" else None

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from blocklab.kernels import risk as K
 from blocklab.pipeline import risk as P
-from blocklab.pipeline.array import build_array
 from blocklab.pipeline.cli import app
-from blocklab.pipeline.config import parse_array
+from blocklab.pipeline.model.array import build_array
+from blocklab.pipeline.model.config import parse_array
 from blocklab.traces.schema import RUN_SCHEMA_VERSION, RUN_SCHEMAS
 
 from .conftest import ROOT

@@ -1,9 +1,0 @@
-"""Moved to pipeline/model/catalog.py (issue 20); this name is kept for pipeline/risk.py, which
-another branch edits, until it imports from there. The module object is the same one."""
-
-import sys
-
-from .model import catalog as _moved
-from .model.catalog import *  # noqa: F403  (the public names, for type checkers)
-
-sys.modules[__name__] = _moved
