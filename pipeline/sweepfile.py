@@ -31,7 +31,6 @@ import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import open_trace
 
-from .model.config import ConfigError, parse_array
+from .model.config import ConfigError, parse_array, read_toml
 
 MODES = ("cross", "zip")
 #: Replay options an axis or the [replay] table may set, with their types.
@@ -187,15 +186,9 @@ def _absolute_drives(obj: Any, folder: Path) -> Any:
 
 def _read_toml(path: Path, what: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BlocklabError(f"{path}: no such {what}") from None
+        return read_toml(path, what)
     except IsADirectoryError:
         raise BlocklabError(f"{path}: is a folder, expected a {what}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise BlocklabError(f"{path}: not valid TOML ({e})") from None
-    except UnicodeDecodeError as e:
-        raise BlocklabError(f"{path}: byte {e.start}: not UTF-8 text") from None
 
 
 def _check_trace(sweep: Path, where: str, value: Any) -> str:

@@ -293,18 +293,24 @@ class _Ctx:
                                 f"unknown key (known: {', '.join(sorted(allowed))})")
 
 
+def read_toml(path: Path, what: str = "file",
+              error: type[BlocklabError] = BlocklabError) -> dict[str, Any]:
+    """The tables of a TOML file; a missing file, bad TOML or bytes that are not UTF-8 raise
+    ``error`` with one line naming the file (``what`` names the kind of file missing)."""
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: byte {e.start}: not UTF-8 text") from None
+
+
 def load_array(path: str | Path) -> ArrayConfig:
     """Parse and check an array configuration file."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: not valid TOML ({e})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: byte {e.start}: not UTF-8 text") from None
-    return parse_array(data, p)
+    return parse_array(read_toml(p, error=ConfigError), p)
 
 
 def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
