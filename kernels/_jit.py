@@ -25,7 +25,7 @@ of them such duplicates (``_job_ops`` four times, the HDD ``service`` and ``_ra_
 RAID-6 planner six times), 466 s; without them 297 s (same machine, same day).
 
 The same holds for ``inline="always"``: every call site gets its own copy of the callee (and of
-everything it inlines), and compile time grows faster than the code. ``kernels/engine.py``'s
+everything it inlines), and compile time grows faster than the code. ``kernels/engine/loop.py``'s
 event loop therefore calls its heavy helpers from one place each (``_to_drives``, ``_finish``).
 """
 

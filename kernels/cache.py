@@ -10,7 +10,7 @@ marks it ``rewritten`` so that it stays dirty afterwards.
 State: the line table ``CL`` (one row per line, columns CL_*), the hash table ``HT`` (one row
 per slot: key or -1, line) and the list heads and counts in the engine's scalar array ``S``
 (indices given by the caller as ``base``: CH_* offsets from it). The policy (what is cached
-when, destaging, read-ahead) is the engine's (``kernels/engine.py``); this module keeps the
+when, destaging, read-ahead) is the engine's (``kernels/engine/``); this module keeps the
 structure consistent.
 """
 

@@ -6,7 +6,7 @@ How it works
 The trace's read and write requests are cut at request indices ``c_1 < ... < c_{S-1}``
 (segment k keeps requests ``[c_k, c_{k+1})``). Segment k is one Dask task: it replays requests
 ``[c_k - M_k, c_{k+1} + M_{k+1})`` from idle drives and an empty cache, with the serial
-engine (``replay.Driver``) unchanged, and keeps the results of its own requests. ``M_k`` is the
+engine (``kernels/engine`` ``Engine``) unchanged, and keeps the results of its own requests. ``M_k`` is the
 *margin* of cut k, in requests: before its first request the segment replays ``M_k`` requests
 of warm-up, so that its drives' queues, heads and caches reach the state the serial replay has
 there; after its last one it replays ``M_{k+1}`` more, because a later arrival can change what
@@ -37,7 +37,7 @@ reported, not hidden.
 where ``B_k`` is a multiple of a grid step ``G`` (the interval a serial replay of this trace
 ends with when its last activity is near its last arrival), and ``c_k`` is the first request
 arriving at or after ``B_k``. The engine's bins double their interval by merging pairs
-(``kernels/engine.py`` ``_fit``), so every segment's bins tile the grid and sum exactly into
+(``kernels/engine/drives.py`` ``_fit``), so every segment's bins tile the grid and sum exactly into
 the serial run's interval; drive operations are recorded in the order they start, so each
 segment's operations started in its own time range, concatenated, are the serial file's rows in
 its order. (A run whose completions outrun the last arrival into the next doubling -- a
@@ -73,7 +73,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from blocklab.kernels import engine as E
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import temporary_name
@@ -84,7 +83,7 @@ from . import driver as DR
 from . import replay as RP
 from . import runmeta as RM
 from .model.array import build_array, plan
-from .model.config import load_array
+from .model.config import load_array, settings_for
 
 #: The first margin of every cut, in requests.
 FIRST_MARGIN = 2048
@@ -134,9 +133,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     cfg = load_array(seg.array)
     arr = build_array(cfg)
     pf, _meta = open_trace(seg.trace)
-    opts = DR.Options(record=seg.drive_ops, **DR.options_for(cfg))
+    opts = settings_for(cfg, record=seg.drive_ops)
     n = seg.end - seg.first
-    drv = DR.Driver(arr, opts, n)
+    drv = DR.Engine(arr, opts, n)
     # the worker's process id in the name: a test kills the worker that writes it
     part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     part.mkdir(mode=0o700)
@@ -168,7 +167,7 @@ def run_segment(seg: Segment) -> dict[str, Any]:
         got = hi
 
     def records(rc: np.ndarray) -> None:
-        t = rc[:, E.RC_START]
+        t = rc["start"]
         mine = rc[(t >= seg.own_ns[0]) & (t < seg.own_ns[1])]
         if len(mine):
             w.records(mine)
@@ -225,9 +224,10 @@ class TraceIndex:
 
 def _grid(last_arrival_ns: int) -> int:
     """The grid step: GRID_FACTOR x the interval a serial replay's bins end with when its last
-    activity is the last arrival (``kernels/engine.py`` ``_fit``)."""
-    iv = DR.INTERVAL_NS
-    while last_arrival_ns >= DR.NBINS * iv:
+    activity is the last arrival (``kernels/engine/drives.py`` ``_fit``)."""
+    first = DR.Settings()
+    iv = first.interval_ns
+    while last_arrival_ns >= first.nbins * iv:
         iv *= 2
     return GRID_FACTOR * iv
 

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from blocklab import queries
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION
+from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION, SECTOR_BYTES
 from blocklab.traces.store import open_trace
 
 from . import runmeta as RM
@@ -402,7 +402,7 @@ def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBP
         "UNION ALL "
         "SELECT run, 'drive ' || CAST(drive AS VARCHAR), drive, "
         "CAST(CASE WHEN write THEN 1 ELSE 0 END AS UTINYINT), queued_ns, start_ns, "
-        "complete_ns, sectors * 512, 0 FROM drive_ops")
+        f"complete_ns, sectors * {SECTOR_BYTES}, 0 FROM drive_ops")
     con.execute(
         "CREATE VIEW requests AS "
         "SELECT run, time_ns, device, sector, size_bytes, op, latency_ns FROM trace "

@@ -1,8 +1,9 @@
 """``blocklab replay``: a trace against an array configuration -> a run folder.
 
 The trace is streamed: rows are read from Parquet in batches into a ring of request slots that
-the engine kernel (``kernels/engine.py``) works through; completed requests are retired in trace
-order and written out as they go, so memory stays bounded whatever the trace's length.
+the engine (``kernels/engine``, its front door ``Engine``) works through; completed requests
+are retired in trace order and written out as they go, so memory stays bounded whatever the
+trace's length.
 
 The run folder (written under a temporary name, renamed when complete, owner-only; columns in
 ``traces/schema.py`` RUN_COLUMNS):
@@ -34,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from blocklab.kernels import engine as E
+from blocklab.kernels.engine import tables
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import (
@@ -43,26 +44,19 @@ from blocklab.traces.schema import (
     OP_WRITE,
     RUN_SCHEMA_VERSION,
     RUN_SCHEMAS,
+    SECTOR_BYTES,
 )
 from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import __version__
 from . import runmeta as RM
-from .driver import (
-    BATCH_ROWS,
-    SECTOR,
-    Chunk,
-    Driver,
-    Options,
-    Streams,
-    dense_ids,
-    options_for,
-    run_engine,
-)
+from .driver import BATCH_ROWS, Chunk, Engine, Streams, dense_ids, run_engine
 from .model.array import ArrayModel, Plan, build_array, plan
-from .model.config import ArrayConfig, Failure, load_array
+from .model.config import ArrayConfig, Failure, load_array, settings_for
 
-__all__ = ["build_array", "run_engine", "replay", "options_for", "Driver", "Options"]
+__all__ = ["build_array", "run_engine", "replay", "settings_for"]
+
+SECTOR = SECTOR_BYTES  # traces/schema.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,11 +254,11 @@ class _RunWriter:
     def records(self, rc: np.ndarray) -> None:
         assert self.ops is not None
         self.ops.write_table(pa.table({
-            "drive": rc[:, E.RC_DRIVE].astype(np.int32), "request": rc[:, E.RC_ITEM],
-            "kind": rc[:, E.RC_KIND].astype(np.uint8), "queued_ns": rc[:, E.RC_QTIME],
-            "start_ns": rc[:, E.RC_START], "complete_ns": rc[:, E.RC_DONE],
-            "sector": rc[:, E.RC_LBA], "sectors": rc[:, E.RC_N],
-            "write": rc[:, E.RC_WRITE].astype(bool), "cache_hit": rc[:, E.RC_HIT].astype(bool),
+            "drive": rc["drive"].astype(np.int32), "request": rc["item"],
+            "kind": rc["kind"].astype(np.uint8), "queued_ns": rc["qtime"],
+            "start_ns": rc["start"], "complete_ns": rc["done"],
+            "sector": rc["lba"], "sectors": rc["n"],
+            "write": rc["write"].astype(bool), "cache_hit": rc["hit"].astype(bool),
         }, schema=RUN_SCHEMAS["drive_ops"]))
         self.drive_ops += len(rc)
 
@@ -331,13 +325,13 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                 raise BlocklabError(f"{array}: failure of drive {f.drive} at {f.at_s:g} s is "
                                     f"outside the trace (0 to {span_s:.6g} s)")
     tasks = plan(arr)
-    opts = Options(closed=closed, record=drive_ops, drain=drain, **options_for(cfg))
+    opts = settings_for(cfg, closed=closed, record=drive_ops, drain=drain)
     out = Path(output)
     folder = AtomicFolder(out)  # locked, written as .NAME.tmp-PID (traces/store.py)
     tmp = folder.tmp
     try:
         w = _RunWriter(tmp, drive_ops)
-        drv = Driver(arr, opts, total, streams, tasks)
+        drv = Engine(arr, opts, total, streams, tasks)
 
         def sink(c: dict[str, np.ndarray]) -> None:
             safety.check()  # a signal's stop (traces/safety.py), per chunk
@@ -357,8 +351,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                                       wrap=wrap, closed=closed),
                         RM.Counts(requests=total, skipped_not_read_write=skipped,
                                   drives=arr.drives,
-                                  drive_ops=int(drv.W.DR[:, E.D_NOPS].sum())),
-                        drv.cache_state(), int(drv.W.S[E.S_INTERVAL]), elapsed)
+                                  drive_ops=int(drv.drive_totals()["ops"].sum())),
+                        drv.cache_state(), int(drv.bins()["interval_ns"]), elapsed)
         RM.write(tmp, meta)
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
@@ -380,7 +374,7 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
              options: RM.RunOptions, counts: RM.Counts, cache_at_end: dict[str, int],
              interval_ns: int, elapsed: float) -> RM.RunMeta:
     """meta.json of a run folder (the serial and the parallel replay write the same keys)."""
-    kinds = {E.JOB_REBUILD: "rebuild", E.JOB_INIT: "init", E.JOB_REBALANCE: "rebalance"}
+    kinds = {code: name for name, code in tables.TASK_KINDS.items()}
     return RM.RunMeta(
         blocklab_version=__version__,
         run_schema_version=RUN_SCHEMA_VERSION,
@@ -389,12 +383,14 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
                           config=dataclasses.asdict(cfg)),
         options=options,
         counts=counts,
-        cache_at_end=RM.CacheAtEnd(**cache_at_end),
+        cache_at_end=RM.CacheAtEnd(lines=cache_at_end["lines"],
+                                   dirty_lines=cache_at_end["dirty_lines"],
+                                   line_bytes=cache_at_end["line_sectors"] * SECTOR),
         failures=tuple(cfg.failures),
-        tasks=tuple(RM.TaskRef(task=i, kind=kinds[int(t[E.TK_KIND])],
-                               group=tasks.task_group[i], drive=int(t[E.TK_DRIVE]),
-                               pieces=int(t[E.TK_NP]), units=int(t[E.TK_UNITS]),
-                               unit_bytes=int(t[E.TK_UROWS]) * SECTOR)
+        tasks=tuple(RM.TaskRef(task=i, kind=kinds[int(t["kind"])],
+                               group=tasks.task_group[i], drive=int(t["drive"]),
+                               pieces=int(t["np"]), units=int(t["units"]),
+                               unit_bytes=int(t["urows"]) * SECTOR)
                     for i, t in enumerate(tasks.TK)),
         interval_ns=interval_ns,
         drives=tuple(RM.DriveRef(drive=i, group=arr.d_group[i], role=arr.d_role[i],
@@ -406,7 +402,7 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
 
 
 def _write_busy(folder: Path, arr: ArrayModel, b: dict[str, np.ndarray]) -> None:
-    """drive_busy.parquet from per-drive bins (``Driver.bins``)."""
+    """drive_busy.parquet from per-drive bins (``Engine.bins``)."""
     nd, nb = b["busy"].shape
     iv = int(b["interval_ns"])
     t = np.tile(np.arange(nb, dtype=np.int64) * iv, nd)
@@ -420,45 +416,42 @@ def _write_busy(folder: Path, arr: ArrayModel, b: dict[str, np.ndarray]) -> None
     }, schema=RUN_SCHEMAS["drive_busy"]), folder / "drive_busy.parquet", compression="zstd")
 
 
-def _write_events(folder: Path, arr: ArrayModel, drv: Driver, tasks: Plan) -> None:
+def _write_events(folder: Path, arr: ArrayModel, drv: Engine, tasks: Plan) -> None:
     """events.parquet: failures, data loss, task starts, progress and ends (traces/schema.py
     RUN_COLUMNS["events"]); written whenever the run had failures or tasks."""
     if not len(tasks.FL) and not tasks.tasks:
         return
-    ev = np.concatenate(drv.events) if drv.events else np.zeros((0, E.EV_N_COLS), np.int64)
-    ref = ev[:, E.EV_REF]
-    drive = ev[:, E.EV_DRIVE]
+    ev = drv.events()
+    ref = ev["ref"]
+    drive = ev["drive"]
     group = [tasks.task_group[int(r)] if r >= 0 else (arr.d_group[int(d)] if d >= 0 else "")
              for r, d in zip(ref.tolist(), drive.tolist(), strict=True)]
-    code = ev[:, E.EV_CODE]
-    progress = np.isin(code, [E.X_REBUILD_PROGRESS, E.X_REBUILD_END, E.X_REBALANCE_PROGRESS,
-                              E.X_REBALANCE_END, E.X_INIT_PROGRESS, E.X_INIT_END])
-    loss = code == E.X_DATA_LOSS
+    names = [EVENT_NAMES[c] for c in ev["code"].tolist()]
+    progress = np.array([n.endswith(("_progress", "_end")) for n in names], bool)
+    loss = np.array([n == "data_loss" for n in names], bool)
     pq.write_table(pa.table({
-        "time_ns": ev[:, E.EV_T],
-        "event": pa.array([EVENT_NAMES[c] for c in code.tolist()]).dictionary_encode(),
+        "time_ns": ev["t"],
+        "event": pa.array(names, pa.string()).dictionary_encode(),
         "drive": drive.astype(np.int32),
         "group": pa.array(group, pa.string()).dictionary_encode(),
-        "fraction": pa.array(np.where(progress, ev[:, E.EV_FRAC] / 1e6, 0.0),
-                             mask=~progress),
-        "bytes": pa.array(ev[:, E.EV_BYTES], mask=~progress),
-        "stripes_lost": pa.array(ev[:, E.EV_LOST], mask=~loss),
+        "fraction": pa.array(np.where(progress, ev["frac"] / 1e6, 0.0), mask=~progress),
+        "bytes": pa.array(ev["bytes"], mask=~progress),
+        "stripes_lost": pa.array(ev["lost"], mask=~loss),
         "detail": pa.array([f"task {int(r)}" if r >= 0 else None for r in ref.tolist()],
                            pa.string()),
     }, schema=RUN_SCHEMAS["events"]), folder / "events.parquet", compression="zstd")
 
 
-def _rebuild_windows(arr: ArrayModel, drv: Driver, tasks: Plan) -> list[dict[str, Any]]:
+def _rebuild_windows(arr: ArrayModel, drv: Engine, tasks: Plan) -> list[dict[str, Any]]:
     """Per failure: when it happened, when its rebuild ended (the window), stripes lost."""
-    ev = np.concatenate(drv.events) if drv.events else np.zeros((0, E.EV_N_COLS), np.int64)
+    ev = drv.events()
+    name = np.array(EVENT_NAMES, dtype=object)[ev["code"]] if len(ev) else np.zeros(0, object)
     out = []
     for f in tasks.FL:
-        d, t = int(f[E.FL_DRIVE]), int(f[E.FL_T])
-        ends = ev[(ev[:, E.EV_CODE] == E.X_REBUILD_END) & (ev[:, E.EV_DRIVE] == d)
-                  & (ev[:, E.EV_T] >= t)]
-        lost = ev[(ev[:, E.EV_CODE] == E.X_DATA_LOSS) & (ev[:, E.EV_DRIVE] == d)
-                  & (ev[:, E.EV_T] == t), E.EV_LOST]
+        d, t = int(f["drive"]), int(f["t"])
+        ends = ev[(name == "rebuild_end") & (ev["drive"] == d) & (ev["t"] >= t)]
+        lost = ev["lost"][(name == "data_loss") & (ev["drive"] == d) & (ev["t"] == t)]
         out.append({"drive": d, "group": arr.d_group[d], "failed_s": t / 1e9,
-                    "window_s": (int(ends[0, E.EV_T]) - t) / 1e9 if len(ends) else None,
+                    "window_s": (int(ends["t"][0]) - t) / 1e9 if len(ends) else None,
                     "stripes_lost": int(lost.sum())})
     return out

@@ -117,11 +117,10 @@ from typing import Any
 
 import numpy as np
 
-from blocklab.kernels import engine as E
 from blocklab.kernels import risk as K
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.schema import OPK_REBUILD_READ
+from blocklab.traces.schema import OPK_REBUILD_READ, SECTOR_BYTES
 
 from . import query as Q
 from .model import catalog as C
@@ -228,9 +227,9 @@ def redundancy_sets(arr: ArrayModel) -> Sets:
         domain.append(new_domain() if dom is None else dom)
 
     for r in range(len(arr.MP)):
-        geom = int(arr.MP[r, E.MP_GROUP])
-        kind, width = int(arr.GR[geom, E.G_KIND]), int(arr.GR[geom, E.G_WIDTH])
-        members = [int(x) for x in arr.MP[r, E.MP_MEM:E.MP_MEM + 2 * width:2]]
+        geom = int(arr.MP["group"][r])
+        kind, width = int(arr.GR["kind"][geom]), int(arr.GR["width"][geom])
+        members = [int(x) for x in arr.MP["members"]["drive"][r, :width]]
         gi = int(arr.row_group[r])
         if int(arr.row_dstripe[r]) >= 0:  # a D-stripe of a dynamic disk pool
             if gi not in pools:
@@ -365,9 +364,9 @@ def _member_bytes(arr: ArrayModel) -> dict[str, float]:
     """Bytes of a member drive each group uses (its member map's sectors per member)."""
     out: dict[str, float] = {}
     for r in range(len(arr.MP)):
-        geom = int(arr.MP[r, E.MP_GROUP])
+        geom = int(arr.MP["group"][r])
         name = arr.cfg.groups[int(arr.row_group[r])].name
-        per = float(arr.GR[geom, E.G_DS]) * 512
+        per = float(arr.GR["rows"][geom]) * SECTOR_BYTES
         if int(arr.row_dstripe[r]) >= 0:  # a pool's D-stripe: one piece per member
             per = float(arr.cfg.groups[int(arr.row_group[r])].piece_bytes)
             out[name] = out.get(name, 0.0) + per * DDP_WIDTH / arr.cfg.groups[

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import TraceMeta, TraceWriter
 from blocklab.traces.synth import iometer, ior, orion, parse_size, spc1
 
@@ -69,10 +70,10 @@ def volume(capacity: str | None, array: str | Path | None, required: bool = True
                       sum(g.count * g.width for g in cfg.groups))
     if capacity is not None:
         n = parse_size(capacity, "--capacity")
-        if n <= 0 or n % 512:
-            raise BlocklabError(f"--capacity: must be a positive multiple of 512 bytes, "
-                                f"found {n}")
-        return Volume(n // 512)
+        if n <= 0 or n % SECTOR_BYTES:
+            raise BlocklabError(f"--capacity: must be a positive multiple of {SECTOR_BYTES} "
+                                f"bytes, found {n}")
+        return Volume(n // SECTOR_BYTES)
     if required:
         raise BlocklabError("give the volume's size with --capacity SIZE or --array CONFIG.toml")
     return Volume(None)

@@ -263,7 +263,7 @@ def test_merged_operations():
                      drive_ops=True)
     rows: dict[int, list[int]] = {}
     for k in range(16):
-        d, off = R.locate(R.KIND_RAID5, 8, 128, int(arr.GR[0, 3]), k * 128)
+        d, off = R.locate(R.KIND_RAID5, 8, 128, int(arr.GR["rows"][0]), k * 128)
         rows.setdefault(int(d), []).append(int(off) // 128)
     runs = sorted((d, x) for d, rr in rows.items() for x in rr if x - 1 not in rr)
     assert len(got["op_drive"]) == len(runs) < 16
@@ -354,22 +354,22 @@ def test_data_path_rate():
     """Host links (2 x 8 Gbit/s: 500 ps per byte) carry host data; the internal bus (1000 MB/s:
     1000 ps per byte) carries every drive operation's data, reserved when it starts."""
     from blocklab.pipeline.model.config import load_array
-    from blocklab.pipeline.replay import options_for
+    from blocklab.pipeline.replay import settings_for
 
     cfg = parse_array({"group": [{"name": "g", "layout": "raid0", "width": 2,
                                   "stripe_unit": "64KiB", "drive": "atlas10k"}],
                        "controller": {"bandwidth_mb_s": 1000,
                                       "host_links": {"count": 2, "gbit_per_s": 8}}},
                       ROOT / "x.toml")
-    opts = options_for(cfg)
-    assert (opts["path_ps"], opts["bus_ps"]) == (500, 1000)
+    opts = settings_for(cfg)
+    assert (opts.path_ps, opts.bus_ps) == (500, 1000)
     arr = build_array(cfg, fixed_ns=(10_000, 0))
     two = (np.array([0, 0]), np.array([0, 128]), np.array([0, 0]))
     # 4 KiB each: the bus (4096 ns each) is quicker than the drives (10 us); then the links
-    got = run_engine(arr, two[0], two[1], np.array([8, 8]), two[2], **opts)
+    got = run_engine(arr, two[0], two[1], np.array([8, 8]), two[2], settings=opts)
     assert got["done"].tolist() == [10_000 + 2048, 10_000 + 2 * 2048]
     # 64 KiB each: the bus (65536 ns each) is the bottleneck
-    got = run_engine(arr, two[0], two[1], np.array([128, 128]), two[2], **opts)
+    got = run_engine(arr, two[0], two[1], np.array([128, 128]), two[2], settings=opts)
     assert got["done"].tolist() == [65536 + 32768, 2 * 65536 + 32768]
     assert load_array(ROOT / "examples" / "arrays" / "raid5-entry.toml").controller \
         .bandwidth_bytes_per_s == 485e6

@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from blocklab.kernels import engine as E
+from blocklab.kernels.engine import tables as T
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.model import placement as PL
 from blocklab.pipeline.model.array import plan
 from blocklab.pipeline.model.config import ConfigError, parse_array
 from blocklab.pipeline.replay import build_array, run_engine
+from blocklab.traces.schema import EVENT_NAMES
 
 from .conftest import ROOT
 from .reference import engine as ref
@@ -87,11 +88,11 @@ def test_engine_with_failures_equals_reference(toml, data):
     assert recorded == want.records
     # every rebuild that started ended, and rebuilt every row of every piece
     ev = got["events"]
-    for t in np.flatnonzero(tasks.TK[:, E.TK_KIND] == E.JOB_REBUILD):
-        ends = ev[(ev[:, E.EV_CODE] == E.X_REBUILD_END) & (ev[:, E.EV_REF] == t)]
+    for t in np.flatnonzero(tasks.TK["kind"] == T.TASK_KINDS["rebuild"]):
+        ends = ev[(ev["code"] == EVENT_NAMES.index("rebuild_end")) & (ev["ref"] == t)]
         assert len(ends) == 1
-        p0, npc = tasks.TK[t, E.TK_P0], tasks.TK[t, E.TK_NP]
-        assert ends[0, E.EV_BYTES] == tasks.PC[p0:p0 + npc, E.PC_ROWS].sum() * 512
+        p0, npc = tasks.TK["p0"][t], tasks.TK["np"][t]
+        assert ends["bytes"][0] == tasks.PC["rows"][p0:p0 + npc].sum() * 512
 
 
 def test_rebuild_fans_out_and_accounts_for_every_lost_block():
@@ -104,7 +105,7 @@ def test_rebuild_fans_out_and_accounts_for_every_lost_block():
     tasks = plan(arr)
     got = run_engine(arr, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                      np.zeros(0, np.int64), drive_ops=True, tasks=tasks)
-    rows = int(arr.GR[0, E.G_DS])
+    rows = int(arr.GR["rows"][0])
     for d in (0, 1, 3, 4):
         sel = got["op_drive"] == d
         assert (got["op_kind"][sel] == 3).all() and got["op_n"][sel].sum() == rows
@@ -112,7 +113,7 @@ def test_rebuild_fans_out_and_accounts_for_every_lost_block():
     assert (got["op_kind"][sel] == 4).all() and got["op_n"][sel].sum() == rows
     assert not (got["op_drive"] == 2).any()
     mp = got["mp"]
-    assert mp[0, E.MP_MEM + 2 * 2] == 5 and mp[0, E.MP_MISS] == -1  # the spare, whole
+    assert mp["members"]["drive"][0, 2] == 5 and mp["missing"][0, 0] == -1  # the spare, whole
 
 
 def test_second_failure_before_rebuild_ends_loses_data():
@@ -124,10 +125,10 @@ def test_second_failure_before_rebuild_ends_loses_data():
     got = run_engine(arr, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                      np.zeros(0, np.int64), tasks=plan(arr))
     ev = got["events"]
-    loss = ev[ev[:, E.EV_CODE] == E.X_DATA_LOSS]
-    stripes = int(arr.GR[0, E.G_DS]) // 128
+    loss = ev[ev["code"] == EVENT_NAMES.index("data_loss")]
+    stripes = int(arr.GR["rows"][0]) // 128
     # drive 1 fails 1 ms into drive 0's rebuild: nearly every stripe is lost
-    assert len(loss) == 1 and 0.9 * stripes < loss[0, E.EV_LOST] <= stripes
+    assert len(loss) == 1 and 0.9 * stripes < loss["lost"][0] <= stripes
 
 
 def test_pool_placement_is_balanced_and_stable():
@@ -169,9 +170,9 @@ def test_storage_pool_slices_round_robin():
     arr = build_array(parse_array(toml, ROOT / "x.toml"))
     assert arr.lun_names == ["p.0"]
     # LUN p.0's slices alternate over the two private groups, each slice further into them
-    ex = arr.EX[arr.LN[0, E.U_EXT0]:arr.LN[0, E.U_EXT0] + 6]
-    assert ex[:, 0].tolist() == [0, 1, 0, 1, 0, 1]
-    assert ex[:, 1].tolist() == [0, 0, 1 << 21, 1 << 21, 2 << 21, 2 << 21]
+    ex = arr.EX[arr.LN["ext0"][0]:arr.LN["ext0"][0] + 6]
+    assert ex["row"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert ex["base"].tolist() == [0, 0, 1 << 21, 1 << 21, 2 << 21, 2 << 21]
 
 
 @pytest.mark.parametrize("toml,key,msg", [
@@ -266,12 +267,12 @@ def test_init_runs_one_task_per_lun_at_once(group, luns):
     arr = build_array(cfg)
     p = plan(arr)
     assert len(p.TK) == luns
-    assert set(p.TK[:, E.TK_T].tolist()) == {2_000_000_000}
-    assert set(p.TK[:, E.TK_KIND].tolist()) == {E.JOB_INIT}
+    assert set(p.TK["t"].tolist()) == {2_000_000_000}
+    assert set(p.TK["kind"].tolist()) == {T.TASK_KINDS["init"]}
     # the LUNs' member maps from the extents, independently of pipeline/model/array.py's row_lun
-    rows_of_task = [sorted(int(r) for r in p.PC[t[E.TK_P0]:t[E.TK_P0] + t[E.TK_NP], 0])
+    rows_of_task = [sorted(int(r) for r in p.PC["row"][t["p0"]:t["p0"] + t["np"]])
                     for t in p.TK]
-    used = sorted({int(r) for r in arr.EX[:, 0]}) if group["layout"] == "ddp" else None
+    used = sorted({int(r) for r in arr.EX["row"]}) if group["layout"] == "ddp" else None
     every = sorted(r for rows in rows_of_task for r in rows)
     assert len(every) == len(set(every))  # each member map in one task
     if used is not None:

@@ -20,7 +20,7 @@ from blocklab.pipeline.cluster import numba_cache_base
 from blocklab.pipeline.model.array import build_array
 from blocklab.pipeline.model.config import load_array
 from blocklab.pipeline.parallel import replay_parallel
-from blocklab.pipeline.replay import options_for, replay, run_engine
+from blocklab.pipeline.replay import replay, run_engine, settings_for
 from blocklab.traces import store
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
@@ -149,7 +149,7 @@ def test_parallel_equals_serial_on_a_trace_with_idle_points(work, cluster, tmp_p
 def _cold(arr, opts, cols, a: int, b: int) -> dict:
     """A replay of requests [a, b) from idle drives and a cold cache: what a segment runs."""
     return run_engine(arr, cols["t"][a:b], cols["lba"][a:b], cols["nsec"][a:b],
-                      cols["w"][a:b], **opts)
+                      cols["w"][a:b], settings=opts)
 
 
 def test_saturated_trace_reports_the_difference(work, cluster, tmp_path):
@@ -173,7 +173,7 @@ def test_saturated_trace_reports_the_difference(work, cluster, tmp_path):
         assert c["margin"] == min(cuts[k] - cuts[k - 1], cuts[k + 1] - cuts[k])
     cfg = load_array(work / "a.toml")
     arr = build_array(cfg)
-    opts = options_for(cfg)
+    opts = settings_for(cfg)
     t = table(ser, "ios")
     cols = {"t": t.column("arrival_ns").to_numpy(), "lba": t.column("sector").to_numpy(),
             "nsec": t.column("size_bytes").to_numpy() // 512,

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from blocklab.kernels import engine as E
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.drive import ssd as SS
+from blocklab.kernels.engine import tables as T
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import SECTOR_BYTES
@@ -46,19 +46,19 @@ from . import placement as PL
 from .config import DDP_WIDTH, ArrayConfig, DriveRef, GroupConfig
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
-SCHEDULERS = {"fcfs": E.SCHED_FCFS, "sstf": E.SCHED_SSTF, "clook": E.SCHED_CLOOK}
 
 
 @dataclasses.dataclass
 class ArrayModel:
-    """The array as the engine sees it (the tables of kernels/engine.py)."""
+    """The array as the engine sees it (kernels/engine/door.py Array: its tables are
+    kernels/engine/tables.py's structured dtypes)."""
 
     vol_unit: int  # sectors; 0 = no host volume (one LUN)
     capacity: int  # sectors the host can address
-    LN: np.ndarray  # volume LUNs x engine.U_N (U_EXT0, U_EXT_SECT, U_CAP set)
-    EX: np.ndarray  # extents x 2
-    GR: np.ndarray  # group geometries x engine.G_N
-    MP: np.ndarray  # member maps (initial state)
+    LN: np.ndarray  # volume LUNs (tables.LUN; ext0, ext_sect and cap set)
+    EX: np.ndarray  # extents (tables.EXTENT)
+    GR: np.ndarray  # group geometries (tables.GEOMETRY)
+    MP: np.ndarray  # member maps, initial state (tables.member_map)
     d_model: np.ndarray
     d_mparam: np.ndarray
     d_sched: np.ndarray
@@ -68,7 +68,7 @@ class ArrayModel:
     d_group: list[str]  # per drive: its group's name
     d_role: list[str]  # per drive: "member", "spare" or "pool"
     d_name: list[str]  # per drive: its model
-    models: E.Models
+    models: T.Models
     ssd_width: int
     lun_names: list[str]
     # what failure planning needs: per member map its config group and (for a pool) D-stripe
@@ -86,12 +86,12 @@ class ArrayModel:
 
     @property
     def lun_cap(self) -> np.ndarray:
-        return self.LN[:, E.U_CAP]
+        return self.LN["cap"]
 
 
-def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> E.Models:
+def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> T.Models:
     """The engine's model tables: the HDD and SSD parameter sets of the distinct models (each
-    model's set index among those of its kind is its D_MPARAM)."""
+    model's set index among those of its kind is its drives' ``d_mparam``)."""
     hdd = [m.hdd for m in models if m.hdd is not None]
     ssd = [m.ssd for m in models if m.ssd is not None]
 
@@ -103,11 +103,11 @@ def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> E
     hz, hz_off = cat([z for _p, z, _d, _t in hdd], np.float64)
     hcd, hc_off = cat([cd for _p, _z, cd, _t in hdd], np.int64)
     hct, _ = cat([ct for _p, _z, _d, ct in hdd], np.float64)
-    return E.Models(
+    return T.Models(
         fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
         hp=np.concatenate([p for p, _z, _d, _t in hdd]) if hdd else np.zeros(H.P_N),
         hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
-        hst=np.zeros(0),  # per-drive states are made fresh for each replay (Driver)
+        hst=np.zeros(0),  # per-drive states are made fresh for each replay (Engine)
         sp=np.concatenate(ssd) if ssd else np.zeros(SS.P_N),
         sst=np.zeros((0, 1), np.int64))
 
@@ -163,11 +163,10 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     for gi, g in enumerate(cfg.groups):
         m = refs.index(g.drive)
         mod = models[m]
-        kind = E.MODEL_HDD if mod.kind == "hdd" else E.MODEL_SSD
         n = g.drives
-        drive_cols["model"] += [E.MODEL_FIXED if fixed_ns else kind] * n
+        drive_cols["model"] += [T.DRIVE_MODELS["fixed" if fixed_ns else mod.kind]] * n
         drive_cols["mparam"] += [0 if fixed_ns else mset[m]] * n
-        drive_cols["sched"] += [SCHEDULERS[g.scheduler]] * n
+        drive_cols["sched"] += [T.SCHEDULERS[g.scheduler]] * n
         drive_cols["depth"] += [g.queue_depth] * n
         drive_cols["maxwait"] += [round(g.max_wait_ms * 1e6)] * n
         drive_cols["maxinf"] += [mod.queue_depth] * n
@@ -201,24 +200,25 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         idx = [0]
         vol_unit = 0
         capacity = b.luns[0][3]
-    LN = np.zeros((len(idx), E.U_N), np.int64)
+    LN = np.zeros(len(idx), T.LUN)
     for r, i in enumerate(idx):
-        LN[r, E.U_EXT0], LN[r, E.U_EXT_SECT], LN[r, E.U_CAP] = b.luns[i][1:]
+        _name, LN["ext0"][r], LN["ext_sect"][r], LN["cap"][r] = b.luns[i]
     wmax = max(len(d) for _g, d, _o in b.rows)
-    MP = np.full((len(b.rows), E.MP_MEM + 2 * wmax), -1, np.int64)
-    MP[:, E.MP_MISS:E.MP_MEM] = R.no_missing()
+    MP = np.zeros(len(b.rows), T.member_map(wmax))
+    MP["missing"] = R.no_missing()
+    mem = MP["members"]
+    mem["drive"] = mem["offset"] = -1  # -1: no member (a map narrower than the widest)
     for r, (geom, drives, offs) in enumerate(b.rows):
-        MP[r, E.MP_GROUP] = geom
-        MP[r, E.MP_MEM:E.MP_MEM + 2 * len(drives):2] = drives
-        MP[r, E.MP_MEM + 1:E.MP_MEM + 2 * len(drives):2] = offs
+        MP["group"][r] = geom
+        mem["drive"][r, :len(drives)] = drives
+        mem["offset"][r, :len(drives)] = offs
 
     def i64(x: list[int]) -> np.ndarray:
         return np.array(x, dtype=np.int64)
 
     return ArrayModel(
-        vol_unit=vol_unit, capacity=capacity, LN=LN,
-        EX=np.array(b.extents, dtype=np.int64).reshape(-1, 2),
-        GR=np.array(b.geoms, dtype=np.int64).reshape(-1, E.G_N), MP=MP,
+        vol_unit=vol_unit, capacity=capacity, LN=LN, EX=np.array(b.extents, T.EXTENT),
+        GR=np.array(b.geoms, T.GEOMETRY), MP=MP,
         d_model=i64(drive_cols["model"]), d_mparam=i64(drive_cols["mparam"]),
         d_sched=i64(drive_cols["sched"]), d_depth=i64(drive_cols["depth"]),
         d_maxwait=i64(drive_cols["maxwait"]),
@@ -296,12 +296,13 @@ def _ddp(b: _Builder, g: GroupConfig, gi: int, base: int, unit: int,
 
 @dataclasses.dataclass
 class Plan:
-    """The engine's failure and task tables, and what to name in events."""
+    """The engine's failure and task tables (kernels/engine/door.py Tasks), and what to name in
+    events."""
 
-    FL: np.ndarray
-    AF: np.ndarray
-    TK: np.ndarray
-    PC: np.ndarray
+    FL: np.ndarray  # tables.FAILURE
+    AF: np.ndarray  # tables.MISSING
+    TK: np.ndarray  # tables.TASK
+    PC: np.ndarray  # tables.PIECE
     task_group: list[str]  # per task: the group (or pool) it works on
 
     @property
@@ -311,9 +312,16 @@ class Plan:
 
 def no_plan() -> Plan:
     """No failures and no tasks."""
-    z = np.zeros
-    return Plan(FL=z((0, 4), np.int64), AF=z((0, 2), np.int64), TK=z((0, E.TK_N), np.int64),
-                PC=z((0, E.PC_N), np.int64), task_group=[])
+    return Plan(FL=np.zeros(0, T.FAILURE), AF=np.zeros(0, T.MISSING), TK=np.zeros(0, T.TASK),
+                PC=np.zeros(0, T.PIECE), task_group=[])
+
+
+def _table(dtype: np.dtype, rows: list[dict[str, int]]) -> np.ndarray:
+    """Rows given by field name (fields left out are 0) as a table of ``dtype``."""
+    out = np.zeros(len(rows), dtype)
+    for name in dtype.names or ():
+        out[name] = [r.get(name, 0) for r in rows]
+    return out
 
 
 def plan(arr: ArrayModel) -> Plan:
@@ -321,31 +329,36 @@ def plan(arr: ArrayModel) -> Plan:
     in time order."""
     cfg = arr.cfg
     pol = cfg.rebuild
-    share = int(round(pol.share * E.PPM))
+    share = int(round(pol.share * T.PPM))
     rate = int(pol.rate_mb_s * 1e6)
     members = arr.MP.copy()  # the member maps as they will be, as rebuilds are planned
+    mdrive, moff = members["members"]["drive"], members["members"]["offset"]  # views
     failed: set[int] = set()
     spares = {g: list(s) for g, s in arr.spares.items()}
-    FL: list[list[int]] = []
-    AF: list[tuple[int, int]] = []
-    TK: list[list[int]] = []
-    PC: list[list[int]] = []
+    FL: list[dict[str, int]] = []
+    AF: list[dict[str, int]] = []
+    TK: list[dict[str, int]] = []
+    PC: list[dict[str, int]] = []
     task_group: list[str] = []
-    gw = (members.shape[1] - E.MP_MEM) // 2
+    gw = mdrive.shape[1]
     events = sorted([(f.at_s, 0, f.drive) for f in cfg.failures]
                     + [(r.at_s, 1, r.drive) for r in cfg.replacements])
 
-    def task(kind: int, t_ns: int, pieces: list[Any], unit_rows: int, depth: int,
+    def task(kind: str, t_ns: int, pieces: list[Any], unit_rows: int, depth: int,
              drive: int, group: str, rows: int) -> None:
+        """A task over ``pieces`` (map row, member, source drive and offset, destination
+        drive and offset; -1: none) of ``rows`` rows each."""
         units = math.ceil(rows / unit_rows) * len(pieces)
         depth = min(depth, 32 * len(pieces))  # a piece tracks at most 32 units in flight
-        TK.append([kind, t_ns, len(PC), len(pieces), unit_rows, units, 0, 0, 0, depth,
-                   share, rate, 0, 0, 0, drive, 0, 0])
-        PC.extend([[int(x) for x in p] + [rows, 0, 0] for p in pieces])
+        TK.append(dict(kind=T.TASK_KINDS[kind], t=t_ns, p0=len(PC), np=len(pieces),
+                       urows=unit_rows, units=units, depth=depth, share=share, rate=rate,
+                       drive=drive))
+        PC.extend(dict(zip(("row", "k", "src", "soff", "dst", "doff"), map(int, p),
+                           strict=True), rows=rows) for p in pieces)
         task_group.append(group)
 
     def urows(geom: int) -> int:
-        unit = int(arr.GR[geom, E.G_UNIT])
+        unit = int(arr.GR["unit"][geom])
         return max(1, math.ceil(pol.unit_bytes / SECTOR / unit)) * unit
 
     for at_s, what, d in events:
@@ -362,45 +375,42 @@ def plan(arr: ArrayModel) -> Plan:
             for r in range(first, first + len(pl.members)):
                 i = r - first
                 for k in range(DDP_WIDTH):
-                    if pool_drives[pl.members[i, k]] == d and members[r, E.MP_MEM + 2 * k] != d:
-                        src, soff = members[r, E.MP_MEM + 2 * k], members[r, E.MP_MEM + 2 * k + 1]
-                        rows_ = int(arr.GR[members[r, 0], E.G_DS])
+                    if pool_drives[pl.members[i, k]] == d and mdrive[r, k] != d:
+                        src, soff = int(mdrive[r, k]), int(moff[r, k])
+                        rows_ = int(arr.GR["rows"][members["group"][r]])
                         pieces.append((r, k, src, soff, d, int(pl.slot[i, k]) * rows_))
                         # the slot the rebuild used is free again
                         pl.used[int(np.searchsorted(pool_drives, src)), soff // rows_] = 0
-                        members[r, E.MP_MEM + 2 * k] = d
-                        members[r, E.MP_MEM + 2 * k + 1] = pieces[-1][5]
-            geom = int(members[first, E.MP_GROUP])
-            task(E.JOB_REBALANCE, t_ns, pieces, urows(geom), pol.depth or len(pool_drives), d,
-                 g.name, int(arr.GR[geom, E.G_DS]))
+                        mdrive[r, k], moff[r, k] = d, pieces[-1][5]
+            geom = int(members["group"][first])
+            task("rebalance", t_ns, pieces, urows(geom), pol.depth or len(pool_drives), d,
+                 g.name, int(arr.GR["rows"][geom]))
             continue
         if d in failed:
             raise BlocklabError(f"{cfg.source}: failure: drive {d} fails twice")
         failed.add(d)
-        hits = [(r, k) for r in range(len(members)) for k in range(gw)
-                if members[r, E.MP_MEM + 2 * k] == d]
-        FL.append([t_ns, d, len(AF), len(hits)])
-        AF.extend(hits)
+        hits = [(r, k) for r in range(len(members)) for k in range(gw) if mdrive[r, k] == d]
+        FL.append(dict(t=t_ns, drive=d, af0=len(AF), naf=len(hits)))
+        AF.extend(dict(row=r, k=k) for r, k in hits)
         if not hits:  # a spare, or an unused drive
             continue
         start = t_ns + int(pol.start_delay_s * 1e9)
-        geom = int(members[hits[0][0], E.MP_GROUP])
-        rows = int(arr.GR[geom, E.G_DS])
-        if R.tolerance(int(arr.GR[geom, E.G_KIND]), int(arr.GR[geom, E.G_WIDTH])) == 0:
+        geom = int(members["group"][hits[0][0]])
+        rows = int(arr.GR["rows"][geom])
+        if R.tolerance(int(arr.GR["kind"][geom]), int(arr.GR["width"][geom])) == 0:
             continue  # nothing to rebuild from
         pieces = []
         if g.layout == "ddp":
             pl, first, pool_drives = arr.pools[gi]
             for r, k in hits:
-                cur = {int(np.searchsorted(pool_drives, x)) for x in
-                       members[r, E.MP_MEM:E.MP_MEM + 2 * DDP_WIDTH:2]}
+                cur = {int(np.searchsorted(pool_drives, x)) for x in mdrive[r, :DDP_WIDTH]}
                 got = PL.replacement(pl, r - first, cur, {int(np.searchsorted(
                     pool_drives, x)) for x in failed})
                 if got is None:  # the preservation capacity is used up: stays degraded
                     continue
                 drive, off = int(pool_drives[got[0]]), got[1] * rows
                 pieces.append((r, k, -1, 0, drive, off))
-                members[r, E.MP_MEM + 2 * k], members[r, E.MP_MEM + 2 * k + 1] = drive, off
+                mdrive[r, k], moff[r, k] = drive, off
             depth = pol.depth or len(pool_drives)
         else:
             for r, k in hits:
@@ -408,10 +418,10 @@ def plan(arr: ArrayModel) -> Plan:
                     break
                 spare = spares[gi].pop(0)
                 pieces.append((r, k, -1, 0, spare, 0))
-                members[r, E.MP_MEM + 2 * k], members[r, E.MP_MEM + 2 * k + 1] = spare, 0
+                mdrive[r, k], moff[r, k] = spare, 0
             depth = pol.depth or 4
         if pieces:
-            task(E.JOB_REBUILD, start, pieces, urows(geom), depth, d, g.name, rows)
+            task("rebuild", start, pieces, urows(geom), depth, d, g.name, rows)
     for init in cfg.inits:
         # One task per LUN, all started at once: each RAID group instance (a volume group on
         # drives of its own) initializes independently, as hardware controllers and md do
@@ -428,13 +438,9 @@ def plan(arr: ArrayModel) -> Plan:
         if -1 in by_lun and cfg.groups[gi].layout == "ddp":
             del by_lun[-1]  # D-stripes no volume uses
         parts = list(by_lun.values()) if -1 not in by_lun else [rs]
-        geom = int(members[rs[0], E.MP_GROUP])
+        geom = int(members["group"][rs[0]])
         for part in parts:
-            task(E.JOB_INIT, int(init.at_s * 1e9), [(r, -1, -1, 0, -1, 0) for r in part],
-                 urows(geom), pol.depth or 4, -1, init.group, int(arr.GR[geom, E.G_DS]))
-
-    def arr2(x: list[Any], cols: int) -> np.ndarray:
-        return np.array(x, dtype=np.int64).reshape(-1, cols)
-
-    return Plan(FL=arr2(FL, 4), AF=arr2(AF, 2), TK=arr2(TK, E.TK_N), PC=arr2(PC, E.PC_N),
-                task_group=task_group)
+            task("init", int(init.at_s * 1e9), [(r, -1, -1, 0, -1, 0) for r in part],
+                 urows(geom), pol.depth or 4, -1, init.group, int(arr.GR["rows"][geom]))
+    return Plan(FL=_table(T.FAILURE, FL), AF=_table(T.MISSING, AF), TK=_table(T.TASK, TK),
+                PC=_table(T.PIECE, PC), task_group=task_group)

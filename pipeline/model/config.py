@@ -27,6 +27,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from blocklab.kernels.engine import Settings
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import SECTOR_BYTES
@@ -34,6 +35,7 @@ from blocklab.traces.schema import SECTOR_BYTES
 from . import catalog as CAT
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
+_ENGINE = Settings()  # the engine's defaults
 RAID_LAYOUTS = {name: kind for kind, name in enumerate(R.KIND_NAMES)}
 #: ddp: a dynamic disk pool (declustered RAID-6 8+2); pool: a storage pool of private RAID
 #: groups whose LUNs are carved in slices.
@@ -124,18 +126,20 @@ class VolumeConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ControllerConfig:
-    """The array controller (see kernels/engine.py for what each setting does)."""
+    """The array controller (kernels/engine/__init__.py says what each setting does; settings_for
+    converts it to the engine's Settings)."""
 
-    command_overhead_ns: int = 0
+    # the settings the engine also has take its defaults (kernels/engine/door.py Settings)
+    command_overhead_ns: int = _ENGINE.ctrl_ns
     cache_bytes: int = 0  # 0: no cache
-    cache_block_bytes: int = 32 << 10  # cache line: 4, 8, 16 or 32 KiB
-    write_back: bool = True
+    cache_block_bytes: int = _ENGINE.line_sectors * SECTOR  # cache line: 4, 8, 16 or 32 KiB
+    write_back: bool = _ENGINE.write_back
     read_ahead: bool = False
     read_ahead_bytes: int = 1 << 20  # prefetched at a time ahead of a sequential reader
-    flush_start: float = 0.8  # dirty fraction of the cache that starts destaging
-    flush_stop: float = 0.8  # dirty fraction at which it stops
-    flush_age_s: float = 10.0  # dirty data older than this is destaged
-    destage_depth: int = 0  # destage jobs at once (0: two per drive)
+    flush_start: float = _ENGINE.flush_start  # dirty fraction of the cache that starts destaging
+    flush_stop: float = _ENGINE.flush_stop  # dirty fraction at which it stops
+    flush_age_s: float = _ENGINE.flush_age_ns / 1e9  # dirty data older than this is destaged
+    destage_depth: int = _ENGINE.destage_depth  # destage jobs at once (0: two per drive)
     bandwidth_bytes_per_s: float = 0.0  # internal cap (backplane/bus); 0 = none
     host_links: int = 1
     link_gbit_per_s: float = 0.0  # 0 = unlimited
@@ -239,6 +243,23 @@ class ArrayConfig:
         for g in self.groups:
             out += [g.name] if g.count == 1 else [f"{g.name}.{i}" for i in range(g.count)]
         return out
+
+
+def settings_for(cfg: ArrayConfig, **run: Any) -> Settings:
+    """The engine's settings for an array configuration's controller: the one conversion from
+    configuration to the engine (times to ns, rates to picoseconds per byte, sizes to
+    sectors); ``run`` sets the run's own fields (closed, record, drain, interval_ns, ...)."""
+    c = cfg.controller
+    links = c.link_payload_bytes_per_s()
+    return Settings(
+        ctrl_ns=c.command_overhead_ns,
+        path_ps=int(round(1e12 / links)) if links > 0 else 0,
+        bus_ps=int(round(1e12 / c.bandwidth_bytes_per_s)) if c.bandwidth_bytes_per_s else 0,
+        cache_lines=c.cache_bytes // c.cache_block_bytes,
+        line_sectors=c.cache_block_bytes // SECTOR, write_back=c.write_back,
+        ra_sectors=c.read_ahead_bytes // SECTOR if c.read_ahead else 0,
+        flush_start=c.flush_start, flush_stop=c.flush_stop,
+        flush_age_ns=int(c.flush_age_s * 1e9), destage_depth=c.destage_depth, **run)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
@@ -522,6 +543,9 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
     return DriveRef(catalog=base, kind=kind if base is None else None, overrides=tuple(over))
 
 
+_CTRL = ControllerConfig()  # the defaults of the keys a [controller] table leaves out
+
+
 def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     if not isinstance(t, dict):
         raise c.fail("controller", "expected a [controller] table")
@@ -553,12 +577,12 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     ra = t.get("read_ahead", False)
     if not isinstance(ra, bool):
         raise c.fail("controller.read_ahead", f"expected true or false, found {ra!r}")
-    block = c.size("controller.cache_block", t.get("cache_block", "32KiB"))
+    block = c.size("controller.cache_block", t.get("cache_block", _CTRL.cache_block_bytes))
     if block not in (4 << 10, 8 << 10, 16 << 10, 32 << 10):
         raise c.fail("controller.cache_block", f"expected 4, 8, 16 or 32 KiB, found {block} bytes")
     flush = {}
     for k in ("flush_start", "flush_stop"):
-        flush[k] = c.number(f"controller.{k}", t.get(k, 0.8))
+        flush[k] = c.number(f"controller.{k}", t.get(k, getattr(_CTRL, k)))
         if flush[k] > 1:
             raise c.fail(f"controller.{k}", f"a fraction of the cache, at most 1, found {flush[k]}")
     if flush["flush_stop"] > flush["flush_start"]:
@@ -571,11 +595,13 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
         cache_block_bytes=block,
         write_back=policy == "write-back",
         read_ahead=ra,
-        read_ahead_bytes=c.size("controller.read_ahead_size", t.get("read_ahead_size", "1MiB")),
+        read_ahead_bytes=c.size("controller.read_ahead_size",
+                                t.get("read_ahead_size", _CTRL.read_ahead_bytes)),
         flush_start=flush["flush_start"],
         flush_stop=flush["flush_stop"],
-        flush_age_s=c.number("controller.flush_age_s", t.get("flush_age_s", 10.0)),
-        destage_depth=c.integer("controller.destage_depth", t.get("destage_depth", 0)),
+        flush_age_s=c.number("controller.flush_age_s", t.get("flush_age_s", _CTRL.flush_age_s)),
+        destage_depth=c.integer("controller.destage_depth",
+                                t.get("destage_depth", _CTRL.destage_depth)),
         bandwidth_bytes_per_s=c.number("controller.bandwidth_mb_s",
                                        t.get("bandwidth_mb_s", 0)) * 1e6,
         host_links=c.integer("controller.host_links.count", links.get("count", 1), 1),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from blocklab.kernels import engine as E
+from blocklab.kernels.engine import tables as T
 from blocklab.kernels.layout import raid as R
 
 DONE, RETRY, XFER, CTRL, TIMER, FAIL, TASK, ARRIVE = range(8)
@@ -109,14 +109,14 @@ class Maps:
     missing, at most three])."""
 
     def __init__(self, arr):
-        self.geom = [tuple(int(x) for x in g) for g in arr.GR]
+        self.geom = [tuple(g) for g in arr.GR.tolist()]  # kind, width, unit, rows
         self.rows = []
         for r in arr.MP:
-            width = self.geom[int(r[E.MP_GROUP])][1]
-            mem = [(int(r[E.MP_MEM + 2 * k]), int(r[E.MP_MEM + 2 * k + 1]))
+            width = self.geom[int(r["group"])][1]
+            mem = [(int(r["members"]["drive"][k]), int(r["members"]["offset"][k]))
                    for k in range(width)]
             # heads: where each member's last planned operation ended (raid.py mirror reads)
-            self.rows.append({"geom": int(r[E.MP_GROUP]), "mem": mem, "miss": [],
+            self.rows.append({"geom": int(r["group"]), "mem": mem, "miss": [],
                               "heads": R.new_heads(width)})
 
     def miss_array(self, row):
@@ -141,14 +141,14 @@ def plan_parts(arr, maps, item, parts, write, share=0):
     last: dict[int, Op] = {}
     buf = np.zeros(16384 * R.OP_NCOLS, dtype=np.int64)
     for lun, lun_lba, n in parts:
-        esect = int(arr.LN[lun, E.U_EXT_SECT])
+        esect = int(arr.LN["ext_sect"][lun])
         pos, end = lun_lba, lun_lba + n
         while pos < end:
-            e = int(arr.LN[lun, E.U_EXT0]) + pos // esect
+            e = int(arr.LN["ext0"][lun]) + pos // esect
             piece_end = min(end, (pos // esect + 1) * esect)
-            row = int(arr.EX[e, E.EX_ROW])
+            row = int(arr.EX["row"][e])
             kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
-            m = R.plan_request(kind, width, unit, ds, int(arr.EX[e, E.EX_BASE]) + pos % esect,
+            m = R.plan_request(kind, width, unit, ds, int(arr.EX["base"][e]) + pos % esect,
                                piece_end - pos, write, maps.rows[row]["heads"], buf,
                                maps.miss_array(row))
             add_ops(maps, row, buf, m, item, share, ops, last)
@@ -264,18 +264,22 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
     depth = destage_depth or 2 * drives
     fl_start = max(1, int(flush_start * cache_lines))
     fl_stop = int(flush_stop * cache_lines)
-    fl = [] if tasks is None else [tuple(int(x) for x in r) for r in tasks.FL]
-    af = [] if tasks is None else [tuple(int(x) for x in r) for r in tasks.AF]
-    tk = [] if tasks is None else [[int(x) for x in r] for r in tasks.TK]
-    pc = [] if tasks is None else [[int(x) for x in r] for r in tasks.PC]
+    # the plan's tables as plain Python: failures and missing members as tuples (in the
+    # dtypes' field order), tasks and pieces as dicts by field name
+    fl = [] if tasks is None else [tuple(r) for r in tasks.FL.tolist()]
+    af = [] if tasks is None else [tuple(r) for r in tasks.AF.tolist()]
+    tk = [] if tasks is None else [dict(zip(T.TASK.names, r, strict=True))
+                                   for r in tasks.TK.tolist()]
+    pc = [] if tasks is None else [dict(zip(T.PIECE.names, r, strict=True))
+                                   for r in tasks.PC.tolist()]
     task_state = {"left": len(tk)}
     piece_done = [0] * len(pc)
     piece_finished: list[set[int]] = [set() for _ in pc]
-    nj = (depth + 4 * len(arr.LN) + 64 if cache_lines else 1) + sum(t[E.TK_DEPTH] for t in tk)
+    nj = (depth + 4 * len(arr.LN) + 64 if cache_lines else 1) + sum(t["depth"] for t in tk)
     job_ids = list(range(nj - 1, -1, -1))  # a stack: the next job is the last freed
     jobs: dict[int, Job] = {}
     ctl = {"destaging": 0, "flushing": False, "timer": None}
-    lun_cap = [int(x) for x in arr.LN[:, E.U_CAP]]
+    lun_cap = [int(x) for x in arr.LN["cap"]]
     last_end = [-1] * len(lun_cap)
     ra_end = [0] * len(lun_cap)
     lun_waiters: list[list[int]] = [[] for _ in lun_cap]
@@ -333,9 +337,9 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             issue(s, t)
 
     for f, row in enumerate(fl):  # the failures and tasks, scheduled first
-        push(row[E.FL_T], FAIL, f)
+        push(row[0], FAIL, f)  # FAILURE: t, drive, af0, naf
     for t, row in enumerate(tk):
-        push(row[E.TK_T], TASK, t)
+        push(row["t"], TASK, t)
     if closed:
         if n:
             start_phase(0)
@@ -501,8 +505,8 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
     def destage_one(now):
         key = next(iter(cache.dirty))
         lun, k = divmod(key, KEY)
-        e = int(arr.LN[lun, E.U_EXT0]) + (k * ls) // int(arr.LN[lun, E.U_EXT_SECT])
-        kind, width, unit, _ds = maps.geom[maps.rows[int(arr.EX[e, E.EX_ROW])]["geom"]]
+        e = int(arr.LN["ext0"][lun]) + (k * ls) // int(arr.LN["ext_sect"][lun])
+        kind, width, unit, _ds = maps.geom[maps.rows[int(arr.EX["row"][e])]["geom"]]
         stripe = unit * int(R.data_drives(kind, width))
         stripe *= max(1, 8192 // stripe)  # whole stripes, up to 4 MiB at once
         s0 = (k * ls) // stripe * stripe
@@ -615,65 +619,65 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
 
     def task_start(t, now):
         row = tk[t]
-        row[E.TK_STATE] = 1
-        row[E.TK_T0] = now
-        kind = row[E.TK_KIND]
+        row["state"] = 1
+        row["t0"] = now
+        kind = row["kind"]
         if kind == REBALANCE:
-            event(now, REPLACE, row[E.TK_DRIVE], t)
+            event(now, REPLACE, row["drive"], t)
         code = {REBUILD: REBUILD_START, REBALANCE: REBALANCE_START, INIT: INIT_START}[kind]
-        event(now, code, row[E.TK_DRIVE], t)
+        event(now, code, row["drive"], t)
         if kind == REBUILD:
-            for p in range(row[E.TK_P0], row[E.TK_P0] + row[E.TK_NP]):
-                r, k = pc[p][E.PC_ROW], pc[p][E.PC_K]
-                maps.rows[r]["mem"][k] = (pc[p][E.PC_DST], pc[p][E.PC_DOFF])
+            for p in range(row["p0"], row["p0"] + row["np"]):
+                r, k = pc[p]["row"], pc[p]["k"]
+                maps.rows[r]["mem"][k] = (pc[p]["dst"], pc[p]["doff"])
                 for m in maps.rows[r]["miss"]:
                     if m[0] == k:
                         m[1] = 0
-        if row[E.TK_UNITS] == 0:
+        if row["units"] == 0:
             task_end(t, now)
             return
-        for _i in range(row[E.TK_DEPTH]):
+        for _i in range(row["depth"]):
             task_issue(t, now)
 
     def task_end(t, now):
         row = tk[t]
-        row[E.TK_STATE] = 2
+        row["state"] = 2
         task_state["left"] -= 1
-        code = {REBUILD: REBUILD_END, REBALANCE: REBALANCE_END, INIT: INIT_END}[row[E.TK_KIND]]
-        event(now, code, row[E.TK_DRIVE], t, PPM, row[E.TK_BDONE])
+        code = {REBUILD: REBUILD_END, REBALANCE: REBALANCE_END, INIT: INIT_END}[row["kind"]]
+        event(now, code, row["drive"], t, PPM, row["bdone"])
 
     def task_issue(t, now):
         row = tk[t]
-        while row[E.TK_NEXT] < row[E.TK_UNITS]:
-            if row[E.TK_RATE] > 0:
-                allowed = row[E.TK_T0] + row[E.TK_BYTES] * 1_000_000_000 // row[E.TK_RATE]
+        while row["next"] < row["units"]:
+            if row["rate"] > 0:
+                allowed = row["t0"] + row["bytes"] * 1_000_000_000 // row["rate"]
                 if now < allowed:
                     push(allowed, TASK, t)
                     return
-            u = row[E.TK_NEXT]
-            row[E.TK_NEXT] += 1
-            row[E.TK_INFL] += 1
-            p = row[E.TK_P0] + u % row[E.TK_NP]
-            idx = u // row[E.TK_NP]
-            a = idx * row[E.TK_UROWS]
-            rows = min(row[E.TK_UROWS], pc[p][E.PC_ROWS] - a)
-            row[E.TK_BYTES] += rows * 512
-            kind = row[E.TK_KIND]
+            u = row["next"]
+            row["next"] += 1
+            row["infl"] += 1
+            p = row["p0"] + u % row["np"]
+            idx = u // row["np"]
+            a = idx * row["urows"]
+            rows = min(row["urows"], pc[p]["rows"] - a)
+            row["bytes"] += rows * 512
+            kind = row["kind"]
             j = new_job(kind, t, p, idx)
-            share = row[E.TK_SHARE]
+            share = row["share"]
             ops: list[Op] = []
             last: dict[int, Op] = {}
             if kind == REBALANCE:
-                append(Op(-j - 1, pc[p][E.PC_SRC], pc[p][E.PC_SOFF] + a, rows, 0, 0, share),
+                append(Op(-j - 1, pc[p]["src"], pc[p]["soff"] + a, rows, 0, 0, share),
                        ops, last)
-                append(Op(-j - 1, pc[p][E.PC_DST], pc[p][E.PC_DOFF] + a, rows, 1, 1, share),
+                append(Op(-j - 1, pc[p]["dst"], pc[p]["doff"] + a, rows, 1, 1, share),
                        ops, last)
             else:
-                r = pc[p][E.PC_ROW]
+                r = pc[p]["row"]
                 gk, gw, gu, _ds = maps.geom[maps.rows[r]["geom"]]
                 buf = np.zeros((rows // gu + 2) * (gw + 2) * R.OP_NCOLS, dtype=np.int64)
                 if kind == REBUILD:
-                    m = R.plan_rebuild(gk, gw, pc[p][E.PC_K], a, rows, maps.miss_array(r), buf)
+                    m = R.plan_rebuild(gk, gw, pc[p]["k"], a, rows, maps.miss_array(r), buf)
                 else:
                     m = R.plan_init(gk, gw, gu, a // gu, (rows + gu - 1) // gu, buf)
                 add_ops(maps, r, buf, m, -j - 1, share, ops, last)
@@ -692,30 +696,30 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         while piece_done[p] in piece_finished[p]:
             piece_finished[p].discard(piece_done[p])
             piece_done[p] += 1
-        urows = row[E.TK_UROWS]
-        done_rows = min(piece_done[p] * urows, pc[p][E.PC_ROWS])
-        row[E.TK_BDONE] += min(urows, pc[p][E.PC_ROWS] - idx * urows) * 512
-        r, k = pc[p][E.PC_ROW], pc[p][E.PC_K]
-        if row[E.TK_KIND] == REBUILD:
+        urows = row["urows"]
+        done_rows = min(piece_done[p] * urows, pc[p]["rows"])
+        row["bdone"] += min(urows, pc[p]["rows"] - idx * urows) * 512
+        r, k = pc[p]["row"], pc[p]["k"]
+        if row["kind"] == REBUILD:
             miss = maps.rows[r]["miss"]
             for m in miss:
                 if m[0] == k:
-                    if done_rows >= pc[p][E.PC_ROWS]:
+                    if done_rows >= pc[p]["rows"]:
                         miss.remove(m)
                     else:
                         m[1] = done_rows
                     break
-        elif row[E.TK_KIND] == REBALANCE and done_rows >= pc[p][E.PC_ROWS]:
-            maps.rows[r]["mem"][k] = (pc[p][E.PC_DST], pc[p][E.PC_DOFF])
-        row[E.TK_DONE] += 1
-        row[E.TK_INFL] -= 1
-        units = row[E.TK_UNITS]
-        while row[E.TK_PROG] < 9 and row[E.TK_DONE] * 10 >= (row[E.TK_PROG] + 1) * units:
-            row[E.TK_PROG] += 1
+        elif row["kind"] == REBALANCE and done_rows >= pc[p]["rows"]:
+            maps.rows[r]["mem"][k] = (pc[p]["dst"], pc[p]["doff"])
+        row["done"] += 1
+        row["infl"] -= 1
+        units = row["units"]
+        while row["prog"] < 9 and row["done"] * 10 >= (row["prog"] + 1) * units:
+            row["prog"] += 1
             code = {REBUILD: REBUILD_PROGRESS, REBALANCE: REBALANCE_PROGRESS,
-                    INIT: INIT_PROGRESS}[row[E.TK_KIND]]
-            event(now, code, row[E.TK_DRIVE], t, row[E.TK_DONE] * PPM // units, row[E.TK_BDONE])
-        if row[E.TK_DONE] == units:
+                    INIT: INIT_PROGRESS}[row["kind"]]
+            event(now, code, row["drive"], t, row["done"] * PPM // units, row["bdone"])
+        if row["done"] == units:
             task_end(t, now)
             return True
         return False
@@ -761,9 +765,9 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         elif kind == FAIL:
             fail(ident, now)
         elif kind == TASK:
-            if tk[ident][E.TK_STATE] == 0:
+            if tk[ident]["state"] == 0:
                 task_start(ident, now)
-            elif tk[ident][E.TK_STATE] == 1:
+            elif tk[ident]["state"] == 1:
                 task_issue(ident, now)
         elif kind == DONE:
             o = ident

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from blocklab.traces.io import Input, compression_of, text_chunks
-from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE
+from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE, SECTOR_BYTES
 
 from .base import Chunk, Format, ReadContext, mostly
 from .fields import check_monotonic
@@ -89,7 +89,7 @@ def _msr(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     return {
         "time_ns": t,
         "device": df["DiskNumber"].to_numpy(),
-        "sector": off // 512,
+        "sector": off // SECTOR_BYTES,
         "size_bytes": df["Size"].to_numpy(),
         "latency_ns": lat,
         "stream": stream,
@@ -117,7 +117,7 @@ def _alibaba(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     return {
         "time_ns": t,
         "device": df["device_id"].to_numpy(),
-        "sector": df["offset"].to_numpy() // 512,
+        "sector": df["offset"].to_numpy() // SECTOR_BYTES,
         "size_bytes": df["length"].to_numpy(),
         RANGE: over,
     }
@@ -126,7 +126,7 @@ def _alibaba(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
 def _tencent(df: pl.DataFrame, ctx: ReadContext) -> dict[str, np.ndarray]:
     vol = df["VolumeID"].to_numpy()
     t, t_over = _scaled(df["Timestamp"].to_numpy(), 1_000_000_000)
-    size, s_over = _scaled(df["Size"].to_numpy(), 512)
+    size, s_over = _scaled(df["Size"].to_numpy(), SECTOR_BYTES)
     return {
         "time_ns": t,
         "device": vol,

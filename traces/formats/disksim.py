@@ -21,7 +21,13 @@ from collections.abc import Iterator
 import numpy as np
 
 from blocklab.traces.io import Input
-from blocklab.traces.schema import FLAG_CACHE_HIT, MAX_REQUEST_BYTES, OP_READ, OP_WRITE
+from blocklab.traces.schema import (
+    FLAG_CACHE_HIT,
+    MAX_REQUEST_BYTES,
+    OP_READ,
+    OP_WRITE,
+    SECTOR_BYTES,
+)
 
 from .base import Chunk, Format, ReadContext, mostly
 from .fields import K_FIX3, K_FIX6, K_INT, K_TOKEN, check_monotonic, check_rows, field_rows
@@ -57,7 +63,7 @@ def _ascii_chunks(inputs: list[Input], ctx: ReadContext, ms: bool) -> Iterator[C
         t, dev, blk, cnt, fl = (v[:, k] for k in range(5))
         keep = np.ones(len(v), dtype=bool)
         for mask, msg in (
-            ((cnt < 0) | (cnt * 512 > MAX_REQUEST_BYTES), "negative or absurd size"),
+            ((cnt < 0) | (cnt * SECTOR_BYTES > MAX_REQUEST_BYTES), "negative or absurd size"),
             ((blk < 0) | (dev < 0) | (t < 0), "negative time, device or block number"),
         ):
             k = check_rows(ctx, inp.name, mask & keep, rows.lines, msg)
@@ -76,7 +82,7 @@ def _ascii_chunks(inputs: list[Input], ctx: ReadContext, ms: bool) -> Iterator[C
             "time_ns": t,
             "device": dev.astype(np.uint32),
             "sector": blk,
-            "size_bytes": cnt * 512,
+            "size_bytes": cnt * SECTOR_BYTES,
             "op": np.where((fl & 1) == 1, OP_READ, OP_WRITE).astype(np.uint8),
             "flags": np.zeros(len(t), dtype=np.uint16),
         }
@@ -115,7 +121,7 @@ def read_validate(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
         serv, idle, cnt = v[:, 4], v[:, 5], v[:, 3]
         k = check_rows(
             ctx, inp.name, keep & ((serv < 0) | (idle < 0) | (cnt < 0) | (v[:, 2] < 0)
-                                   | (cnt * 512 > MAX_REQUEST_BYTES)),
+                                   | (cnt * SECTOR_BYTES > MAX_REQUEST_BYTES)),
             rows.lines, "negative or absurd block, size, service or idle time",
         )
         if k is not None:
@@ -136,7 +142,7 @@ def read_validate(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
             "time_ns": starts,
             "device": np.zeros(len(v), dtype=np.uint32),
             "sector": v[:, 2],
-            "size_bytes": v[:, 3] * 512,
+            "size_bytes": v[:, 3] * SECTOR_BYTES,
             "op": np.where(is_read, OP_READ, OP_WRITE).astype(np.uint8),
             "flags": np.where(is_hit, FLAG_CACHE_HIT, 0).astype(np.uint16),
             "latency_ns": serv,

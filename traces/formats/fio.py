@@ -17,7 +17,14 @@ import numpy as np
 
 from blocklab.traces.errors import BadInput
 from blocklab.traces.io import Input
-from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE
+from blocklab.traces.schema import (
+    MAX_REQUEST_BYTES,
+    OP_DISCARD,
+    OP_FLUSH,
+    OP_READ,
+    OP_WRITE,
+    SECTOR_BYTES,
+)
 
 from .base import Chunk, Format, ReadContext
 from .fields import K_INT, K_TOKEN, MISSING, check_monotonic, check_rows, field_rows
@@ -101,7 +108,7 @@ def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
         cols = {
             "time_ns": t[sel],
             "device": dev.astype(np.uint32),
-            "sector": off // 512,
+            "sector": off // SECTOR_BYTES,
             "size_bytes": np.where(op == OP_FLUSH, 0, v[sel, lf]),
             "op": op,
             "flags": np.zeros(len(sel), dtype=np.uint16),

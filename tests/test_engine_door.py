@@ -1,0 +1,130 @@
+"""The engine's front door (kernels/engine/door.py, tables.py; docs/engine.md): pipeline code
+reaches the engine through a handful of names and builds or reads its tables by field name,
+never by a kernel column index; the structured dtypes sit on the columns the kernels index."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blocklab.kernels.engine import Settings, tables
+from blocklab.pipeline.model.config import ControllerConfig, parse_array, settings_for
+from blocklab.pipeline.replay import build_array
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPELINE = sorted(p for p in (ROOT / "pipeline").rglob("*.py"))
+#: What pipeline code may name of the engine: the front door, the dtypes of the tables it
+#: builds or reads, the codes by name, the drive models' tuple and the ppm unit of a share.
+ALLOWED = {"Engine", "Settings", "Streams", "tables", "LUN", "EXTENT", "GEOMETRY",
+           "member_map", "FAILURE", "MISSING", "TASK", "PIECE", "RECORD", "EVENT",
+           "TASK_KINDS", "SCHEDULERS", "DRIVE_MODELS", "Models", "PPM"}
+
+
+def _engine_names(path: Path) -> set[str]:
+    """The engine names a module uses: names imported from blocklab.kernels.engine[.x], and
+    attributes taken of a module alias bound to one."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "blocklab.kernels.engine"):
+            for a in node.names:
+                names.add(a.name)
+                if a.name == "tables" or node.module != "blocklab.kernels.engine":
+                    aliases.add(a.asname or a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module == "blocklab.kernels":
+            for a in node.names:
+                if a.name == "engine":
+                    aliases.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("blocklab.kernels.engine"):
+                    aliases.add(a.asname or a.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases:
+            names.add(node.attr)
+    return names
+
+
+@pytest.mark.parametrize("path", PIPELINE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pipeline_names_only_the_front_door(path):
+    used = _engine_names(path)
+    assert used <= ALLOWED, f"{path.relative_to(ROOT)} names {sorted(used - ALLOWED)}"
+
+
+def test_the_check_sees_a_column_constant(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("from blocklab.kernels.engine import tables as T\nx = T.RQ_LBA\n"
+                 "from blocklab.kernels import engine as E\ny = E.S_TOTAL\n")
+    assert {"RQ_LBA", "S_TOTAL"} <= _engine_names(f)
+
+
+def test_dtypes_sit_on_the_kernel_columns():
+    """A structured row and its int64 kernel form are the same memory, field by column."""
+    tk = np.zeros(3, tables.TASK)
+    tk["urows"] = [5, 6, 7]
+    tk["drive"] = -1
+    k = tables.as_kernel(tk)
+    assert k.shape == (3, tables.TK_COLS)
+    assert k[:, tables.TK_UROWS].tolist() == [5, 6, 7]
+    assert (k[:, tables.TK_DRIVE] == -1).all()
+    mp = np.zeros(2, tables.member_map(3))
+    mp["members"]["drive"][1] = [4, 5, 6]
+    mp["missing"][0, 0] = 9
+    km = tables.as_kernel(mp)
+    assert km[1, tables.MP_MEM:tables.MP_MEM + 6:2].tolist() == [4, 5, 6]
+    assert km[0, tables.MP_MISS] == 9
+    back = tables.named(km, tables.member_map(3))
+    assert back["members"]["drive"][1].tolist() == [4, 5, 6]
+    for name, dt, width in (("RECORD", tables.RECORD, tables.RC_COLS),
+                            ("EVENT", tables.EVENT, tables.EV_COLS),
+                            ("PIECE", tables.PIECE, tables.PC_COLS),
+                            ("LUN", tables.LUN, tables.U_COLS),
+                            ("GEOMETRY", tables.GEOMETRY, tables.G_COLS)):
+        assert dt.itemsize == 8 * width, name
+
+
+def test_event_codes_follow_the_schema_names():
+    from blocklab.traces.schema import EVENT_NAMES
+
+    for code, name in enumerate(EVENT_NAMES):
+        assert getattr(tables, f"X_{name.upper()}") == code
+
+
+def test_controller_defaults_are_the_engines():
+    """Each default is stated once: an empty [controller] gives the engine's own defaults."""
+    cfg = parse_array({"group": [{"name": "g", "layout": "raid5", "width": 4,
+                                  "drive": "atlas10k", "stripe_unit": "64KiB"}],
+                       "controller": {"cache": "64MiB"}}, ROOT / "x.toml")
+    got = settings_for(cfg)
+    base = Settings()
+    for f in ("line_sectors", "flush_start", "flush_stop", "flush_age_ns", "destage_depth",
+              "write_back", "ctrl_ns"):
+        assert getattr(got, f) == getattr(base, f), f
+    assert got.cache_lines == (64 << 20) // (base.line_sectors * 512)
+    assert ControllerConfig().flush_age_s * 1e9 == base.flush_age_ns
+    # the run's own fields pass through
+    assert dataclasses.replace(got, closed=True) == settings_for(cfg, closed=True)
+
+
+def test_built_array_tables_are_named():
+    cfg = parse_array({"group": [{"name": "g", "layout": "raid6", "width": 6,
+                                  "drive": "atlas10k", "stripe_unit": "64KiB"}]},
+                      ROOT / "x.toml")
+    arr = build_array(cfg)
+    assert arr.GR["kind"].tolist() == [cfg.groups[0].kind]
+    assert arr.GR["width"].tolist() == [6]
+    assert arr.MP["members"]["drive"][0].tolist() == list(range(6))
+    assert arr.LN["cap"][0] == arr.capacity
+
+
+def test_the_kernels_sector_is_the_schemas():
+    from blocklab.traces.schema import SECTOR_BYTES
+
+    assert tables.SECTOR == SECTOR_BYTES
