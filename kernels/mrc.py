@@ -40,6 +40,10 @@ grow first (the wrapper grows them and calls again from there).
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from blocklab.kernels._jit import njit
 
@@ -75,6 +79,28 @@ W_TOT = 2  # weighted tracked accesses, by op
 SW_N = 4
 
 _ONE = np.uint64(1)
+#: Queued block accesses per run of ``process`` (the length of QK, QZ, QR, QD).
+QUEUE = 1024
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """Ask the processor to bring row ``i`` of ``arr`` into its caches (LLVM's
+    ``llvm.prefetch``: read, high locality, data; a hint with no effect on results)."""
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        zero = context.get_constant(types.intp, 0)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary,
+                                       [args[1]] + [zero] * (aryty.ndim - 1), wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
 
 
 @njit(inline="always", nrt=False)
@@ -332,75 +358,195 @@ def log_bin(x):
     return b if b < LOG_BINS else LOG_BINS - 1
 
 
+@njit(inline="always", nrt=False)
+def _blocks(s, ns, bsec, sh):
+    """First and last block of a request of ``ns`` sectors at sector ``s``: a shift when the
+    block is a power of two sectors (an arithmetic shift is floor division, negatives too)."""
+    if sh >= 0:
+        return s >> sh, (s + ns - 1) >> sh
+    return s // bsec, (s + ns - 1) // bsec
+
+
+@njit(inline="always", nrt=False)
+def _room(ST, HT, BM, FW, CW, nb):
+    """Room for ``nb`` more blocks (compacting the positions when they ran out); False when
+    the tables must grow first."""
+    cap = BM.shape[0] * 64
+    if ST[S_POS] + nb > cap:
+        compact(ST, HT, BM, FW, CW)
+        if 2 * (ST[S_POS] + nb) > cap:
+            return False
+    return 2 * (ST[S_LIVE] + nb) <= HT.shape[0]
+
+
+@njit(inline="always", nrt=False)
+def _access(key, z, o, w, exact, smax, ST, SW, HT, BM, FW, HL, HPV, HPK):
+    """One tracked access; returns its stack distance, or -1 for a first access. The sampled
+    histogram is updated here; the exact one by the caller."""
+    ST[S_SMP + o] += 1
+    SW[W_TOT + o] += w
+    s = _find(HT, key, z)
+    t = ST[S_POS]
+    ST[S_POS] = t + 1
+    if s >= 0:
+        p = HT[s, 1]
+        d = _since(BM, FW, p, t)
+        _move(BM, FW, p, t)
+        HT[s, 1] = t
+        if not exact:
+            HL[log_bin(d * w), o] += w
+        return d
+    _mark(BM, FW, t)
+    s = -1 - s
+    HT[s, 0] = key
+    HT[s, 1] = t
+    ST[S_LIVE] += 1
+    ST[S_COLD + o] += 1
+    SW[W_COLD + o] += w
+    if smax > 0:
+        _heap_push(HPV, HPK, ST, np.int64(z & np.uint64(P - 1)), key)
+        if ST[S_LIVE] > smax:
+            _lower_threshold(ST, HT, BM, FW, HPV, HPK)
+    if ST[S_LIVE] > ST[S_MAXLIVE]:
+        ST[S_MAXLIVE] = ST[S_LIVE]
+    return -1
+
+
 @njit(nrt=False)
-def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, CW, HE, HL, HPV, HPK):
+def _count(dev, sector, nsec, op, i, j, bsec, sh, ST):
+    """Requests and block accesses of rows i..j-1, by op."""
+    for r in range(i, j):
+        o = np.int64(op[r])
+        if o > 1 or nsec[r] <= 0:
+            continue
+        first, last = _blocks(sector[r], nsec[r], bsec, sh)
+        ST[S_REQ + o] += 1
+        ST[S_ACC + o] += last - first + 1
+
+
+@njit(nrt=False)
+def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, FW, CW, HE, HL, HPV, HPK,
+            QK, QZ, QR, QD):
     """Feed requests ``i0..`` (device index, first sector, sectors, op 0 read / 1 write; other
     ops are skipped) through the LRU stack, one access per block of ``bsec`` sectors touched.
+
+    Requests go in runs: a first tight loop forms each block's key and hash and queues the
+    tracked blocks (all of them when exact) in ``QK`` (key), ``QZ`` (hash) and ``QR`` (row),
+    counting requests and accesses by op without a branch on the op; the queued blocks' hash
+    slots are prefetched; then the queue is processed in order (``QD``: the distances, added
+    to the exact histogram afterwards, so that its misses overlap too). A run ends at a
+    request boundary when the queue is full; a request of more blocks than the queue holds
+    is processed alone, block by block. At a fixed size the threshold can fall within a run:
+    a queued block is checked again against the threshold of the moment.
 
     Returns the row it stopped at: ``len(op)`` when done; less when the tables must grow
     before that row (its blocks might not fit).
     """
     n = op.shape[0]
-    cap = BM.shape[0] * 64
-    hcap = HT.shape[0]
+    qcap = QK.shape[0]
     exact = ST[S_EXACT] == 1
     smax = ST[S_SMAX]
+    hmask = HT.shape[0] - 1
+    sh = -1
+    if bsec & (bsec - 1) == 0:
+        sh = 0
+        while (np.int64(1) << sh) < bsec:
+            sh += 1
     i = i0
     while i < n:
-        o = np.int64(op[i])
-        if o > 1 or nsec[i] <= 0:
+        T = ST[S_T]
+        Tu = np.uint64(T)
+        nq = 0
+        j = i
+        r0 = 0
+        r1 = 0
+        a0 = 0
+        a1 = 0
+        while j < n:
+            o = np.int64(op[j])
+            ns = nsec[j]
+            if o > 1 or ns <= 0:
+                j += 1
+                continue
+            first, last = _blocks(sector[j], ns, bsec, sh)
+            nb = last - first + 1
+            if nq + nb > qcap:
+                break
+            base = np.int64(dev[j]) << DEV_SHIFT
+            if nb == 1:
+                key = base | first
+                z = mix(key)
+                QK[nq] = key
+                QZ[nq] = z
+                QR[nq] = j
+                nq += np.int64((z & np.uint64(P - 1)) < Tu)
+            else:
+                for b in range(first, last + 1):
+                    key = base | b
+                    z = mix(key)
+                    QK[nq] = key
+                    QZ[nq] = z
+                    QR[nq] = j
+                    nq += np.int64((z & np.uint64(P - 1)) < Tu)
+            r1 += o
+            a1 += nb * o
+            r0 += 1 - o
+            a0 += nb * (1 - o)
+            j += 1
+        if j == i:
+            # one request of more blocks than the queue holds: alone, block by block
+            o = np.int64(op[i])
+            first, last = _blocks(sector[i], nsec[i], bsec, sh)
+            if not _room(ST, HT, BM, FW, CW, last - first + 1):
+                return i
+            base = np.int64(dev[i]) << DEV_SHIFT
+            for b in range(first, last + 1):
+                key = base | b
+                z = mix(key)
+                ST[S_ACC + o] += 1
+                T = ST[S_T]
+                if np.int64(z & np.uint64(P - 1)) >= T:
+                    continue
+                w = 1.0 if exact else P / T
+                d = _access(key, z, o, w, exact, smax, ST, SW, HT, BM, FW, HL, HPV, HPK)
+                if exact and d >= 0:
+                    HE[d, o] += 1
+            ST[S_REQ + o] += 1
             i += 1
             continue
-        first = sector[i] // bsec
-        last = (sector[i] + nsec[i] - 1) // bsec
-        nb = last - first + 1
-        if ST[S_POS] + nb > cap:
-            compact(ST, HT, BM, FW, CW)
-            if 2 * (ST[S_POS] + nb) > cap:
-                # over half full after compaction: grow. More room between compactions makes
-                # the tree deeper and larger than the cache: on the bench trace, positions at
-                # 16 x the blocks ran slower (3.4 M/s) than at 4 x
-                return i
-        if 2 * (ST[S_LIVE] + nb) > hcap:
-            return i
-        base = np.int64(dev[i]) << DEV_SHIFT
-        T = ST[S_T]
-        for b in range(first, last + 1):
-            key = base | b
-            z = mix(key)
-            ST[S_ACC + o] += 1
+        # the queued blocks' hash slots are fetched from memory together, not one miss at a
+        # time as each access needs its slot
+        for e in range(nq):
+            prefetch(HT, _home(QZ[e], hmask))
+        row = -1
+        stop = -1
+        for e in range(nq):
+            r = QR[e]
+            o = np.int64(op[r])
+            if r != row:
+                row = r
+                first, last = _blocks(sector[r], nsec[r], bsec, sh)
+                if not _room(ST, HT, BM, FW, CW, last - first + 1):
+                    stop = e
+                    break
+            T = ST[S_T]
+            z = QZ[e]
             if np.int64(z & np.uint64(P - 1)) >= T:
+                QD[e] = -1
                 continue
-            ST[S_SMP + o] += 1
             w = 1.0 if exact else P / T
-            SW[W_TOT + o] += w
-            s = _find(HT, key, z)
-            t = ST[S_POS]
-            ST[S_POS] = t + 1
-            if s >= 0:
-                p = HT[s, 1]
-                d = _since(BM, FW, p, t)  # distinct blocks since its last access
-                _move(BM, FW, p, t)
-                HT[s, 1] = t
-                if exact:
-                    HE[d, o] += 1
-                else:
-                    HL[log_bin(d * w), o] += w
-            else:
-                _mark(BM, FW, t)
-                s = -1 - s
-                HT[s, 0] = key
-                HT[s, 1] = t
-                ST[S_LIVE] += 1
-                ST[S_COLD + o] += 1
-                SW[W_COLD + o] += w
-                if smax > 0:
-                    _heap_push(HPV, HPK, ST, np.int64(z & np.uint64(P - 1)), key)
-                    if ST[S_LIVE] > smax:
-                        _lower_threshold(ST, HT, BM, FW, HPV, HPK)
-                        T = ST[S_T]
-                if ST[S_LIVE] > ST[S_MAXLIVE]:
-                    ST[S_MAXLIVE] = ST[S_LIVE]
-        ST[S_REQ + o] += 1
-        i += 1
+            QD[e] = _access(QK[e], z, o, w, exact, smax, ST, SW, HT, BM, FW, HL, HPV, HPK)
+        if exact:
+            for e in range(nq if stop < 0 else stop):
+                d = QD[e]
+                if d >= 0:
+                    HE[d, np.int64(op[QR[e]])] += 1
+        if stop >= 0:
+            _count(dev, sector, nsec, op, i, row, bsec, sh, ST)
+            return row
+        ST[S_REQ] += r0
+        ST[S_REQ + 1] += r1
+        ST[S_ACC] += a0
+        ST[S_ACC + 1] += a1
+        i = j
     return i

@@ -72,8 +72,13 @@ class Sampling:
 class Stack:
     """The LRU stack's tables (kernels/mrc.py), grown when the working set outgrows them."""
 
-    def __init__(self, sampling: Sampling, m: int = 1 << 12):
+    def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None):
         self.sampling = sampling
+        q = queue or K.QUEUE  # block accesses queued per run of the kernel
+        self.QK = np.zeros(q, np.int64)
+        self.QZ = np.zeros(q, np.uint64)
+        self.QR = np.zeros(q, np.int64)
+        self.QD = np.zeros(q, np.int64)
         self.ST = np.zeros(K.ST_N, np.int64)
         self.SW = np.zeros(K.SW_N, np.float64)
         self.ST[K.S_T] = sampling.threshold
@@ -97,7 +102,7 @@ class Stack:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.BM, self.FW, self.CW, self.HE, self.HT, self.HL,
-                                      self.HPV, self.HPK))
+                                      self.HPV, self.HPK, self.QK, self.QZ, self.QR, self.QD))
 
     def grow(self, need_blocks: int) -> None:
         """Room for ``need_blocks`` more blocks than are tracked now: compact, then double the
@@ -124,7 +129,8 @@ class Stack:
         i, n = 0, len(op)
         while i < n:
             i = K.process(dev, sector, nsec, op, i, self.bsec, self.ST, self.SW, self.HT,
-                          self.BM, self.FW, self.CW, self.HE, self.HL, self.HPV, self.HPK)
+                          self.BM, self.FW, self.CW, self.HE, self.HL, self.HPV, self.HPK,
+                          self.QK, self.QZ, self.QR, self.QD)
             if i < n:
                 nb = (sector[i] + nsec[i] - 1) // self.bsec - sector[i] // self.bsec + 1
                 self.grow(int(nb))

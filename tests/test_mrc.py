@@ -274,3 +274,39 @@ def test_state_layout_constants():
              K.S_EVICT, K.S_MAXLIVE]
     assert sorted(slots) == list(range(K.ST_N))
     assert K.popcount(np.uint64(0xF0F0)) == 8
+
+
+@settings(max_examples=40, deadline=None)
+@given(reqs_st, st.sampled_from([512, 4096]), st.sampled_from([1, 2, 5, 64]),
+       st.sampled_from([None, 0.5, 0.1, 3]))
+def test_any_queue_length_gives_the_same_tables(reqs, block, queue, sample):
+    """The kernel queues block accesses in runs (a request of more blocks than the queue
+    holds goes alone, block by block; a run may stop for the tables to grow): any queue
+    length, runs ending anywhere, gives the histograms and counts of a request-by-request
+    LRU stack, and the exact histogram is the simulated LRU cache's."""
+    from blocklab.pipeline.mrc import Sampling, Stack, exact_hits
+
+    smp = (Sampling() if sample is None else Sampling(size=sample) if sample == 3
+           else Sampling(rate=sample))
+    a = np.array(reqs, np.int64).reshape(-1, 4)
+    devs = {d: k for k, d in enumerate(dict.fromkeys(a[:, 0].tolist()))}
+    cols = (np.array([devs[d] for d in a[:, 0].tolist()], np.int64), a[:, 1],
+            (a[:, 2] + 511) // 512, a[:, 3].astype(np.uint8))
+    one = Stack(smp, m=64, queue=1 << 16)
+    short = Stack(smp, m=64, queue=queue)
+    for s_ in (one, short):
+        s_.bsec = block // 512
+        s_.feed(*cols)
+    assert short.ST.tolist() == one.ST.tolist()
+    assert short.SW.tolist() == one.SW.tolist()
+    assert np.array_equal(short.HL, one.HL)
+    n = min(len(short.HE), len(one.HE))
+    assert np.array_equal(short.HE[:n], one.HE[:n])
+    if sample is None:
+        acc = ref.accesses(list(map(tuple, a.tolist())), block)
+        for c in (1, 4, 50):
+            hits = exact_hits(short.HE)
+            got = hits(0, np.array([c]))[0] + hits(1, np.array([c]))[0]
+            miss = 1 - got / len(acc) if acc else math.nan
+            want = ref.lru_miss_ratios(acc, c)[0]
+            assert (math.isnan(want) and not acc) or miss == pytest.approx(want, abs=1e-12)
