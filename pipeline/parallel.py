@@ -6,12 +6,12 @@ How it works
 The trace's read and write requests are cut at request indices ``c_1 < ... < c_{S-1}``
 (segment k keeps requests ``[c_k, c_{k+1})``). Segment k is one Dask task: it replays requests
 ``[c_k - M_k, c_{k+1} + M_{k+1})`` from idle drives and an empty cache, with the serial
-engine (``kernels/engine`` ``Engine``) unchanged, and keeps the results of its own requests. ``M_k`` is the
-*margin* of cut k, in requests: before its first request the segment replays ``M_k`` requests
-of warm-up, so that its drives' queues, heads and caches reach the state the serial replay has
-there; after its last one it replays ``M_{k+1}`` more, because a later arrival can change what
-an earlier request meets (a drive's scheduler picks among the queued operations; a write takes
-cache lines a read would have found).
+engine (``kernels/engine`` ``Engine``) unchanged, and keeps the results of its own requests.
+``M_k`` is the *margin* of cut k, in requests: before its first request the segment replays
+``M_k`` requests of warm-up, so that its drives' queues, heads and caches reach the state the
+serial replay has there; after its last one it replays ``M_{k+1}`` more, because a later
+arrival can change what an earlier request meets (a drive's scheduler picks among the queued
+operations; a write takes cache lines a read would have found).
 
 **The self-check.** Both neighbours of cut k replay the ``2 M_k`` requests around it. The later
 one starts cold at ``c_k - M_k`` and the earlier one stops at ``c_k + M_k``, so they are

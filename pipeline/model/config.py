@@ -433,18 +433,19 @@ def _rebuild(c: _Ctx, t: Any) -> RebuildPolicy:
     if not isinstance(t, dict):
         raise c.fail("rebuild", "expected a [rebuild] table")
     c.keys("rebuild", t, {"priority", "rate_mb_s", "start_delay_s", "unit", "depth"})
-    prio = t.get("priority", "high")
+    d = RebuildPolicy()  # the defaults of the keys left out
+    prio = t.get("priority", d.priority)
     if prio not in PRIORITIES:
         raise c.fail("rebuild.priority", f"expected one of {', '.join(PRIORITIES)}, "
                      f"found {prio!r}")
-    depth = c.integer("rebuild.depth", t.get("depth", 0), 0)
+    depth = c.integer("rebuild.depth", t.get("depth", d.depth), 0)
     if depth > 32:
         raise c.fail("rebuild.depth", f"at most 32 units in flight per piece, found {depth}")
     return RebuildPolicy(priority=prio, rate_mb_s=c.number("rebuild.rate_mb_s",
-                                                           t.get("rate_mb_s", 0.0)),
+                                                           t.get("rate_mb_s", d.rate_mb_s)),
                          start_delay_s=c.number("rebuild.start_delay_s",
-                                                t.get("start_delay_s", 0.0)),
-                         unit_bytes=c.size("rebuild.unit", t.get("unit", "1MiB")),
+                                                t.get("start_delay_s", d.start_delay_s)),
+                         unit_bytes=c.size("rebuild.unit", t.get("unit", d.unit_bytes)),
                          depth=depth)
 
 
