@@ -120,16 +120,16 @@ class _Builder:
     """Accumulates geometries, member maps, extents and LUNs."""
 
     def __init__(self) -> None:
-        self.geoms: list[tuple[int, int, int, int]] = []
+        self.geoms: list[dict[str, int]] = []  # tables.GEOMETRY rows by field
         self.rows: list[tuple[int, list[int], list[int]]] = []  # geometry, drives, offsets
         self.row_group: list[int] = []
         self.row_dstripe: list[int] = []
-        self.extents: list[tuple[int, int]] = []
+        self.extents: list[tuple[int, int]] = []  # (member map row, first sector there)
         self.luns: list[tuple[str, int, int, int]] = []  # name, first extent, extent size, cap
         self.row_luns: dict[int, set[int]] = {}  # member map -> the LUNs with data on it
 
     def geom(self, kind: int, width: int, unit: int, ds: int) -> int:
-        g = (kind, width, unit, ds)
+        g = dict(kind=kind, width=width, unit=unit, rows=ds)
         if g not in self.geoms:
             self.geoms.append(g)
         return self.geoms.index(g)
@@ -217,8 +217,9 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
         return np.array(x, dtype=np.int64)
 
     return ArrayModel(
-        vol_unit=vol_unit, capacity=capacity, LN=LN, EX=np.array(b.extents, T.EXTENT),
-        GR=np.array(b.geoms, T.GEOMETRY), MP=MP,
+        vol_unit=vol_unit, capacity=capacity, LN=LN,
+        EX=_table(T.EXTENT, [dict(row=r, base=o) for r, o in b.extents]),
+        GR=_table(T.GEOMETRY, b.geoms), MP=MP,
         d_model=i64(drive_cols["model"]), d_mparam=i64(drive_cols["mparam"]),
         d_sched=i64(drive_cols["sched"]), d_depth=i64(drive_cols["depth"]),
         d_maxwait=i64(drive_cols["maxwait"]),
