@@ -1,7 +1,7 @@
 """Pair block-layer events (queue, merge, getrq, insert, issue, requeue, split, remap, complete)
 into one row per request, the way btt follows an I/O from Q to C.
 
-Events arrive as rows of an int64 matrix in time order (columns EV_*), passed flattened. The
+Events arrive as rows of an int64 matrix in time order (columns TE_*), passed flattened. The
 state (requests in flight) persists across calls, so a trace of any length streams through in
 bounded memory: a pool of entries plus an open-addressing hash table that indexes them by one
 64-bit key ``kind << 62 | device index << 48 | sector``:
@@ -34,9 +34,10 @@ import numpy as np
 
 from ._jit import njit
 
-# Event matrix columns.
-EV_TIME, EV_DEV, EV_ACT, EV_OP, EV_FLAGS, EV_SECTOR, EV_BYTES, EV_PID, EV_ERR, EV_AUX = range(10)
-EV_NCOLS = 10
+# Trace-event matrix columns (TE_: one block-layer event of a trace, before pairing; the
+# replay engine's EV_ columns in kernels/engine.py are another table).
+TE_TIME, TE_DEV, TE_ACT, TE_OP, TE_FLAGS, TE_SECTOR, TE_BYTES, TE_PID, TE_ERR, TE_AUX = range(10)
+TE_NCOLS = 10
 
 # Actions: the numbers of the kernel's __BLK_TA_* codes.
 A_QUEUE, A_BACKMERGE, A_FRONTMERGE, A_GETRQ, A_SLEEPRQ, A_REQUEUE = 1, 2, 3, 4, 5, 6
@@ -260,7 +261,7 @@ def _promote(ent, keys, vals, st, e):
 def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector):
     e = _alloc(ent, free, st)
     b = e * NF
-    nbytes = events[p + EV_BYTES]
+    nbytes = events[p + TE_BYTES]
     nsec = (nbytes + 511) >> 9
     ent[b + F_STAGE] = stage
     ent[b + F_DEV] = dev
@@ -269,9 +270,9 @@ def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector
     ent[b + F_END] = sector + nsec
     ent[b + F_START0] = sector
     ent[b + F_BYTES0] = nbytes
-    ent[b + F_OP] = events[p + EV_OP]
-    ent[b + F_FLAGS] = events[p + EV_FLAGS]
-    ent[b + F_PID] = events[p + EV_PID]
+    ent[b + F_OP] = events[p + TE_OP]
+    ent[b + F_FLAGS] = events[p + TE_FLAGS]
+    ent[b + F_PID] = events[p + TE_PID]
     ent[b + F_LAST] = t
     ent[b + F_Q] = t
     if stage == S_REQ:
@@ -336,13 +337,13 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
         # every event needs at most two free entries (a split) and four table slots
         if st[ST_FREE_TOP] < 2 or (st[ST_USED] + 4) * 2 > slots:
             return n, k, FULL
-        p = k * EV_NCOLS
-        t = events[p + EV_TIME]
-        act = events[p + EV_ACT]
-        dev = events[p + EV_DEV]
-        sector = events[p + EV_SECTOR]
-        nbytes = events[p + EV_BYTES]
-        if events[p + EV_OP] == OP_FLUSH:
+        p = k * TE_NCOLS
+        t = events[p + TE_TIME]
+        act = events[p + TE_ACT]
+        dev = events[p + TE_DEV]
+        sector = events[p + TE_SECTOR]
+        nbytes = events[p + TE_BYTES]
+        if events[p + TE_OP] == OP_FLUSH:
             dev |= FLUSH_KEY
             sector = 0
         didx = _dev_index(devk, devv, st, dev)
@@ -357,9 +358,9 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
                 ent[b + F_Q] = t
                 ent[b + F_BYTES0] = nbytes
                 ent[b + F_END] = sector + ((nbytes + 511) >> 9)
-                ent[b + F_OP] = events[p + EV_OP]
-                ent[b + F_FLAGS] |= events[p + EV_FLAGS]
-                ent[b + F_PID] = events[p + EV_PID]
+                ent[b + F_OP] = events[p + TE_OP]
+                ent[b + F_FLAGS] |= events[p + TE_FLAGS]
+                ent[b + F_PID] = events[p + TE_PID]
                 ent[b + F_LAST] = t
             elif e >= 0 and (ent[e * NF + F_FLAGS] & FL_SPLIT) != 0 and ent[e * NF + F_Q] <= t:
                 ent[e * NF + F_LAST] = t  # the remainder of a split, queued again
@@ -399,7 +400,7 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
             e = _find(keys, vals, _key(KIND_BIO, didx, sector))
             if e < 0:
                 e = _find(keys, vals, _key(KIND_START, didx, sector))
-            new_sector = events[p + EV_AUX]
+            new_sector = events[p + TE_AUX]
             if e >= 0 and sector < new_sector < ent[e * NF + F_END]:
                 b = e * NF
                 old_end = ent[b + F_END]
@@ -446,9 +447,9 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
                     ent[b + F_END] = ent[b + F_START] + ((nbytes + 511) >> 9)
                     _insert(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
                     ent[b + F_BYTES0] = nbytes
-            if ent[b + F_PID] == NULL and events[p + EV_PID] > 0:
-                ent[b + F_PID] = events[p + EV_PID]
-            ent[b + F_FLAGS] |= events[p + EV_FLAGS]
+            if ent[b + F_PID] == NULL and events[p + TE_PID] > 0:
+                ent[b + F_PID] = events[p + TE_PID]
+            ent[b + F_FLAGS] |= events[p + TE_FLAGS]
         elif act == A_REQUEUE:
             e = _find(keys, vals, _key(KIND_START, didx, sector))
             if e >= 0:
@@ -464,7 +465,7 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
                 # began before the trace: a row with what we know
                 e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
                 ent[e * NF + F_FLAGS] |= FL_PARTIAL
-                _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
+                _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
                 n += 1
                 _release(ent, keys, vals, free, st, e)
                 continue
@@ -477,7 +478,7 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
                 _insert(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
                 ent[b + F_LAST] = t
                 continue
-            _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
+            _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
             n += 1
             _release(ent, keys, vals, free, st, e)
         # other actions (plug, unplug, sleeprq, bounce, abort) do not change a request

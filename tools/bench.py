@@ -159,7 +159,7 @@ def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
         from blocklab.kernels import pairing as K
 
         buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
-        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
+        ev = np.zeros((len(buf) // 48 + 1) * K.TE_NCOLS, dtype=np.int64)  # pages touched
         notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
         best = 0.0
         for _ in range(3):
@@ -192,7 +192,7 @@ def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
             cut = int(np.flatnonzero(text == 10)[-1]) + 1
             text = text[:cut]
             n_lines = int(np.count_nonzero(text == 10))
-            tev = np.zeros((n_lines + 1) * K.EV_NCOLS, dtype=np.int64)
+            tev = np.zeros((n_lines + 1) * K.TE_NCOLS, dtype=np.int64)
             tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
             best = 0.0
             for _ in range(3):
