@@ -37,17 +37,17 @@ from __future__ import annotations
 
 from ._jit import njit
 from .pairing import (
-    EV_ACT,
-    EV_AUX,
-    EV_BYTES,
-    EV_DEV,
-    EV_ERR,
-    EV_FLAGS,
-    EV_NCOLS,
-    EV_OP,
-    EV_PID,
-    EV_SECTOR,
-    EV_TIME,
+    TE_ACT,
+    TE_AUX,
+    TE_BYTES,
+    TE_DEV,
+    TE_ERR,
+    TE_FLAGS,
+    TE_NCOLS,
+    TE_OP,
+    TE_PID,
+    TE_SECTOR,
+    TE_TIME,
 )
 
 MAGIC = 0x65617400
@@ -237,17 +237,17 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             aux = _be64(buf, pdu)
         elif base == 15 and pdu + 16 <= end:  # remap: sector_from
             aux = _be64(buf, pdu + 8)
-        o = ne * EV_NCOLS  # events is the flattened matrix: no 2-D stride multiply per store
-        events[o + EV_TIME] = t
-        events[o + EV_DEV] = dev
-        events[o + EV_ACT] = base
-        events[o + EV_OP] = op
-        events[o + EV_FLAGS] = flags
-        events[o + EV_SECTOR] = sector
-        events[o + EV_BYTES] = nbytes
-        events[o + EV_PID] = pid
-        events[o + EV_ERR] = err - 65536 if err >= 32768 else err  # negative errno as u16
-        events[o + EV_AUX] = aux
+        o = ne * TE_NCOLS  # events is the flattened matrix: no 2-D stride multiply per store
+        events[o + TE_TIME] = t
+        events[o + TE_DEV] = dev
+        events[o + TE_ACT] = base
+        events[o + TE_OP] = op
+        events[o + TE_FLAGS] = flags
+        events[o + TE_SECTOR] = sector
+        events[o + TE_BYTES] = nbytes
+        events[o + TE_PID] = pid
+        events[o + TE_ERR] = err - 65536 if err >= 32768 else err  # negative errno as u16
+        events[o + TE_AUX] = aux
         ne += 1
         pos = end
     return ne, nn, pos, OK, pos, last_time

@@ -1,7 +1,7 @@
 """Pair block-layer events (queue, merge, getrq, insert, issue, requeue, split, remap, complete)
 into one row per request, the way btt follows an I/O from Q to C.
 
-Events arrive as rows of an int64 matrix in time order (columns EV_*), passed flattened. The
+Events arrive as rows of an int64 matrix in time order (columns TE_*), passed flattened. The
 state (requests in flight) persists across calls, so a trace of any length streams through in
 bounded memory: a pool of entries plus an open-addressing hash table that indexes them by one
 64-bit key ``kind << 62 | device index << 48 | sector``:
@@ -34,9 +34,10 @@ import numpy as np
 
 from ._jit import njit
 
-# Event matrix columns.
-EV_TIME, EV_DEV, EV_ACT, EV_OP, EV_FLAGS, EV_SECTOR, EV_BYTES, EV_PID, EV_ERR, EV_AUX = range(10)
-EV_NCOLS = 10
+# Trace-event matrix columns (TE_: one block-layer event of a trace, before pairing; the
+# replay engine's EV_ columns in kernels/engine.py are another table).
+TE_TIME, TE_DEV, TE_ACT, TE_OP, TE_FLAGS, TE_SECTOR, TE_BYTES, TE_PID, TE_ERR, TE_AUX = range(10)
+TE_NCOLS = 10
 
 # Actions: the numbers of the kernel's __BLK_TA_* codes.
 A_QUEUE, A_BACKMERGE, A_FRONTMERGE, A_GETRQ, A_SLEEPRQ, A_REQUEUE = 1, 2, 3, 4, 5, 6
@@ -260,7 +261,7 @@ def _promote(ent, keys, vals, st, e):
 def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector):
     e = _alloc(ent, free, st)
     b = e * NF
-    nbytes = events[p + EV_BYTES]
+    nbytes = events[p + TE_BYTES]
     nsec = (nbytes + 511) >> 9
     ent[b + F_STAGE] = stage
     ent[b + F_DEV] = dev
@@ -269,9 +270,9 @@ def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector
     ent[b + F_END] = sector + nsec
     ent[b + F_START0] = sector
     ent[b + F_BYTES0] = nbytes
-    ent[b + F_OP] = events[p + EV_OP]
-    ent[b + F_FLAGS] = events[p + EV_FLAGS]
-    ent[b + F_PID] = events[p + EV_PID]
+    ent[b + F_OP] = events[p + TE_OP]
+    ent[b + F_FLAGS] = events[p + TE_FLAGS]
+    ent[b + F_PID] = events[p + TE_PID]
     ent[b + F_LAST] = t
     ent[b + F_Q] = t
     if stage == S_REQ:
@@ -322,6 +323,154 @@ def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx
     return e
 
 
+@njit(inline="always", nrt=False)
+def _on_queue(ent, keys, vals, free, st, events, p, t, dev, didx, sector, nbytes):
+    """Q: a new bio; or the queueing of a remapped bio (its marker becomes the bio), or the
+    remainder of a split queued again."""
+    e = _find(keys, vals, _key(KIND_BIO, didx, sector))
+    if e >= 0 and ent[e * NF + F_STAGE] == S_REMAP:
+        b = e * NF
+        ent[b + F_STAGE] = S_BIO
+        ent[b + F_Q] = t
+        ent[b + F_BYTES0] = nbytes
+        ent[b + F_END] = sector + ((nbytes + 511) >> 9)
+        ent[b + F_OP] = events[p + TE_OP]
+        ent[b + F_FLAGS] |= events[p + TE_FLAGS]
+        ent[b + F_PID] = events[p + TE_PID]
+        ent[b + F_LAST] = t
+    elif e >= 0 and (ent[e * NF + F_FLAGS] & FL_SPLIT) != 0 and ent[e * NF + F_Q] <= t:
+        ent[e * NF + F_LAST] = t  # the remainder of a split, queued again
+    else:
+        _new_entry(ent, keys, vals, free, st, events, p, S_BIO, t, dev, didx, sector)
+
+
+@njit(inline="always", nrt=False)
+def _on_merge(ent, keys, vals, free, st, act, t, didx, sector, nbytes):
+    """M or F: the bio joins the request it extends at the back or the front (its queue time
+    the earlier of the two); the bio's own entry goes."""
+    nsec = (nbytes + 511) >> 9
+    if act == A_BACKMERGE:
+        r = _find(keys, vals, _key(KIND_END, didx, sector))
+    else:
+        r = _find(keys, vals, _key(KIND_START, didx, sector + nsec))
+    bio = _find(keys, vals, _key(KIND_BIO, didx, sector))
+    q = t
+    if bio >= 0:
+        q = ent[bio * NF + F_Q]
+        _release(ent, keys, vals, free, st, bio)
+    if r >= 0:
+        b = r * NF
+        if act == A_BACKMERGE:
+            _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), r)
+            ent[b + F_END] = sector + nsec
+            _insert(keys, vals, st, _key(KIND_END, didx, sector + nsec), r)
+        else:
+            _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), r)
+            ent[b + F_START] = sector
+            ent[b + F_START0] = sector
+            _insert(keys, vals, st, _key(KIND_START, didx, sector), r)
+        ent[b + F_BYTES0] += nbytes
+        ent[b + F_MERGES] += 1
+        if q < ent[b + F_Q]:
+            ent[b + F_Q] = q
+        ent[b + F_LAST] = t
+
+
+@njit(inline="always", nrt=False)
+def _on_split(ent, keys, vals, free, st, t, didx, sector, new_sector):
+    """X: the bio (or request) at ``sector`` ends at ``new_sector``; a new bio entry, a copy
+    of it, covers the rest."""
+    e = _find(keys, vals, _key(KIND_BIO, didx, sector))
+    if e < 0:
+        e = _find(keys, vals, _key(KIND_START, didx, sector))
+    if e < 0 or not (sector < new_sector < ent[e * NF + F_END]):
+        return
+    b = e * NF
+    old_end = ent[b + F_END]
+    if ent[b + F_STAGE] == S_REQ:
+        _remove(keys, vals, st, _key(KIND_END, didx, old_end), e)
+        ent[b + F_END] = new_sector
+        _insert(keys, vals, st, _key(KIND_END, didx, new_sector), e)
+    else:
+        ent[b + F_END] = new_sector
+    ent[b + F_BYTES0] = (new_sector - sector) << 9
+    ent[b + F_FLAGS] |= FL_SPLIT
+    r = _alloc(ent, free, st)
+    c = r * NF
+    for f in range(NF):
+        if f != F_SEQ:
+            ent[c + f] = ent[b + f]
+    ent[c + F_STAGE] = S_BIO
+    ent[c + F_START] = new_sector
+    ent[c + F_START0] = new_sector
+    ent[c + F_END] = old_end
+    ent[c + F_BYTES0] = (old_end - new_sector) << 9
+    ent[c + F_G] = NULL
+    ent[c + F_I] = NULL
+    ent[c + F_D] = NULL
+    ent[c + F_MERGES] = 0
+    ent[c + F_LAST] = t
+    _insert(keys, vals, st, _key(KIND_BIO, didx, new_sector), r)
+
+
+@njit(inline="always", nrt=False)
+def _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev, didx, sector,
+                nbytes):
+    """G, I or D: the request at ``sector`` (found, promoted from its bio, or created) gets
+    its getrq, insert or issue time."""
+    e = _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector)
+    b = e * NF
+    ent[b + F_LAST] = t
+    if act == A_GETRQ:
+        if ent[b + F_G] == NULL:
+            ent[b + F_G] = t
+    elif act == A_INSERT:
+        if ent[b + F_I] == NULL:
+            ent[b + F_I] = t
+    else:
+        ent[b + F_D] = t  # after a requeue, the last issue counts (as btt's D2C)
+        if nbytes > 0 and nbytes != ent[b + F_BYTES0]:
+            # the driver saw the request as a whole (merges we did not see): trust it
+            _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
+            ent[b + F_END] = ent[b + F_START] + ((nbytes + 511) >> 9)
+            _insert(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
+            ent[b + F_BYTES0] = nbytes
+    if ent[b + F_PID] == NULL and events[p + TE_PID] > 0:
+        ent[b + F_PID] = events[p + TE_PID]
+    ent[b + F_FLAGS] |= events[p + TE_FLAGS]
+
+
+@njit(inline="always", nrt=False)
+def _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx, sector, nbytes):
+    """C: the request at ``sector`` becomes output row ``n`` (a PARTIAL row when it began
+    before the trace), unless the completion covers only its first part. Returns the rows
+    written (0 or 1)."""
+    e = _find(keys, vals, _key(KIND_START, didx, sector))
+    if e < 0:
+        e = _find(keys, vals, _key(KIND_BIO, didx, sector))
+        if e >= 0:
+            _promote(ent, keys, vals, st, e)
+    if e < 0:
+        # began before the trace: a row with what we know
+        e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
+        ent[e * NF + F_FLAGS] |= FL_PARTIAL
+        _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
+        _release(ent, keys, vals, free, st, e)
+        return 1
+    b = e * NF
+    remaining = (ent[b + F_END] - ent[b + F_START]) << 9
+    if nbytes > 0 and nbytes < remaining and ent[b + F_OP] != OP_FLUSH:
+        # partial completion: the rest of the request stays in flight
+        _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
+        ent[b + F_START] += (nbytes + 511) >> 9
+        _insert(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
+        ent[b + F_LAST] = t
+        return 0
+    _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
+    _release(ent, keys, vals, free, st, e)
+    return 1
+
+
 @njit(nrt=False)
 def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, expect_queue):
     """Feed the first ``n_events`` rows of the flattened event matrix through the state;
@@ -336,150 +485,40 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
         # every event needs at most two free entries (a split) and four table slots
         if st[ST_FREE_TOP] < 2 or (st[ST_USED] + 4) * 2 > slots:
             return n, k, FULL
-        p = k * EV_NCOLS
-        t = events[p + EV_TIME]
-        act = events[p + EV_ACT]
-        dev = events[p + EV_DEV]
-        sector = events[p + EV_SECTOR]
-        nbytes = events[p + EV_BYTES]
-        if events[p + EV_OP] == OP_FLUSH:
+        p = k * TE_NCOLS
+        t = events[p + TE_TIME]
+        act = events[p + TE_ACT]
+        dev = events[p + TE_DEV]
+        sector = events[p + TE_SECTOR]
+        nbytes = events[p + TE_BYTES]
+        if events[p + TE_OP] == OP_FLUSH:
             dev |= FLUSH_KEY
             sector = 0
         didx = _dev_index(devk, devv, st, dev)
         if didx < 0:
             return n, k, TOO_MANY_DEVICES
         st[ST_NOW] = t
+        # each handler is inlined once, here: the loop compiles as one function
         if act == A_QUEUE:
-            e = _find(keys, vals, _key(KIND_BIO, didx, sector))
-            if e >= 0 and ent[e * NF + F_STAGE] == S_REMAP:
-                b = e * NF
-                ent[b + F_STAGE] = S_BIO
-                ent[b + F_Q] = t
-                ent[b + F_BYTES0] = nbytes
-                ent[b + F_END] = sector + ((nbytes + 511) >> 9)
-                ent[b + F_OP] = events[p + EV_OP]
-                ent[b + F_FLAGS] |= events[p + EV_FLAGS]
-                ent[b + F_PID] = events[p + EV_PID]
-                ent[b + F_LAST] = t
-            elif e >= 0 and (ent[e * NF + F_FLAGS] & FL_SPLIT) != 0 and ent[e * NF + F_Q] <= t:
-                ent[e * NF + F_LAST] = t  # the remainder of a split, queued again
-            else:
-                _new_entry(ent, keys, vals, free, st, events, p, S_BIO, t, dev, didx, sector)
+            _on_queue(ent, keys, vals, free, st, events, p, t, dev, didx, sector, nbytes)
         elif act == A_REMAP:
             e = _new_entry(ent, keys, vals, free, st, events, p, S_REMAP, t, dev, didx, sector)
             ent[e * NF + F_FLAGS] |= FL_REMAPPED
         elif act == A_BACKMERGE or act == A_FRONTMERGE:
-            nsec = (nbytes + 511) >> 9
-            if act == A_BACKMERGE:
-                r = _find(keys, vals, _key(KIND_END, didx, sector))
-            else:
-                r = _find(keys, vals, _key(KIND_START, didx, sector + nsec))
-            bio = _find(keys, vals, _key(KIND_BIO, didx, sector))
-            q = t
-            if bio >= 0:
-                q = ent[bio * NF + F_Q]
-                _release(ent, keys, vals, free, st, bio)
-            if r >= 0:
-                b = r * NF
-                if act == A_BACKMERGE:
-                    _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), r)
-                    ent[b + F_END] = sector + nsec
-                    _insert(keys, vals, st, _key(KIND_END, didx, sector + nsec), r)
-                else:
-                    _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), r)
-                    ent[b + F_START] = sector
-                    ent[b + F_START0] = sector
-                    _insert(keys, vals, st, _key(KIND_START, didx, sector), r)
-                ent[b + F_BYTES0] += nbytes
-                ent[b + F_MERGES] += 1
-                if q < ent[b + F_Q]:
-                    ent[b + F_Q] = q
-                ent[b + F_LAST] = t
+            _on_merge(ent, keys, vals, free, st, act, t, didx, sector, nbytes)
         elif act == A_SPLIT:
-            e = _find(keys, vals, _key(KIND_BIO, didx, sector))
-            if e < 0:
-                e = _find(keys, vals, _key(KIND_START, didx, sector))
-            new_sector = events[p + EV_AUX]
-            if e >= 0 and sector < new_sector < ent[e * NF + F_END]:
-                b = e * NF
-                old_end = ent[b + F_END]
-                if ent[b + F_STAGE] == S_REQ:
-                    _remove(keys, vals, st, _key(KIND_END, didx, old_end), e)
-                    ent[b + F_END] = new_sector
-                    _insert(keys, vals, st, _key(KIND_END, didx, new_sector), e)
-                else:
-                    ent[b + F_END] = new_sector
-                ent[b + F_BYTES0] = (new_sector - sector) << 9
-                ent[b + F_FLAGS] |= FL_SPLIT
-                r = _alloc(ent, free, st)
-                c = r * NF
-                for f in range(NF):
-                    if f != F_SEQ:
-                        ent[c + f] = ent[b + f]
-                ent[c + F_STAGE] = S_BIO
-                ent[c + F_START] = new_sector
-                ent[c + F_START0] = new_sector
-                ent[c + F_END] = old_end
-                ent[c + F_BYTES0] = (old_end - new_sector) << 9
-                ent[c + F_G] = NULL
-                ent[c + F_I] = NULL
-                ent[c + F_D] = NULL
-                ent[c + F_MERGES] = 0
-                ent[c + F_LAST] = t
-                _insert(keys, vals, st, _key(KIND_BIO, didx, new_sector), r)
+            _on_split(ent, keys, vals, free, st, t, didx, sector, events[p + TE_AUX])
         elif act == A_GETRQ or act == A_INSERT or act == A_ISSUE:
-            e = _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx,
-                            sector)
-            b = e * NF
-            ent[b + F_LAST] = t
-            if act == A_GETRQ:
-                if ent[b + F_G] == NULL:
-                    ent[b + F_G] = t
-            elif act == A_INSERT:
-                if ent[b + F_I] == NULL:
-                    ent[b + F_I] = t
-            else:
-                ent[b + F_D] = t  # after a requeue, the last issue counts (as btt's D2C)
-                if nbytes > 0 and nbytes != ent[b + F_BYTES0]:
-                    # the driver saw the request as a whole (merges we did not see): trust it
-                    _remove(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
-                    ent[b + F_END] = ent[b + F_START] + ((nbytes + 511) >> 9)
-                    _insert(keys, vals, st, _key(KIND_END, didx, ent[b + F_END]), e)
-                    ent[b + F_BYTES0] = nbytes
-            if ent[b + F_PID] == NULL and events[p + EV_PID] > 0:
-                ent[b + F_PID] = events[p + EV_PID]
-            ent[b + F_FLAGS] |= events[p + EV_FLAGS]
+            _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev, didx,
+                        sector, nbytes)
         elif act == A_REQUEUE:
             e = _find(keys, vals, _key(KIND_START, didx, sector))
             if e >= 0:
                 ent[e * NF + F_FLAGS] |= FL_REQUEUED
                 ent[e * NF + F_LAST] = t
         elif act == A_COMPLETE:
-            e = _find(keys, vals, _key(KIND_START, didx, sector))
-            if e < 0:
-                e = _find(keys, vals, _key(KIND_BIO, didx, sector))
-                if e >= 0:
-                    _promote(ent, keys, vals, st, e)
-            if e < 0:
-                # began before the trace: a row with what we know
-                e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
-                ent[e * NF + F_FLAGS] |= FL_PARTIAL
-                _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
-                n += 1
-                _release(ent, keys, vals, free, st, e)
-                continue
-            b = e * NF
-            remaining = (ent[b + F_END] - ent[b + F_START]) << 9
-            if nbytes > 0 and nbytes < remaining and ent[b + F_OP] != OP_FLUSH:
-                # partial completion: the rest of the request stays in flight
-                _remove(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
-                ent[b + F_START] += (nbytes + 511) >> 9
-                _insert(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
-                ent[b + F_LAST] = t
-                continue
-            _emit(out, n, ent, e, t, events[p + EV_ERR], 0)
-            n += 1
-            _release(ent, keys, vals, free, st, e)
+            n += _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx,
+                              sector, nbytes)
         # other actions (plug, unplug, sleeprq, bounce, abort) do not change a request
     return n, n_events, OK
 

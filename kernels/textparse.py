@@ -12,17 +12,17 @@ from __future__ import annotations
 from ._jit import njit
 from .bytescan import is_digit, line_end, parse_fixed, parse_uint, skip_spaces, token_end
 from .pairing import (
-    EV_ACT,
-    EV_AUX,
-    EV_BYTES,
-    EV_DEV,
-    EV_ERR,
-    EV_FLAGS,
-    EV_NCOLS,
-    EV_OP,
-    EV_PID,
-    EV_SECTOR,
-    EV_TIME,
+    TE_ACT,
+    TE_AUX,
+    TE_BYTES,
+    TE_DEV,
+    TE_ERR,
+    TE_FLAGS,
+    TE_NCOLS,
+    TE_OP,
+    TE_PID,
+    TE_SECTOR,
+    TE_TIME,
 )
 
 OK = 0
@@ -286,17 +286,17 @@ def parse_blkparse(buf, pos, events, comms, last_time):
 @njit(inline="always", nrt=False)
 def _put(events, comms, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux, cs, ce):
     """Event ``ne`` into the flattened event matrix, its process-name span into ``comms``."""
-    o = ne * EV_NCOLS
-    events[o + EV_TIME] = t
-    events[o + EV_DEV] = dev
-    events[o + EV_ACT] = act
-    events[o + EV_OP] = op
-    events[o + EV_FLAGS] = flags
-    events[o + EV_SECTOR] = sector
-    events[o + EV_BYTES] = nbytes
-    events[o + EV_PID] = pid
-    events[o + EV_ERR] = err
-    events[o + EV_AUX] = aux
+    o = ne * TE_NCOLS
+    events[o + TE_TIME] = t
+    events[o + TE_DEV] = dev
+    events[o + TE_ACT] = act
+    events[o + TE_OP] = op
+    events[o + TE_FLAGS] = flags
+    events[o + TE_SECTOR] = sector
+    events[o + TE_BYTES] = nbytes
+    events[o + TE_PID] = pid
+    events[o + TE_ERR] = err
+    events[o + TE_AUX] = aux
     comms[2 * ne] = cs
     comms[2 * ne + 1] = ce
 
@@ -345,6 +345,71 @@ def _tracefs_event(buf, i, j):
     return 0
 
 
+@njit(inline="always", nrt=False)
+def _tracefs_task(buf, i, end):
+    """The ``task-pid [cpu]`` head of a tracefs line from ``i``: (pid, task start, task end,
+    position of '[cpu]'); the position is ``end`` when the line has no ``[digits]``. The pid
+    is the digits before '[' (skipping blanks and an optional "(tgid)"), 0 when absent."""
+    b = i
+    while b < end:
+        if buf[b] == 91 and b + 1 < end and is_digit(buf[b + 1]):
+            k = b + 1
+            while k < end and is_digit(buf[k]):
+                k += 1
+            if k < end and buf[k] == 93:
+                break
+        b += 1
+    if b >= end:
+        return 0, i, i, end
+    k = b - 1
+    while k > i and buf[k] == 32:
+        k -= 1
+    if buf[k] == 41:  # ')'
+        while k > i and buf[k] != 40:
+            k -= 1
+        k -= 1
+        while k > i and buf[k] == 32:
+            k -= 1
+    pe = k + 1
+    while k > i and is_digit(buf[k]):
+        k -= 1
+    pid = 0
+    if buf[k] == 45:  # '-'
+        pid, _x = parse_uint(buf, k + 1, pe)
+    return pid, i, k, b
+
+
+@njit(inline="always", nrt=False)
+def _tracefs_time(buf, b, end):
+    """The time stamp after ``[cpu]`` at ``b`` (optional irq-info flags, then
+    "seconds.fraction:"): (ns, position after the colon), the position -1 when malformed."""
+    i = b
+    while i < end and buf[i] != 93:
+        i += 1
+    i = skip_spaces(buf, i + 1, end)
+    j = token_end(buf, i, end)
+    if j > i and buf[j - 1] != 58:  # irq-info flags column
+        i = skip_spaces(buf, j, end)
+        j = token_end(buf, i, end)
+    if j <= i or buf[j - 1] != 58:
+        return 0, -1
+    t, k = parse_fixed(buf, i, j - 1, 9)
+    if k != j - 1:
+        return 0, -1
+    return t, j
+
+
+@njit(inline="always", nrt=False)
+def _tracefs_lost(buf, i, end):
+    """The count M of a ``CPU:N [LOST M EVENTS]`` line (0 when it has none)."""
+    k = i
+    while k < end and buf[k] != 76:  # 'L'
+        k += 1
+    k = skip_spaces(buf, k + 4, end)
+    m, k = parse_uint(buf, k, end)
+    return m if k > 0 else 0
+
+
 @njit(nrt=False)
 def parse_tracefs(buf, pos, events, comms, last_time, lost):
     """Parse tracefs text lines (``trace`` or ``trace_pipe``) of the block tracepoints.
@@ -363,58 +428,13 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
             continue
         if end - i > 4 and buf[i] == 67 and buf[i + 1] == 80 and buf[i + 2] == 85 \
                 and buf[i + 3] == 58:
-            # "CPU:N [LOST M EVENTS]"
-            k = i
-            while k < end and buf[k] != 76:  # 'L'
-                k += 1
-            k = skip_spaces(buf, k + 4, end)
-            m, k = parse_uint(buf, k, end)
-            if k > 0:
-                lost[0] += m
+            lost[0] += _tracefs_lost(buf, i, end)  # "CPU:N [LOST M EVENTS]"
             continue
-        # task-pid [cpu]: find the first "[digits]"
-        b = i
-        while b < end:
-            if buf[b] == 91 and b + 1 < end and is_digit(buf[b + 1]):
-                k = b + 1
-                while k < end and is_digit(buf[k]):
-                    k += 1
-                if k < end and buf[k] == 93:
-                    break
-            b += 1
+        pid, task_s, task_e, b = _tracefs_task(buf, i, end)
         if b >= end:
             return ne, start, BAD_LINE, start, last_time
-        # pid: digits before '[' (skipping blanks and an optional "(tgid)")
-        k = b - 1
-        while k > i and buf[k] == 32:
-            k -= 1
-        if buf[k] == 41:  # ')'
-            while k > i and buf[k] != 40:
-                k -= 1
-            k -= 1
-            while k > i and buf[k] == 32:
-                k -= 1
-        pe = k + 1
-        while k > i and is_digit(buf[k]):
-            k -= 1
-        pid = 0
-        if buf[k] == 45:  # '-'
-            pid, _x = parse_uint(buf, k + 1, pe)
-        task_s = i
-        task_e = k
-        # after "[cpu]": optional flags, then "seconds.fraction:"
-        i = b
-        while i < end and buf[i] != 93:
-            i += 1
-        i = skip_spaces(buf, i + 1, end)
-        j = token_end(buf, i, end)
-        if j > i and buf[j - 1] != 58:  # irq-info flags column
-            i = skip_spaces(buf, j, end)
-            j = token_end(buf, i, end)
-        if j <= i or buf[j - 1] != 58:
-            return ne, start, BAD_LINE, start, last_time
-        t, k = parse_fixed(buf, i, j - 1, 9)
-        if k != j - 1:
+        t, j = _tracefs_time(buf, b, end)
+        if j < 0:
             return ne, start, BAD_LINE, start, last_time
         i = skip_spaces(buf, j, end)
         j = token_end(buf, i, end)

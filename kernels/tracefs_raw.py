@@ -24,17 +24,17 @@ import numpy as np
 
 from ._jit import njit
 from .pairing import (
-    EV_ACT,
-    EV_AUX,
-    EV_BYTES,
-    EV_DEV,
-    EV_ERR,
-    EV_FLAGS,
-    EV_NCOLS,
-    EV_OP,
-    EV_PID,
-    EV_SECTOR,
-    EV_TIME,
+    TE_ACT,
+    TE_AUX,
+    TE_BYTES,
+    TE_DEV,
+    TE_ERR,
+    TE_FLAGS,
+    TE_NCOLS,
+    TE_OP,
+    TE_PID,
+    TE_SECTOR,
+    TE_TIME,
 )
 from .textparse import MAX_SECTORS, _empty_flush, rwbs
 
@@ -101,6 +101,50 @@ def _cstr_end(buf, i, n):
     return j
 
 
+@njit(inline="always", nrt=False)
+def _decode_event(buf, d, layout, r, ts, events, comms, ne):
+    """The block event whose payload starts at ``d`` (layout row offset ``r``), at time
+    ``ts``, into row ``ne`` of ``events`` and ``comms``. Returns (status, byte offset of the
+    problem)."""
+    act = layout[r + L_ACT]
+    rs = d + layout[r + L_RWBS]
+    re = _cstr_end(buf, rs, layout[r + L_RWBS_LEN])
+    op, flags, ok = rwbs(buf, rs, re)
+    if not ok:
+        return BAD_RWBS, rs
+    nsec = 0
+    if layout[r + L_NSEC] >= 0:
+        nsec = _u32(buf, d + layout[r + L_NSEC])
+        if nsec > MAX_SECTORS:
+            return BAD_SIZE, d
+    err = 0
+    if layout[r + L_ERR] >= 0:
+        err = _i32(buf, d + layout[r + L_ERR])
+    aux = -1
+    if layout[r + L_AUX] >= 0:
+        aux = _u64(buf, d + layout[r + L_AUX])
+    cs = -1
+    ce = -1
+    if layout[r + L_COMM] >= 0:
+        cs = d + layout[r + L_COMM]
+        ce = _cstr_end(buf, cs, layout[r + L_COMM_LEN])
+    op, flags = _empty_flush(op, flags, nsec, act)
+    q = ne * TE_NCOLS
+    events[q + TE_TIME] = ts
+    events[q + TE_DEV] = _u32(buf, d + layout[r + L_DEV])
+    events[q + TE_ACT] = act
+    events[q + TE_OP] = op
+    events[q + TE_FLAGS] = flags
+    events[q + TE_SECTOR] = _u64(buf, d + layout[r + L_SECTOR])
+    events[q + TE_BYTES] = nsec << 9
+    events[q + TE_PID] = _i32(buf, d + layout[r + L_PID])
+    events[q + TE_ERR] = err
+    events[q + TE_AUX] = aux
+    comms[2 * ne] = cs
+    comms[2 * ne + 1] = ce
+    return OK, 0
+
+
 @njit(nrt=False)
 def decode_pages(buf, n_pages, page_size, commit_size, data_off, kind_of, layout, events, comms,
                  cap, lost):
@@ -113,7 +157,7 @@ def decode_pages(buf, n_pages, page_size, commit_size, data_off, kind_of, layout
         32-bit) and where the data starts (16 or 12), from ``events/header_page``.
     kind_of : int array indexed by event id: the layout row, or -1 for an event not decoded.
     layout : flattened int64 rows of L_NCOLS columns.
-    events : flattened int64 event matrix (EV_NCOLS per event), ``cap`` rows.
+    events : flattened int64 event matrix (TE_NCOLS per event), ``cap`` rows.
     comms : flattened int64, two per event: start and end in ``buf`` of the process name
         (-1 when the event has none).
     lost : int64[2] accumulator (LOST_STORED, LOST_PAGES).
@@ -188,41 +232,8 @@ def decode_pages(buf, n_pages, page_size, commit_size, data_off, kind_of, layout
                 return ne, BAD_EVENT, d
             if ne >= cap:
                 return ne, FULL, o
-            act = layout[r + L_ACT]
-            rs = d + layout[r + L_RWBS]
-            re = _cstr_end(buf, rs, layout[r + L_RWBS_LEN])
-            op, flags, ok = rwbs(buf, rs, re)
-            if not ok:
-                return ne, BAD_RWBS, rs
-            nsec = 0
-            if layout[r + L_NSEC] >= 0:
-                nsec = _u32(buf, d + layout[r + L_NSEC])
-                if nsec > MAX_SECTORS:
-                    return ne, BAD_SIZE, d
-            err = 0
-            if layout[r + L_ERR] >= 0:
-                err = _i32(buf, d + layout[r + L_ERR])
-            aux = -1
-            if layout[r + L_AUX] >= 0:
-                aux = _u64(buf, d + layout[r + L_AUX])
-            cs = -1
-            ce = -1
-            if layout[r + L_COMM] >= 0:
-                cs = d + layout[r + L_COMM]
-                ce = _cstr_end(buf, cs, layout[r + L_COMM_LEN])
-            op, flags = _empty_flush(op, flags, nsec, act)
-            q = ne * EV_NCOLS
-            events[q + EV_TIME] = ts
-            events[q + EV_DEV] = _u32(buf, d + layout[r + L_DEV])
-            events[q + EV_ACT] = act
-            events[q + EV_OP] = op
-            events[q + EV_FLAGS] = flags
-            events[q + EV_SECTOR] = _u64(buf, d + layout[r + L_SECTOR])
-            events[q + EV_BYTES] = nsec << 9
-            events[q + EV_PID] = _i32(buf, d + layout[r + L_PID])
-            events[q + EV_ERR] = err
-            events[q + EV_AUX] = aux
-            comms[2 * ne] = cs
-            comms[2 * ne + 1] = ce
+            status, where = _decode_event(buf, d, layout, r, ts, events, comms, ne)
+            if status != OK:
+                return ne, status, where
             ne += 1
     return ne, OK, 0

@@ -357,14 +357,14 @@ class _Capture:
         """Pair the merged events older than ``horizon``; write the requests that are done."""
         if self.pending:
             allev = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
-            t = allev[:, K.EV_TIME]
+            t = allev[:, K.TE_TIME]
             ready = t < horizon
             rel = allev[ready]
             keep = allev[~ready]
             self.pending = [keep] if len(keep) else []
             if len(rel):
                 # stable: events of one CPU keep their ring-buffer order on equal times
-                rel = rel[np.argsort(rel[:, K.EV_TIME], kind="stable")]
+                rel = rel[np.argsort(rel[:, K.TE_TIME], kind="stable")]
                 self.pairer.feed(rel)
         self._write(self.pairer.sweep(), writer)
 
@@ -402,7 +402,7 @@ class _Capture:
                 ev = decoder.decode(r.buf, n, str(r.path))
                 if len(ev):
                     self.pending.append(ev)
-                    r.last_ts = int(ev[-1, K.EV_TIME])
+                    r.last_ts = int(ev[-1, K.TE_TIME])
             h = t_read - SLACK_NS if drained else r.last_ts + 1
             horizon = h if horizon is None else min(horizon, h)
             more |= not drained

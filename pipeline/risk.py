@@ -103,6 +103,10 @@ the same answer). Per run:
 The normal intervals need enough trials that reach a set's tolerance (``trials_at_tolerance``);
 with fewer than 30 the interval is widened to include the counted estimate's exact interval and
 a note says so.
+
+**Modules.** The model (failure model, redundancy sets, analytic values, URE and scrubbing) is
+``pipeline/risk_model.py``; reading the inputs (run folders, array configurations) is
+``pipeline/risk_inputs.py``; this module runs the Monte Carlo and forms the estimates.
 """
 
 from __future__ import annotations
@@ -118,350 +122,27 @@ from typing import Any
 import numpy as np
 
 from blocklab.kernels import risk as K
-from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.schema import OPK_REBUILD_READ, SECTOR_BYTES
 
-from . import query as Q
-from .model import catalog as C
-from .model.array import ArrayModel, build_array
-from .model.config import (
-    DDP_WIDTH,
-    ArrayConfig,
-    ConfigError,
-    ControllerConfig,
-    DriveRef,
-    GroupConfig,
-    VolumeConfig,
-    load_array,
+from .model.config import DDP_WIDTH
+from .risk_inputs import Input, load_inputs, member_bytes
+from .risk_model import (
+    DEFAULT_AFR,
+    FIELD_READ_PER_DAY,
+    HOURS_PER_YEAR,
+    FailureModel,
+    failure_model,
+    markov_mttdl_h,
+    p_ure,
+    p_ure_scrubbed,
+    parse_scrub,
+    parse_ure,
+    redundancy_sets,
+    ure_rates,
 )
 
-HOURS_PER_YEAR = 8760.0  # a year of power-on hours, as drive datasheets count AFR
-DEFAULT_AFR = 0.02  # Schroeder and Gibson, FAST 2007: field replacement rates of 2 to 4 %
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 MIN_AT_TOLERANCE = 30  # below this many trials reaching a tolerance, widen the interval
-
-
-# ---------------------------------------------------------------------------------------------
-# the failure model
-
-
-@dataclasses.dataclass(frozen=True)
-class FailureModel:
-    """Weibull lifetimes (shape 1: exponential); ``afr`` when given as an AFR."""
-
-    scale_h: float
-    shape: float
-    afr: float | None = None
-
-    @property
-    def exponential(self) -> bool:
-        return self.shape == 1.0
-
-    def describe(self) -> str:
-        if self.afr is not None:
-            return f"exponential, AFR {self.afr:.4g} (MTTF {self.scale_h:,.0f} h)"
-        return f"Weibull shape {self.shape:g}, scale {self.scale_h:,.6g} h"
-
-
-def failure_model(afr: float | None, shape: float | None, scale_h: float | None
-                  ) -> FailureModel:
-    """The model the options give (module docstring); a one-line error for bad values."""
-    if afr is not None and (shape is not None or scale_h is not None):
-        raise BlocklabError("--afr and --weibull-shape/--weibull-scale-hours: give one failure "
-                            "model")
-    if (shape is None) != (scale_h is None):
-        raise BlocklabError("--weibull-shape and --weibull-scale-hours go together: give both")
-    if shape is not None and scale_h is not None:
-        if not (math.isfinite(shape) and shape > 0):
-            raise BlocklabError(f"--weibull-shape: must be positive, found {shape:g}")
-        if not (math.isfinite(scale_h) and scale_h > 0):
-            raise BlocklabError(f"--weibull-scale-hours: must be positive, found {scale_h:g}")
-        return FailureModel(scale_h=float(scale_h), shape=float(shape))
-    if afr is None:
-        afr = DEFAULT_AFR
-    if not (0 < afr < 1):
-        raise BlocklabError(f"--afr: an annual failure rate is a fraction in (0, 1), found "
-                            f"{afr:g}")
-    rate_h = -math.log1p(-afr) / HOURS_PER_YEAR
-    return FailureModel(scale_h=1.0 / rate_h, shape=1.0, afr=float(afr))
-
-
-# ---------------------------------------------------------------------------------------------
-# the array's redundancy sets
-
-
-@dataclasses.dataclass
-class Sets:
-    """The redundancy sets of an array, over its member drives (slots)."""
-
-    drives: list[int]  # slot -> array drive number
-    group: list[str]  # slot -> its group's name
-    sets: list[list[int]]  # set -> slots
-    tol: list[int]  # set -> members it can lose
-    domain: list[int]  # set -> domain (a RAID group's set, a mirror pair, a whole pool)
-    ddp_share: dict[str, float]  # pool -> share of drive triples that share a D-stripe
-    describe: list[str]  # one phrase per config group
-
-
-def redundancy_sets(arr: ArrayModel) -> Sets:
-    """The sets of ``arr``'s member maps (module docstring)."""
-    cfg = arr.cfg
-    slot: dict[int, int] = {}
-    sets: list[list[int]] = []
-    tol: list[int] = []
-    domain: list[int] = []
-    pools: dict[int, int] = {}  # config group -> its domain
-    n_dom = [0]
-
-    def new_domain() -> int:
-        n_dom[0] += 1
-        return n_dom[0] - 1
-
-    def slots_of(drives: list[int]) -> list[int]:
-        return [slot.setdefault(d, len(slot)) for d in drives]
-
-    def add(members: list[int], t: int, dom: int | None = None) -> None:
-        sets.append(slots_of(members))
-        tol.append(t)
-        domain.append(new_domain() if dom is None else dom)
-
-    for r in range(len(arr.MP)):
-        geom = int(arr.MP["group"][r])
-        kind, width = int(arr.GR["kind"][geom]), int(arr.GR["width"][geom])
-        members = [int(x) for x in arr.MP["members"]["drive"][r, :width]]
-        gi = int(arr.row_group[r])
-        if int(arr.row_dstripe[r]) >= 0:  # a D-stripe of a dynamic disk pool
-            if gi not in pools:
-                pools[gi] = new_domain()
-            add(members, int(R.tolerance(R.KIND_RAID6, DDP_WIDTH)), pools[gi])
-        elif kind == R.KIND_RAID10:  # mirrored pairs (0, 1), (2, 3), ...
-            for k in range(0, width, 2):
-                add(members[k:k + 2], 1)
-        else:
-            add(members, int(R.tolerance(kind, width)))
-    drives = sorted(slot, key=lambda d: slot[d])
-    share = {}
-    for gi, (pl, _first, _pool_drives) in arr.pools.items():
-        share[cfg.groups[gi].name] = ddp_triple_share(pl.members, cfg.groups[gi].width)
-    return Sets(drives=drives, group=[arr.d_group[d] for d in drives], sets=sets, tol=tol,
-                domain=domain, ddp_share=share, describe=[_describe(g) for g in cfg.groups])
-
-
-def _describe(g: GroupConfig) -> str:
-    spares = f" + {g.hot_spares} spare{'s' if g.hot_spares != 1 else ''}" if g.hot_spares else ""
-    if g.layout == "ddp":
-        return f"{g.name}: ddp of {g.width} (8+2 D-stripes, preservation {g.preservation})"
-    if g.layout == "pool":
-        return (f"{g.name}: pool of {g.width} in private {g.raid} groups of {g.group_width}"
-                f"{spares}")
-    count = f"{g.count} x " if g.count > 1 else ""
-    return f"{g.name}: {count}{g.layout} of {g.width}{spares}"
-
-
-def ddp_triple_share(members: np.ndarray, drives: int) -> float:
-    """The share of the pool's drive triples {a, b, c} that lie together in some D-stripe
-    (``members``: D-stripes x 10 drive indices): the probability that three overlapping
-    failures, of drives taken at random, lose data."""
-    n = int(drives)
-    if n < 3:
-        return 0.0
-    total = n * (n - 1) * (n - 2) // 6
-    seen = np.zeros(total, dtype=bool)
-    ms = np.sort(np.asarray(members, dtype=np.int64), axis=1)
-    w = ms.shape[1]
-    combos = np.array([(i, j, k) for i in range(w) for j in range(i + 1, w)
-                       for k in range(j + 1, w)], dtype=np.int64)
-    for lo in range(0, len(ms), 4096):
-        block = ms[lo:lo + 4096]
-        a, b, c = block[:, combos[:, 0]], block[:, combos[:, 1]], block[:, combos[:, 2]]
-        # the combinatorial rank of a < b < c
-        seen[(c * (c - 1) * (c - 2) // 6 + b * (b - 1) // 2 + a).ravel()] = True
-    return float(seen.sum()) / total
-
-
-# ---------------------------------------------------------------------------------------------
-# inputs: run folders (windows measured) and array configurations
-
-
-@dataclasses.dataclass
-class Input:
-    """One array to assess: its name, its model and its windows per group (seconds)."""
-
-    name: str
-    arr: ArrayModel
-    windows_s: dict[str, float]
-    window_source: str  # "measured (longest)", "--window-s"
-    measured: list[dict[str, Any]]  # the run's failures with their windows
-    read_bytes: dict[str, float] = dataclasses.field(default_factory=dict)  # per rebuild
-    read_source: str = ""
-
-
-def _config_from_meta(name: str, d: Any) -> ArrayConfig:
-    """The array configuration a run's meta.json recorded (``dataclasses.asdict`` of it)."""
-    try:
-        groups = []
-        for g in d["groups"]:
-            g = dict(g)
-            drv = dict(g.pop("drive"))
-            drv["overrides"] = tuple(tuple(x) for x in drv.get("overrides") or ())
-            groups.append(GroupConfig(**g, drive=DriveRef(**drv)))
-        vol = d.get("volume")
-        volume = (VolumeConfig(int(vol["stripe_unit_bytes"]), tuple(vol["luns"]))
-                  if vol else None)
-        return ArrayConfig(source=str(d.get("source", name)), groups=tuple(groups),
-                           controller=ControllerConfig(**(d.get("controller") or {})),
-                           volume=volume)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise BlocklabError(f"run {name}: meta.json: array.config is not a configuration this "
-                            f"blocklab reads ({type(e).__name__}: {e})") from None
-
-
-def _measured(src: Q.Source) -> list[dict[str, Any]]:
-    """The run's failures of member drives with their windows (``rebuild-windows``)."""
-    res = Q.run_query([], "rebuild-windows", sources=[src])
-    roles = {int(d.get("drive", -1)): str(d.get("role", ""))
-             for d in src.meta.get("drives") or []}
-    return [r for r in res.rows() if roles.get(int(r["drive"])) != "spare"]
-
-
-def _windows(name: str, arr: ArrayModel, rows: list[dict[str, Any]], events: bool,
-             window_s: float | None) -> tuple[dict[str, float], str]:
-    groups = [g.name for g in arr.cfg.groups]
-    if window_s is not None:
-        return {g: window_s for g in groups}, "--window-s"
-    if not events:
-        raise BlocklabError(f"{name}/events.parquet: no such file: the run had no drive "
-                            "failure, so no rebuild window was measured (replay with --fail "
-                            "DRIVE@SECONDS, or give --window-s)")
-    if not rows:
-        raise BlocklabError(f"{name}: no failure of a member drive in the run, so no rebuild "
-                            "window was measured (replay with --fail DRIVE@SECONDS, or give "
-                            "--window-s)")
-    measured: dict[str, float] = {}
-    for r in rows:
-        if not r["rebuild_done"]:
-            raise BlocklabError(
-                f"{name}: the rebuild of drive {r['drive']} ({r['group']}, failed at "
-                f"{r['failure_s']:g} s) did not end within the run (no hot spare, or a pool out "
-                "of preservation capacity): no rebuild window; give --window-s")
-        measured[r["group"]] = max(measured.get(r["group"], 0.0), float(r["window_s"]))
-    longest = max(measured.values())
-    return {g: measured.get(g, longest) for g in groups}, "measured (longest)"
-
-
-def _reads_per_rebuilt_byte(g: GroupConfig) -> float:
-    """Bytes a rebuild reads from the survivors per byte it rebuilds, by layout: the other
-    members of a RAID-5 stripe, all but one of a RAID-6 stripe's survivors (one parity
-    suffices), the mirror, the eight other pieces of a D-stripe (RAID-6 8+2: eight)."""
-    kind = g.raid if g.layout == "pool" else g.layout
-    width = g.group_width if g.layout == "pool" else g.width
-    return {"raid5": width - 1, "raid6": width - 2, "raid1": 1, "raid10": 1,
-            "ddp": DDP_WIDTH - 2}.get(kind, 0.0)
-
-
-def _member_bytes(arr: ArrayModel) -> dict[str, float]:
-    """Bytes of a member drive each group uses (its member map's sectors per member)."""
-    out: dict[str, float] = {}
-    for r in range(len(arr.MP)):
-        geom = int(arr.MP["group"][r])
-        name = arr.cfg.groups[int(arr.row_group[r])].name
-        per = float(arr.GR["rows"][geom]) * SECTOR_BYTES
-        if int(arr.row_dstripe[r]) >= 0:  # a pool's D-stripe: one piece per member
-            per = float(arr.cfg.groups[int(arr.row_group[r])].piece_bytes)
-            out[name] = out.get(name, 0.0) + per * DDP_WIDTH / arr.cfg.groups[
-                int(arr.row_group[r])].width
-        else:
-            out[name] = max(out.get(name, 0.0), per)
-    return out
-
-
-def _rebuild_reads(src: Q.Source, arr: ArrayModel, rows: list[dict[str, Any]]
-                   ) -> tuple[dict[str, float], str]:
-    """Bytes one rebuild of each group read in the run: its rebuild_read drive operations
-    (replay --drive-ops) over its rebuilds, else the bytes rebuilt (events) times the layout's
-    reads per rebuilt byte; groups without a rebuild in the run take their members' capacity
-    times that."""
-    groups = {g.name: g for g in arr.cfg.groups}
-    cap = _member_bytes(arr)
-    out = {n: cap.get(n, 0.0) * _reads_per_rebuilt_byte(g) for n, g in groups.items()}
-    rebuilds: dict[str, int] = {}
-    for r in rows:
-        rebuilds[r["group"]] = rebuilds.get(r["group"], 0) + 1
-    if not rebuilds:
-        return out, "members' capacity x the layout's reads per rebuilt byte"
-    if (src.path / "drive_ops.parquet").is_file():
-        res = Q.run_query([], sql=(
-            "SELECT d.\"group\" AS g, sum(o.sectors) * 512 AS b FROM drive_ops o "
-            "JOIN drives d ON d.run = o.run AND d.drive = o.drive "
-            f"WHERE o.kind = {OPK_REBUILD_READ} GROUP BY ALL"), sources=[src])
-        for row in res.rows():
-            if row["g"] in rebuilds:
-                out[row["g"]] = float(row["b"]) / rebuilds[row["g"]]
-        return out, "measured: the rebuilds' read operations (drive_ops.parquet)"
-    res = Q.run_query([], sql=(
-        "SELECT \"group\" AS g, drive, max(bytes) AS b FROM events "
-        "WHERE event = 'rebuild_end' GROUP BY ALL"), sources=[src])
-    done: dict[str, list[float]] = {}
-    for row in res.rows():
-        if row["b"] is not None:
-            done.setdefault(row["g"], []).append(float(row["b"]))
-    for name, bs in done.items():
-        if name in groups:
-            out[name] = max(bs) * _reads_per_rebuilt_byte(groups[name])
-    return out, ("bytes rebuilt (events.parquet) x the layout's reads per rebuilt byte "
-                 "(replay --drive-ops measures the reads)")
-
-
-def load_inputs(paths: list[str], window_s: float | None) -> list[Input]:
-    """The arrays that ``paths`` name, with their windows (module docstring)."""
-    if window_s is not None and not (math.isfinite(window_s) and window_s >= 0):
-        raise BlocklabError(f"--window-s: must be a number of seconds, at least 0, found "
-                            f"{window_s:g}")
-    if not paths:
-        raise BlocklabError("risk: give at least one RUN (a run folder, or an array TOML with "
-                            "--window-s)")
-    out: list[Input] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_file() and p.suffix.lower() == ".toml":
-            if window_s is None:
-                raise BlocklabError(f"{raw}: an array configuration has no measured rebuild "
-                                    "window: give --window-s (or a run folder)")
-            arr = _build(raw, load_array(p))
-            cap = _member_bytes(arr)
-            out.append(Input(raw, arr, {g.name: window_s for g in arr.cfg.groups},
-                             "--window-s", [],
-                             {g.name: cap.get(g.name, 0.0) * _reads_per_rebuilt_byte(g)
-                              for g in arr.cfg.groups},
-                             "members' capacity x the layout's reads per rebuilt byte"))
-            continue
-        for src in Q.find_sources([raw]):
-            if src.kind != "run":
-                raise BlocklabError(f"{src.name}: a trace, not a run folder (replay it with "
-                                    "--fail DRIVE@SECONDS first)")
-            cfg = _config_from_meta(src.name, (src.meta.get("array") or {}).get("config"))
-            arr = _build(src.name, cfg)
-            events = (src.path / "events.parquet").is_file()
-            rows = _measured(src) if events else []
-            win, how = _windows(src.name, arr, rows, events, window_s)
-            reads, read_how = _rebuild_reads(src, arr, rows)
-            out.append(Input(src.name, arr, win, how, [
-                {"drive": r["drive"], "group": r["group"], "failure_s": r["failure_s"],
-                 "window_s": r["window_s"], "rebuild_done": r["rebuild_done"]} for r in rows],
-                reads, read_how))
-    return out
-
-
-def _build(name: str, cfg: ArrayConfig) -> ArrayModel:
-    try:
-        return build_array(cfg)
-    except ConfigError:
-        raise
-    except BlocklabError as e:
-        raise BlocklabError(f"{name}: {e}") from None
-    except (OSError, ValueError) as e:
-        raise BlocklabError(f"{name}: the array cannot be built ({e})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,139 +210,6 @@ def _mean_ci(s: float, s2: float, n: int) -> tuple[float, float, float]:
     var = max(0.0, float(s2) / n - m * m) * n / max(1, n - 1)
     half = Z95 * math.sqrt(var / n)
     return m, max(0.0, m - half), m + half
-
-
-# ---------------------------------------------------------------------------------------------
-# analytic values
-
-
-def markov_mttdl_h(sets: Sets, windows_h: list[float], mttf_h: float,
-                   ure_slot: list[float] | None = None) -> tuple[float, float]:
-    """(classical, independent-rebuild) MTTDL in hours of the sets, exponential lifetimes
-    (module docstring); loss rates of the sets add. ``ure_slot``: per slot, the expected
-    number of UREs its rebuild meets, U = bits x -ln(1 - p) (the probability of at least one
-    is 1 - exp(-U) = 1 - (1 - p)^bits; the Monte Carlo counts every URE met without
-    redundancy as a loss event, so its MTTDL is set against U); then a set of tolerance r also
-    loses data when r failures overlap and the last rebuild meets a URE: falling(n, r)
-    lambda^r W^(r-1) U added to the classical rate (n lambda U for RAID-5, the URE term of
-    Elerath and Pecht, IEEE Trans. Computers 58(3), 2009, with U for its probability), and
-    (n - r + 1) lambda C(n, r - 1) p^(r-1) U to the independent one."""
-    classic = 0.0
-    indep = 0.0
-    lam = 1.0 / mttf_h
-    domains: dict[int, list[int]] = {}
-    for i in range(len(sets.sets)):
-        domains.setdefault(sets.domain[i], []).append(i)
-    for members in domains.values():
-        s0 = sets.sets[members[0]]
-        r = sets.tol[members[0]]
-        if len(members) > 1:  # a pool: its drives, the share of triples that lose data
-            slots = sorted({x for i in members for x in sets.sets[i]})
-            share = sets.ddp_share.get(sets.group[slots[0]], 1.0)
-        else:
-            slots, share = s0, 1.0
-        n = len(slots)
-        w = max(windows_h[x] for x in slots)
-        if n <= r:
-            continue
-        falling = math.prod(n - i for i in range(r + 1))
-        if w > 0 or r == 0:
-            classic += share * falling * lam ** (r + 1) * w ** r
-        p = w / (mttf_h + w)
-        indep += share * (n - r) * lam * math.comb(n, r) * p ** r * (1 - p) ** (n - r)
-        if ure_slot is not None and r >= 1:
-            pu = max(ure_slot[x] for x in slots)
-            classic += share * math.prod(n - i for i in range(r)) * lam ** r * w ** (r - 1) * pu
-            indep += (share * (n - r + 1) * lam * math.comb(n, r - 1) * p ** (r - 1)
-                      * (1 - p) ** (n - r + 1) * pu)
-    return (math.inf if classic == 0 else 1 / classic, math.inf if indep == 0 else 1 / indep)
-
-
-# ---------------------------------------------------------------------------------------------
-# unrecoverable read errors
-
-#: The largest URE rate accepted: datasheets give 1e-14 (desktop) to 1e-17 (SSDs) per bit.
-MAX_URE = 1e-10
-
-
-def parse_ure(text: str | None) -> float | str | None:
-    """``--ure``: None (not modelled), ``catalog`` or a rate per bit read in (0, 1e-10]."""
-    if text is None:
-        return None
-    if text.strip().lower() == "catalog":
-        return "catalog"
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (0 < v <= MAX_URE):
-        raise BlocklabError(f"--ure {text}: expected catalog or a rate per bit read in (0, "
-                            f"{MAX_URE:g}] (datasheets: 1e-14 to 1e-17)")
-    return v
-
-
-def ure_rates(arr: ArrayModel, ure: float | str) -> tuple[dict[str, float], str]:
-    """Each group's URE rate per bit read, and where it comes from."""
-    if not isinstance(ure, str):
-        return {g.name: float(ure) for g in arr.cfg.groups}, "--ure"
-    out: dict[str, float] = {}
-    src: list[str] = []
-    for g in arr.cfg.groups:
-        name = g.drive.catalog
-        fig = C.ure_per_bit(name) if name else None
-        if fig is None:
-            what = name or g.drive.disksim or "an inline drive"
-            raise BlocklabError(f"--ure catalog: the drive of group {g.name} ({what}) has no "
-                                "ure_per_bit in the catalog: give --ure RATE")
-        out[g.name] = fig[0]
-        src.append(f"{name}: {fig[0]:g} per bit, {fig[1]}")
-    return out, "catalog: " + "; ".join(dict.fromkeys(src))
-
-
-#: Bytes a drive's workload reads per day, the default of --workload-read-per-day: Elerath,
-#: "Hard-disk drives: the good, the bad, and the ugly", CACM 52(6), 2009: a study of 63,000
-#: drives read 7.3e17 bytes in five months, about 2.7e11 bytes per drive per day.
-FIELD_READ_PER_DAY = 2.7e11
-
-
-def parse_scrub(interval: str | None, read_per_day: str | None, ure: float | str | None
-                ) -> tuple[float, float]:
-    """``--scrub-interval`` (a duration: hours, days) and ``--workload-read-per-day`` (a size):
-    (scrub interval in hours, 0 for none; bytes read per drive per day)."""
-    from blocklab.traces.synth import parse_size
-
-    from .iostat import parse_interval
-
-    rate = FIELD_READ_PER_DAY
-    if read_per_day is not None:
-        rate = float(parse_size(read_per_day, "--workload-read-per-day"))
-        if rate <= 0:
-            raise BlocklabError(f"--workload-read-per-day {read_per_day}: expected a size "
-                                "above 0 (bytes a drive's workload reads per day, e.g. 270GB)")
-    if interval is None:
-        if read_per_day is not None:
-            raise BlocklabError("--workload-read-per-day: goes with --scrub-interval (it sets "
-                                "how fast latent defects form between scrubs)")
-        return 0.0, rate
-    hours = parse_interval(interval, "--scrub-interval") / 3600.0
-    if ure is None:
-        raise BlocklabError(f"--scrub-interval {interval}: needs --ure (latent defects form "
-                            "at the URE rate)")
-    return hours, rate
-
-
-def p_ure_scrubbed(rate: float, read_bytes: float, latent: float, scrub_h: float) -> float:
-    """P(at least one URE) in a rebuild reading ``read_bytes`` that also meets ``latent`` x A
-    latent defects, A uniform in [0, scrub_h): 1 - (1 - p)^bits (1 - exp(-L S)) / (L S)."""
-    x = latent * scrub_h
-    keep = 1.0 if x == 0 else -math.expm1(-x) / x
-    return -math.expm1(8.0 * read_bytes * math.log1p(-rate) + math.log(keep))
-
-
-def p_ure(rate: float, read_bytes: float) -> float:
-    """P(at least one URE) reading ``read_bytes``: 1 - (1 - p)^bits (computed without
-    cancellation)."""
-    return -math.expm1(8.0 * read_bytes * math.log1p(-rate))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -752,7 +300,7 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
     latent: dict[str, float] = {}
     if scrub_h > 0 and rates is not None:
         # latent defects a rebuild meets per hour of scrub age: B / C drives' worth of them
-        member = _member_bytes(inp.arr)
+        member = member_bytes(inp.arr)
         lat_g = {g: (inp.read_bytes.get(g, 0.0) / member[g] if member.get(g) else 0.0)
                  * 8.0 * read_per_day / 24.0 * -math.log1p(-rates[g]) for g in rates}
         latent = {g: v * scrub_h / 2 for g, v in lat_g.items()}

@@ -31,6 +31,7 @@ from typing import Any
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import RUN_SCHEMA_VERSION
 
+from .model import config as MC
 from .model.config import Failure
 
 #: The file's name in a run folder.
@@ -275,3 +276,30 @@ def _from_json(raw: Mapping[str, Any], where: str) -> RunMeta:
         requests_per_s=_opt(raw, where, "requests_per_s", _NUMBER, "a number"),
         parallel=_opt(raw, where, "parallel", dict, "an object"),
     )
+
+
+def array_config(meta: RunMeta | None, name: str) -> MC.ArrayConfig:
+    """The array configuration the run recorded (``array.config``, ``dataclasses.asdict`` of
+    an ArrayConfig) as that ArrayConfig again; a one-line error naming the run when it is
+    missing or not a configuration this blocklab reads."""
+    d: Any = meta.array.config if meta is not None and meta.array is not None else None
+    try:
+        groups = []
+        for g in d["groups"]:
+            g = dict(g)
+            drv = dict(g.pop("drive"))
+            drv["overrides"] = tuple(tuple(x) for x in drv.get("overrides") or ())
+            groups.append(MC.GroupConfig(**g, drive=MC.DriveRef(**drv)))
+        vol = d.get("volume")
+        volume = (MC.VolumeConfig(int(vol["stripe_unit_bytes"]), tuple(vol["luns"]))
+                  if vol else None)
+        return MC.ArrayConfig(
+            source=str(d.get("source", name)), groups=tuple(groups),
+            controller=MC.ControllerConfig(**(d.get("controller") or {})), volume=volume,
+            failures=tuple(MC.Failure(**f) for f in d.get("failures") or ()),
+            rebuild=MC.RebuildPolicy(**(d.get("rebuild") or {})),
+            inits=tuple(MC.Init(**x) for x in d.get("inits") or ()),
+            replacements=tuple(MC.Replacement(**r) for r in d.get("replacements") or ()))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BlocklabError(f"run {name}: {META_FILE}: array.config is not a configuration "
+                            f"this blocklab reads ({type(e).__name__}: {e})") from None

@@ -288,8 +288,8 @@ def warm_decoder(decoder: PageDecoder, page_size: int) -> None:
     poll does not leave the ring buffers unread while Numba loads them."""
     decoder.decode(np.zeros(page_size, dtype=np.uint8), 0, "warm-up")
     pairer = Pairer(expect_queue=False, ctx=ReadContext())
-    ev = np.zeros((1, K.EV_NCOLS), dtype=np.int64)
-    ev[0, K.EV_ACT] = K.A_COMPLETE
+    ev = np.zeros((1, K.TE_NCOLS), dtype=np.int64)
+    ev[0, K.TE_ACT] = K.A_COMPLETE
     pairer.feed(ev)
     pairer.sweep(final=True)
 

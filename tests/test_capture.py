@@ -300,13 +300,13 @@ def test_decoder_agrees_with_the_kernels_text(tracefs, loopdev):
     assert sorted(raw_rows) == sorted(ref_rows)
     buf = np.frombuffer(text, dtype=np.uint8)
     n_lines = text.count(b"\n") + 1
-    tev = np.zeros(n_lines * K.EV_NCOLS, dtype=np.int64)
+    tev = np.zeros(n_lines * K.TE_NCOLS, dtype=np.int64)
     tcomm = np.zeros(n_lines * 2, dtype=np.int64)
     ne, _pos, status, _w, _l = T.parse_tracefs(buf, 0, tev, tcomm, np.iinfo(np.int64).min,
                                                np.zeros(1, dtype=np.int64))
     assert status == T.OK
-    text_rows = sorted(tuple(int(x) for x in r[:9]) for r in tev[: ne * K.EV_NCOLS]
-                       .reshape(ne, K.EV_NCOLS))
+    text_rows = sorted(tuple(int(x) for x in r[:9]) for r in tev[: ne * K.TE_NCOLS]
+                       .reshape(ne, K.TE_NCOLS))
     # the text prints microseconds rounded to nearest (kernel/trace/trace.c ns2usecs)
     as_text = sorted(((r[0] + 500) // 1000 * 1000,) + r[1:] for r in raw_rows)
     assert len(as_text) >= 3 * 150 and as_text == text_rows

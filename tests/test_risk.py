@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from blocklab.kernels import risk as K
 from blocklab.pipeline import risk as P
+from blocklab.pipeline import risk_inputs as PI
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.model.array import build_array
 from blocklab.pipeline.model.config import parse_array
@@ -571,7 +572,7 @@ def test_ure_rates_from_the_catalog_and_the_reads_of_a_toml(tmp_path):
     (r,) = P.risk([str(_toml(tmp_path, RAID5))], window_s=3600, trials=100, ure="catalog")
     assert r.ure_per_bit == {"g": 1e-16}
     assert "Savvio 15K.3" in r.ure_source and "10^16" in r.ure_source
-    member = P._member_bytes(build_array(parse_array(
+    member = PI.member_bytes(build_array(parse_array(
         {"group": [{"name": "g", "layout": "raid5", "width": 5, "hot_spares": 1,
                     "drive": "savvio_15k3_300g"}]}, tmp_path / "x.toml")))["g"]
     assert 0.95 * 300e9 < member <= 300e9  # the members' capacity the group uses

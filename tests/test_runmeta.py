@@ -3,6 +3,7 @@ replays have always written, read back equal, and a bad key is one line naming r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.pipeline import runmeta as RM
-from blocklab.pipeline.model.config import Failure
+from blocklab.pipeline.model.config import Failure, load_array
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import RUN_SCHEMA_VERSION
+
+from .conftest import ROOT
 
 #: The keys of a serial replay's meta.json, in the order written (docs/query.md).
 KEYS = ["blocklab_version", "run_schema_version", "trace", "array", "options", "counts",
@@ -97,3 +100,71 @@ def test_a_missing_or_broken_file(tmp_path):
     (tmp_path / "meta.json").write_text("{\n oops")
     with pytest.raises(BlocklabError, match="meta.json: line 2: not JSON"):
         RM.read(tmp_path, "r")
+
+
+@pytest.mark.parametrize("toml", sorted((ROOT / "examples" / "arrays").glob("*.toml"))
+                         + sorted((ROOT / "tests" / "arrays").glob("*.toml")),
+                         ids=lambda p: p.name)
+def test_the_array_configuration_comes_back_as_it_was_parsed(tmp_path, toml):
+    """``array_config`` turns the ``array.config`` a replay wrote (``dataclasses.asdict``)
+    back into the ArrayConfig that ``load_array`` parsed, through the file."""
+    cfg = load_array(toml)
+    _round_trip(tmp_path, toml, cfg)
+
+
+def test_every_table_of_an_array_configuration_comes_back(tmp_path):
+    """The same with a volume, a controller, a pool, a rebuild policy, failures, a replacement
+    and an initialization (docs/arrays.md's tables)."""
+    toml = tmp_path / "all.toml"
+    toml.write_text("""
+[volume]
+stripe_unit = "128KiB"
+[[group]]
+name = "a"
+layout = "raid6"
+width = 6
+hot_spares = 1
+drive = { base = "constellation_es3_4tb", write_cache = true }
+[[group]]
+name = "p"
+layout = "pool"
+width = 12
+group_width = 6
+raid = "raid6"
+drive = "atlas10k"
+[controller]
+cache = "64MiB"
+host_links = { count = 2, gbit_per_s = 8, efficiency = 0.8 }
+[rebuild]
+priority = "low"
+unit = "2MiB"
+[[failure]]
+drive = 1
+at_s = 5
+[[replace]]
+drive = 1
+at_s = 50
+[[init]]
+group = "a"
+at_s = 0.5
+""")
+    cfg = load_array(toml)
+    assert cfg.failures and cfg.replacements and cfg.inits and cfg.volume
+    assert cfg.groups[0].drive.overrides
+    _round_trip(tmp_path / "run", toml, cfg)
+
+
+def _round_trip(folder, toml, cfg):
+    folder.mkdir(exist_ok=True)
+    RM.write(folder, RM.RunMeta(RUN_SCHEMA_VERSION,
+                                array=RM.ArrayRef(str(toml), config=dataclasses.asdict(cfg))))
+    assert RM.array_config(RM.read(folder), "r") == cfg
+
+
+@pytest.mark.parametrize("config", [None, {"groups": [{"name": "g"}]}, {"groups": 3}])
+def test_an_array_configuration_not_read_is_one_line_naming_the_run(tmp_path, config):
+    RM.write(tmp_path, RM.RunMeta(RUN_SCHEMA_VERSION, array=RM.ArrayRef("a.toml",
+                                                                         config=config)))
+    with pytest.raises(BlocklabError, match=r"^run r1: meta\.json: array\.config is not a "
+                                            r"configuration this blocklab reads \("):
+        RM.array_config(RM.read(tmp_path), "r1")

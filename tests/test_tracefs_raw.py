@@ -100,8 +100,8 @@ def _decode(data: bytes, fmts, commit_size=8, data_off=16, page_size=4096):
 
 
 def _rows(ev):
-    cols = [K.EV_TIME, K.EV_DEV, K.EV_ACT, K.EV_OP, K.EV_FLAGS, K.EV_SECTOR, K.EV_BYTES,
-            K.EV_PID, K.EV_ERR, K.EV_AUX]
+    cols = [K.TE_TIME, K.TE_DEV, K.TE_ACT, K.TE_OP, K.TE_FLAGS, K.TE_SECTOR, K.TE_BYTES,
+            K.TE_PID, K.TE_ERR, K.TE_AUX]
     return [tuple(int(x) for x in r[cols]) for r in ev]
 
 

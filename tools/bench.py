@@ -83,13 +83,15 @@ def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
     return len(recs)
 
 
+#: The ``blocklab`` command, run in a child process (start-up and peak RSS measured).
+_BLOCKLAB = [sys.executable, "-m", "blocklab.pipeline.cli"]
+
 
 def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
     """The ingest figures (``main``'s first section) on a synthetic blktrace binary of
     ``requests`` requests, in ``folder`` (kept) or a temporary folder (removed)."""
     work = Path(folder or tempfile.mkdtemp(prefix="blocklab-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
     report: dict[str, object] = {"requests": requests}
     try:
         binf = work / "bench.blktrace.0"
@@ -97,116 +99,142 @@ def _ingest_speeds(requests: int, folder: str | None) -> dict[str, object]:
         # the peak RSS of the ingest children it forks (Linux counts the pre-exec image)
         subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(binf),
                         str(requests)], check=True)
-        records = requests * 5
-        size = binf.stat().st_size
-        report["records"] = records
-        report["binary_mb"] = size / 1e6
-
-        # warm the Numba cache so that compile time is not measured
-        small = work / "warm.blktrace.0"
-        synth_blktrace(small, 1000)
-        subprocess.run([*blocklab, "ingest", str(small), "-o", str(work / "warm.parquet")],
-                       check=True, capture_output=True)
+        report["records"] = requests * 5
+        report["binary_mb"] = binf.stat().st_size / 1e6
+        small = _warm_up(work)
+        secs = _binary_ingest(report, work, binf, small, requests)
+        report["decode_kernel_records_per_s"] = _decode_kernel_speed(binf)
         if shutil.which("blkparse"):
-            subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
-                           check=True, capture_output=True)
-            subprocess.run([*blocklab, "ingest", str(work / "warm.txt"), "-o",
-                            str(work / "warm2.parquet")], check=True, capture_output=True)
-
-        # start-up: the whole command on 1,000 requests (imports, kernels loaded from cache)
-        startup_s, _ = timed([*blocklab, "ingest", str(small), "-o", str(work / "s.parquet")])
-        report["ingest_startup_s"] = startup_s
-
-        out = work / "bin.parquet"
-        secs, rss = timed([*blocklab, "ingest", str(binf), "-o", str(out)])
-        report["binary_ingest"] = {
-            "seconds": secs,
-            "records_per_s": records / secs,
-            "requests_per_s": requests / secs,
-            "mb_per_s": size / 1e6 / secs,
-            "parquet_bytes_per_request": out.stat().st_size / requests,
-            "peak_rss_mb": rss / 1024,
-        }
-
-        # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
-        big = work / "big.blktrace.0"
-        subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
-                        str(4 * requests)], check=True)
-        secs4, rss4 = timed([*blocklab, "ingest", str(big), "-o", str(work / "big.parquet")])
-        report["binary_ingest_4x"] = {
-            "records": 4 * records,
-            "seconds": secs4,
-            "records_per_s": 4 * records / secs4,
-            "peak_rss_mb": rss4 / 1024,
-        }
-        big.unlink()
-        (work / "big.parquet").unlink()
-
-        # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
-        from blocklab.pipeline.ingest import ingest
-
-        ingest([str(small)], str(work / "warm3.parquet"))
-        t = time.perf_counter()
-        ingest([str(binf)], str(work / "inproc.parquet"))
-        secs_in = time.perf_counter() - t
-        report["binary_ingest_in_process"] = {
-            "seconds": secs_in,
-            "records_per_s": records / secs_in,
-            "mb_per_s": size / 1e6 / secs_in,
-        }
-
-        from blocklab.kernels import blktrace_decode as D
-        from blocklab.kernels import pairing as K
-
-        buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
-        ev = np.zeros((len(buf) // 48 + 1) * K.EV_NCOLS, dtype=np.int64)  # pages touched
-        notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
-        best = 0.0
-        for _ in range(3):
-            t = time.perf_counter()
-            n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
-            best = max(best, n / (time.perf_counter() - t))
-        report["decode_kernel_records_per_s"] = best
-
-        if shutil.which("blkparse"):
-            txt = work / "bench.txt"
-            secs_bp, _ = timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
-            report["blkparse_binary_to_text"] = {
-                "seconds": secs_bp,
-                "records_per_s": records / secs_bp,
-                "mb_per_s": size / 1e6 / secs_bp,
-            }
-            report["binary_ingest_vs_blkparse"] = secs_bp / secs
-            tsize = txt.stat().st_size
-            lines = records  # one line per event; the summary is a few dozen lines more
-            secs_t, _ = timed([*blocklab, "ingest", str(txt), "-o", str(work / "txt.parquet")])
-            report["blkparse_text_ingest"] = {
-                "seconds": secs_t,
-                "lines_per_s": lines / secs_t,
-                "mb_per_s": tsize / 1e6 / secs_t,
-                "vs_blkparse_writing_it": secs_bp / secs_t,
-            }
-            from blocklab.kernels import textparse as T
-
-            text = np.fromfile(txt, dtype=np.uint8, count=min(tsize, 200 << 20))
-            cut = int(np.flatnonzero(text == 10)[-1]) + 1
-            text = text[:cut]
-            n_lines = int(np.count_nonzero(text == 10))
-            tev = np.zeros((n_lines + 1) * K.EV_NCOLS, dtype=np.int64)
-            tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
-            best = 0.0
-            for _ in range(3):
-                t = time.perf_counter()
-                T.parse_blkparse(text, 0, tev, tcomm, np.iinfo(np.int64).min)
-                best = max(best, n_lines / (time.perf_counter() - t))
-            report["text_kernel_lines_per_s"] = best
+            _blkparse_text(report, work, requests * 5, secs)
         else:
             report["blkparse_binary_to_text"] = "blkparse not installed (make tools)"
     finally:
         if not folder:
             shutil.rmtree(work, ignore_errors=True)
-
     return report
+
+
+def _warm_up(work: Path) -> Path:
+    """Ingest a trace of 1,000 requests (binary, and as blkparse text when blkparse is here),
+    so that the Numba cache is warm and compile time is not measured; returns its path."""
+    small = work / "warm.blktrace.0"
+    synth_blktrace(small, 1000)
+    subprocess.run([*_BLOCKLAB, "ingest", str(small), "-o", str(work / "warm.parquet")],
+                   check=True, capture_output=True)
+    if shutil.which("blkparse"):
+        subprocess.run(["blkparse", "-i", str(work / "warm"), "-o", str(work / "warm.txt")],
+                       check=True, capture_output=True)
+        subprocess.run([*_BLOCKLAB, "ingest", str(work / "warm.txt"), "-o",
+                        str(work / "warm2.parquet")], check=True, capture_output=True)
+    return small
+
+
+def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Path,
+                   requests: int) -> float:
+    """The blktrace binary ``binf`` of ``requests`` requests ingested end to end (a child
+    process), the same on 4x the records (peak RSS), and inside this process (start-up
+    excluded), into ``report``; returns the seconds of the first."""
+    records = requests * 5
+    size = binf.stat().st_size
+    # start-up: the whole command on 1,000 requests (imports, kernels loaded from cache)
+    startup_s, _ = timed([*_BLOCKLAB, "ingest", str(small), "-o", str(work / "s.parquet")])
+    report["ingest_startup_s"] = startup_s
+
+    out = work / "bin.parquet"
+    secs, rss = timed([*_BLOCKLAB, "ingest", str(binf), "-o", str(out)])
+    report["binary_ingest"] = {
+        "seconds": secs,
+        "records_per_s": records / secs,
+        "requests_per_s": requests / secs,
+        "mb_per_s": size / 1e6 / secs,
+        "parquet_bytes_per_request": out.stat().st_size / requests,
+        "peak_rss_mb": rss / 1024,
+    }
+
+    # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
+    big = work / "big.blktrace.0"
+    subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
+                    str(4 * requests)], check=True)
+    secs4, rss4 = timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
+    report["binary_ingest_4x"] = {
+        "records": 4 * records,
+        "seconds": secs4,
+        "records_per_s": 4 * records / secs4,
+        "peak_rss_mb": rss4 / 1024,
+    }
+    big.unlink()
+    (work / "big.parquet").unlink()
+
+    # the same ingest inside this process, start-up (imports, kernel cache loads) excluded
+    from blocklab.pipeline.ingest import ingest
+
+    ingest([str(small)], str(work / "warm3.parquet"))
+    t = time.perf_counter()
+    ingest([str(binf)], str(work / "inproc.parquet"))
+    secs_in = time.perf_counter() - t
+    report["binary_ingest_in_process"] = {
+        "seconds": secs_in,
+        "records_per_s": records / secs_in,
+        "mb_per_s": size / 1e6 / secs_in,
+    }
+    return secs
+
+
+def _decode_kernel_speed(binf: Path) -> float:
+    """Records per second of the blktrace decode kernel alone over the first 2,000,000
+    records of ``binf`` in memory (the best of three)."""
+    from blocklab.kernels import blktrace_decode as D
+    from blocklab.kernels import pairing as K
+
+    size = binf.stat().st_size
+    buf = np.fromfile(binf, dtype=np.uint8, count=min(size, 48 * 2_000_000))
+    ev = np.zeros((len(buf) // 48 + 1) * K.TE_NCOLS, dtype=np.int64)  # pages touched
+    notes = np.empty((16, D.NOTE_NCOLS), dtype=np.int64)
+    best = 0.0
+    for _ in range(3):
+        t = time.perf_counter()
+        n = D.decode(buf, 0, 0, ev, notes, 0, True)[0]
+        best = max(best, n / (time.perf_counter() - t))
+    return best
+
+
+def _blkparse_text(report: dict[str, object], work: Path, records: int, secs: float) -> None:
+    """The baseline, blkparse turning the binary ``work``/bench.blktrace.* of ``records``
+    records into text (against ``secs``, our ingest of it); that text ingested end to end and
+    by the parse kernel alone in memory; into ``report``."""
+    from blocklab.kernels import pairing as K
+    from blocklab.kernels import textparse as T
+
+    size = (work / "bench.blktrace.0").stat().st_size
+    txt = work / "bench.txt"
+    secs_bp, _ = timed(["blkparse", "-i", str(work / "bench"), "-o", str(txt)])
+    report["blkparse_binary_to_text"] = {
+        "seconds": secs_bp,
+        "records_per_s": records / secs_bp,
+        "mb_per_s": size / 1e6 / secs_bp,
+    }
+    report["binary_ingest_vs_blkparse"] = secs_bp / secs
+    tsize = txt.stat().st_size
+    lines = records  # one line per event; the summary is a few dozen lines more
+    secs_t, _ = timed([*_BLOCKLAB, "ingest", str(txt), "-o", str(work / "txt.parquet")])
+    report["blkparse_text_ingest"] = {
+        "seconds": secs_t,
+        "lines_per_s": lines / secs_t,
+        "mb_per_s": tsize / 1e6 / secs_t,
+        "vs_blkparse_writing_it": secs_bp / secs_t,
+    }
+    text = np.fromfile(txt, dtype=np.uint8, count=min(tsize, 200 << 20))
+    cut = int(np.flatnonzero(text == 10)[-1]) + 1
+    text = text[:cut]
+    n_lines = int(np.count_nonzero(text == 10))
+    tev = np.zeros((n_lines + 1) * K.TE_NCOLS, dtype=np.int64)
+    tcomm = np.zeros((n_lines + 1) * 2, dtype=np.int64)
+    best = 0.0
+    for _ in range(3):
+        t = time.perf_counter()
+        T.parse_blkparse(text, 0, tev, tcomm, np.iinfo(np.int64).min)
+        best = max(best, n_lines / (time.perf_counter() - t))
+    report["text_kernel_lines_per_s"] = best
 
 
 #: Issue 21, deliverable 5: end to end on 2 cores, start-up included.

@@ -280,9 +280,7 @@ def capture_speed() -> dict[str, object] | str:
     (its rusage). Baselines from the same run: fio alone (the machine's ceiling) and a reader
     of the text ``trace_pipe`` files (no parsing) at the highest rate, the obvious alternative
     to decoding the binary pages."""
-    import threading
-
-    from blocklab.pipeline.tracefs import find_tracefs, remove_instance
+    from blocklab.pipeline.tracefs import find_tracefs
 
     if os.geteuid() != 0:
         return "needs root (tracefs instances, loop devices)"
@@ -300,112 +298,129 @@ def capture_speed() -> dict[str, object] | str:
     nomerges = Path("/sys/block") / Path(dev).name / "queue" / "nomerges"
     saved = nomerges.read_text().strip()
     nomerges.write_text("2")  # one request per fio I/O, so counts compare exactly
-    secs = 3
-    blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
-
-    def fio(rate: int) -> int:
-        limit = [f"--rate_iops={rate // 2},{rate // 2}"] if rate else []
-        r = subprocess.run(["fio", "--name=bench", f"--filename={dev}", "--direct=1",
-                            "--ioengine=io_uring", "--iodepth=32", "--rw=randrw", "--bs=4k",
-                            "--time_based", f"--runtime={secs}", "--norandommap",
-                            "--output-format=json", *limit],
-                           check=True, capture_output=True, text=True)
-        job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
-        return job["read"]["total_ios"] + job["write"]["total_ios"]
-
     out: dict[str, object] = {}
-    steps = []
     try:
-        out["fio_alone_requests_per_s"] = fio(0) / secs
-        for rate in (25_000, 50_000, 100_000, 150_000, 0):
-            cap = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.parquet")
-            proc = subprocess.Popen([*blocklab, "capture", "-d", dev, "-o", str(cap), "--json"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            assert proc.stderr is not None
-            while "capturing" not in (line := proc.stderr.readline()):
-                if not line:
-                    raise RuntimeError(f"capture did not start: {proc.communicate()}")
-            n = fio(rate)
-            proc.send_signal(signal.SIGINT)
-            _pid, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            stdout = proc.stdout.read() if proc.stdout else ""
-            proc.communicate()
-            res = json.loads(stdout)
-            cap.unlink(missing_ok=True)
-            # the capture's own CPU (reported by it: from tracefs set-up to the file's commit)
-            # and the whole process's (rusage: Python start-up and imports included)
-            cpu = res["cpu_s"]
-            steps.append({"target_per_s": rate, "fio_requests_per_s": n / secs,
-                          "captured": res["requests"], "fio_requests": n,
-                          "lost_events": res["lost_events"], "capture_cpu_s": cpu,
-                          "capture_cpu_pct": 100 * cpu / res["elapsed_s"],
-                          "process_cpu_s": usage.ru_utime + usage.ru_stime,
-                          "cpu_us_per_request": 1e6 * cpu / max(n, 1),
-                          "zero_loss": res["lost_events"] == 0 and res["requests"] == n})
+        out["fio_alone_requests_per_s"] = _fio(dev, 0) / _FIO_SECS
+        steps = [_capture_step(dev, rate) for rate in (25_000, 50_000, 100_000, 150_000, 0)]
         out["steps"] = steps
         ok = [s for s in steps if s["zero_loss"]]
         out["max_zero_loss_requests_per_s"] = max(
             (s["fio_requests_per_s"] for s in ok), default=0.0)
-
-        # baseline: read the text of the per-CPU trace_pipe files of an instance like the
-        # capture's, at the top rate, and measure that reader thread's CPU
-        inst = tracefs / "instances" / f"blocklab-{os.getpid()}"
-        os.mkdir(inst)
-        try:
-            st = os.stat(dev)
-            devt = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
-            for name, val in (("tracing_on", "0"), ("buffer_size_kb", "4096"),
-                              ("trace_clock", "mono"), ("options/overwrite", "0")):
-                (inst / name).write_text(val)
-            for ev in ("block_rq_insert", "block_rq_issue", "block_rq_complete"):
-                (inst / "events" / "block" / ev / "filter").write_text(f"dev == {devt}")
-                (inst / "events" / "block" / ev / "enable").write_text("1")
-            fds = [os.open(p / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
-                   for p in sorted((inst / "per_cpu").iterdir())]
-            done = threading.Event()
-            got = {"bytes": 0, "cpu": 0.0}
-
-            def reader():
-                t0 = time.thread_time()
-                while True:
-                    idle = True
-                    for fd in fds:
-                        while True:
-                            try:
-                                b = os.read(fd, 1 << 16)
-                            except BlockingIOError:
-                                break
-                            if not b:
-                                break
-                            got["bytes"] += len(b)
-                            idle = False
-                    if idle and done.is_set():
-                        break
-                    if idle:
-                        time.sleep(0.05)
-                got["cpu"] = time.thread_time() - t0
-
-            th = threading.Thread(target=reader)
-            th.start()
-            (inst / "tracing_on").write_text("1")
-            top = max(steps, key=lambda s: s["fio_requests_per_s"])
-            n = fio(int(top["target_per_s"]))
-            (inst / "tracing_on").write_text("0")
-            done.set()
-            th.join()
-            for fd in fds:
-                os.close(fd)
-            out["text_reader"] = {"fio_requests_per_s": n / secs, "cpu_s": got["cpu"],
-                                  "cpu_us_per_request": 1e6 * got["cpu"] / max(n, 1),
-                                  "bytes_per_request": got["bytes"] / max(n, 1)}
-        finally:
-            remove_instance(inst)
+        top = max(steps, key=lambda s: s["fio_requests_per_s"])
+        out["text_reader"] = _text_reader(tracefs, dev, int(top["target_per_s"]))
     finally:
         nomerges.write_text(saved)
         subprocess.run(["losetup", "-d", dev], check=False)
         img.unlink(missing_ok=True)
     return out
+
+
+#: Seconds of each fio run of ``capture_speed``.
+_FIO_SECS = 3
+
+
+def _fio(dev: str, rate: int) -> int:
+    """Requests fio completes on ``dev`` in ``_FIO_SECS`` (io_uring, 4 KiB random reads and
+    writes, queue depth 32) at ``rate`` requests/s (0: as fast as it can)."""
+    limit = [f"--rate_iops={rate // 2},{rate // 2}"] if rate else []
+    r = subprocess.run(["fio", "--name=bench", f"--filename={dev}", "--direct=1",
+                        "--ioengine=io_uring", "--iodepth=32", "--rw=randrw", "--bs=4k",
+                        "--time_based", f"--runtime={_FIO_SECS}", "--norandommap",
+                        "--output-format=json", *limit],
+                       check=True, capture_output=True, text=True)
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+    return job["read"]["total_ios"] + job["write"]["total_ios"]
+
+
+def _capture_step(dev: str, rate: int) -> dict[str, Any]:
+    """``blocklab capture`` of ``dev`` while fio runs at ``rate``: requests captured against
+    fio's, events lost, and the capture's CPU (its own report and the process's rusage)."""
+    secs = _FIO_SECS
+    cap = Path(f"/dev/shm/blocklab-bench-{os.getpid()}.parquet")
+    proc = subprocess.Popen([sys.executable, "-m", "blocklab.pipeline.cli", "capture", "-d",
+                             dev, "-o", str(cap), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    while "capturing" not in (line := proc.stderr.readline()):
+        if not line:
+            raise RuntimeError(f"capture did not start: {proc.communicate()}")
+    n = _fio(dev, rate)
+    proc.send_signal(signal.SIGINT)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    proc.communicate()
+    res = json.loads(stdout)
+    cap.unlink(missing_ok=True)
+    # the capture's own CPU (reported by it: from tracefs set-up to the file's commit)
+    # and the whole process's (rusage: Python start-up and imports included)
+    cpu = res["cpu_s"]
+    return {"target_per_s": rate, "fio_requests_per_s": n / secs,
+            "captured": res["requests"], "fio_requests": n,
+            "lost_events": res["lost_events"], "capture_cpu_s": cpu,
+            "capture_cpu_pct": 100 * cpu / res["elapsed_s"],
+            "process_cpu_s": usage.ru_utime + usage.ru_stime,
+            "cpu_us_per_request": 1e6 * cpu / max(n, 1),
+            "zero_loss": res["lost_events"] == 0 and res["requests"] == n}
+
+
+def _text_reader(tracefs: Path, dev: str, rate: int) -> dict[str, float]:
+    """The baseline: a thread reading the text of the per-CPU trace_pipe files of an instance
+    like the capture's while fio runs at ``rate``, and that thread's CPU."""
+    import threading
+
+    from blocklab.pipeline.tracefs import remove_instance
+
+    inst = tracefs / "instances" / f"blocklab-{os.getpid()}"
+    os.mkdir(inst)
+    try:
+        st = os.stat(dev)
+        devt = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
+        for name, val in (("tracing_on", "0"), ("buffer_size_kb", "4096"),
+                          ("trace_clock", "mono"), ("options/overwrite", "0")):
+            (inst / name).write_text(val)
+        for ev in ("block_rq_insert", "block_rq_issue", "block_rq_complete"):
+            (inst / "events" / "block" / ev / "filter").write_text(f"dev == {devt}")
+            (inst / "events" / "block" / ev / "enable").write_text("1")
+        fds = [os.open(p / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+               for p in sorted((inst / "per_cpu").iterdir())]
+        done = threading.Event()
+        got = {"bytes": 0, "cpu": 0.0}
+
+        def reader() -> None:
+            t0 = time.thread_time()
+            while True:
+                idle = True
+                for fd in fds:
+                    while True:
+                        try:
+                            b = os.read(fd, 1 << 16)
+                        except BlockingIOError:
+                            break
+                        if not b:
+                            break
+                        got["bytes"] += len(b)
+                        idle = False
+                if idle and done.is_set():
+                    break
+                if idle:
+                    time.sleep(0.05)
+            got["cpu"] = time.thread_time() - t0
+
+        th = threading.Thread(target=reader)
+        th.start()
+        (inst / "tracing_on").write_text("1")
+        n = _fio(dev, rate)
+        (inst / "tracing_on").write_text("0")
+        done.set()
+        th.join()
+        for fd in fds:
+            os.close(fd)
+        return {"fio_requests_per_s": n / _FIO_SECS, "cpu_s": got["cpu"],
+                "cpu_us_per_request": 1e6 * got["cpu"] / max(n, 1),
+                "bytes_per_request": got["bytes"] / max(n, 1)}
+    finally:
+        remove_instance(inst)
 
 
 def sweep_speeds() -> dict[str, float]:

@@ -85,7 +85,7 @@ class _Decoder:
         self.eof = False
         self.swap = -1
         self.prefetch = prefetch
-        self.pending = np.empty((0, K.EV_NCOLS), dtype=np.int64)
+        self.pending = np.empty((0, K.TE_NCOLS), dtype=np.int64)
         # event and note buffers, reused across chunks (fresh pages cost page faults); two
         # when prefetching: one holds the chunk being consumed, the other the next one
         self._buffers: list[tuple[np.ndarray, np.ndarray]] = []
@@ -97,7 +97,7 @@ class _Decoder:
         slot = self._turn % (2 if self.prefetch else 1)
         self._turn += 1
         if slot >= len(self._buffers) or len(self._buffers[slot][0]) < cap:
-            bufs = (np.empty((cap, K.EV_NCOLS), dtype=np.int64),
+            bufs = (np.empty((cap, K.TE_NCOLS), dtype=np.int64),
                     np.empty((cap, D.NOTE_NCOLS), dtype=np.int64))
             if slot < len(self._buffers):
                 self._buffers[slot] = bufs
@@ -171,7 +171,7 @@ class _Decoder:
             else:
                 pos = int(D.find_magic(buf, where, max(self.swap, 0)))
             result = D.decode(
-                buf, pos, max(self.swap, 0), flat[filled * K.EV_NCOLS :], notes, self.last_time,
+                buf, pos, max(self.swap, 0), flat[filled * K.TE_NCOLS :], notes, self.last_time,
                 self.eof,
             )
         self.carry = buf_bytes[pos:]
@@ -210,13 +210,13 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
         if not live:
             return
         waiting = [d for d in live if not d.eof]
-        horizon = min(int(d.pending[-1, K.EV_TIME]) for d in waiting) if waiting else None
+        horizon = min(int(d.pending[-1, K.TE_TIME]) for d in waiting) if waiting else None
         parts, keys = [], []
         for d in live:
             if horizon is None:
                 take = len(d.pending)
             else:
-                take = int(np.searchsorted(d.pending[:, K.EV_TIME], horizon, side="right"))
+                take = int(np.searchsorted(d.pending[:, K.TE_TIME], horizon, side="right"))
             if take:
                 parts.append(d.pending[:take])
                 keys.append(np.full(take, d.index))
@@ -225,7 +225,7 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
             yield parts[0]
         elif parts:
             ev = np.concatenate(parts)
-            order = np.lexsort((np.concatenate(keys), ev[:, K.EV_TIME]))  # stable per file
+            order = np.lexsort((np.concatenate(keys), ev[:, K.TE_TIME]))  # stable per file
             yield ev[order]
         # a file with nothing left under the horizon decodes more on the next round
         for d in live:

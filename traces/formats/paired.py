@@ -91,14 +91,14 @@ class Pairer:
         self.ent, self.keys, self.vals, self.free, self.st = ent, keys, vals, free, st
 
     def feed(self, events: np.ndarray) -> None:
-        """Pair a time-ordered event matrix (rows of K.EV_* columns)."""
+        """Pair a time-ordered event matrix (rows of K.TE_* columns)."""
         flat = np.ascontiguousarray(events).reshape(-1)
         start = 0
         n = len(events)
         while start < n:
             out = self._out_buffer(n - start)
             rows, used, status = K.pair_events(
-                flat[start * K.EV_NCOLS :], n - start, self.ent, self.keys, self.vals,
+                flat[start * K.TE_NCOLS :], n - start, self.ent, self.keys, self.vals,
                 self.devk, self.devv, self.free, self.st, out, self.expect_queue,
             )
             if rows:
@@ -177,7 +177,7 @@ def pair_stream(
     pairer = Pairer(expect_queue, ctx)
     for events in event_chunks:
         if ctx.device is not None and len(events):
-            events = events[events[:, K.EV_DEV] == ctx.device]
+            events = events[events[:, K.TE_DEV] == ctx.device]
         if len(events) == 0:
             continue
         pairer.feed(events)

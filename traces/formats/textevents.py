@@ -51,7 +51,7 @@ def text_events(
         raw = buf.base  # buf views a bytes object: bytes.count is fast
         assert isinstance(raw, bytes)
         cap = raw.count(b"\n") + 1
-        job = _Chunk(buf, first_line, np.empty((cap, K.EV_NCOLS), dtype=np.int64),
+        job = _Chunk(buf, first_line, np.empty((cap, K.TE_NCOLS), dtype=np.int64),
                      np.empty((cap, 2), dtype=np.int64))
         if prefetch:
             job.result = decode_pool().submit(
@@ -107,11 +107,11 @@ class _Chunk:
 
 
 def _learn_names(buf: np.ndarray, events: np.ndarray, comms: np.ndarray, names: ProcessNames):
-    has = (comms[:, 0] >= 0) & (events[:, K.EV_PID] > 0)
+    has = (comms[:, 0] >= 0) & (events[:, K.TE_PID] > 0)
     if not has.any():
         return
     idx = np.nonzero(has)[0]
-    pids = events[idx, K.EV_PID]
+    pids = events[idx, K.TE_PID]
     # the last name seen for each pid in this chunk
     rev_pids = pids[::-1]
     uniq, first_rev = np.unique(rev_pids, return_index=True)

@@ -166,26 +166,26 @@ class PageDecoder:
         self.events = 0
 
     def decode(self, buf: np.ndarray, n_pages: int, where: str) -> np.ndarray:
-        """Events (rows of K.EV_* columns, time order of the pages) of ``n_pages`` pages."""
+        """Events (rows of K.TE_* columns, time order of the pages) of ``n_pages`` pages."""
         cap = n_pages * (self.page_size // self.min_event + 1)
-        events = np.empty(cap * K.EV_NCOLS, dtype=np.int64)
+        events = np.empty(cap * K.TE_NCOLS, dtype=np.int64)
         comms = np.empty(cap * 2, dtype=np.int64)
         n, status, off = R.decode_pages(
             buf, n_pages, self.page_size, self.header.commit_size, self.header.data_off,
             self.kind_of, self.layout, events, comms, cap, self.lost)
         if status != R.OK:
             raise BadInput(where, MESSAGES.get(status, f"decoder status {status}"), offset=off)
-        ev = events[: n * K.EV_NCOLS].reshape(n, K.EV_NCOLS)
+        ev = events[: n * K.TE_NCOLS].reshape(n, K.TE_NCOLS)
         self._learn_names(buf, ev, comms[: 2 * n].reshape(n, 2))
         self.events += n
         return ev
 
     def _learn_names(self, buf: np.ndarray, ev: np.ndarray, spans: np.ndarray) -> None:
-        has = (spans[:, 0] >= 0) & (ev[:, K.EV_PID] > 0)
+        has = (spans[:, 0] >= 0) & (ev[:, K.TE_PID] > 0)
         if not has.any():
             return
         idx = np.nonzero(has)[0]
-        pids = ev[idx, K.EV_PID]
+        pids = ev[idx, K.TE_PID]
         # the last name seen for each pid in these pages
         uniq, first_rev = np.unique(pids[::-1], return_index=True)
         last = idx[::-1][first_rev]
