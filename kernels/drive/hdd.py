@@ -168,6 +168,7 @@ from blocklab.kernels.drive.hdd_tables import (
     SEG_MAX,
     STATE,
     Z_BPT,
+    Drive,
     Field,
     Zone,
     new_state,
@@ -178,9 +179,9 @@ from blocklab.kernels.drive.hdd_tables import (
 )
 
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
-__all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "S_N", "SEG_MAX", "Field", "Zone", "locate",
-           "new_state", "pack", "read_state", "replay_closed", "seek_ms", "service", "settle",
-           "track_bounds", "unpack", "zone_table", "STATE"]
+__all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEG_MAX", "STATE", "S_N", "Drive", "Field",
+           "Zone", "locate", "new_state", "pack", "read_state", "replay_closed", "seek_ms",
+           "service", "settle", "track_bounds", "unpack", "zone_table"]
 
 
 @njit(inline="always", nrt=False)

@@ -338,6 +338,17 @@ def zone_table(zones: Sequence[Zone]) -> tuple[np.ndarray, dict[str, int]]:
                "buckets": nb}
 
 
+class Drive(NamedTuple):
+    """Everything the kernel knows of one drive, in the order its functions take them: the
+    parameter vector (``pack``), the zone table (``zone_table``) and the seek table (distances
+    in cylinders, int64, ascending; times in ms, float64)."""
+
+    params: np.ndarray
+    zones: np.ndarray
+    seek_cyl: np.ndarray
+    seek_ms: np.ndarray
+
+
 # ---------------------------------------------------------------- the state of a drive
 
 # Per-drive state vector (float64) fields: head position when the mechanism is next free, that

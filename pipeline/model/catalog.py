@@ -275,7 +275,7 @@ class DriveModel:
     kind: str  # "hdd" or "ssd"
     blocks: int
     queue_depth: int  # operations the drive serves at once (1 for a disk)
-    hdd: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    hdd: H.Drive | None = None  # the HDD kernel's tables (kernels/drive/hdd_tables.py)
     ssd: np.ndarray | None = None
 
 

@@ -162,7 +162,7 @@ def _check_layout(d: DiskSimDrive) -> None:
             raise ParamError(f"{zw}: more spares and slips than sectors")
 
 
-def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def drive_params(d: DiskSimDrive) -> H.Drive:
     """The kernel's parameter vector, zone table (zones, their slips, the bucket index) and seek
     table for a DiskSim drive (``kernels/drive/hdd_tables.py`` names every parameter)."""
     _check_layout(d)
@@ -201,7 +201,7 @@ def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         # request (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
         read_on_arrival=bool(c["read_any_free_blocks"] or c["immediate_buffer_read"]),
         mapping=d.mapping_scheme, sparing=sparing, slip_skew=slip_skew, **seek, **layout)
-    return p, zones, curve_d, curve_t
+    return H.Drive(p, zones, curve_d, curve_t)
 
 
 def _zone(d: DiskSimDrive, z: Zone) -> H.Zone:
