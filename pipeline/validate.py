@@ -18,7 +18,7 @@ from blocklab.kernels.drive import hdd as H
 from blocklab.traces.formats.base import ReadContext
 from blocklab.traces.formats.disksim import read_validate
 from blocklab.traces.io import Input
-from blocklab.traces.schema import OP_WRITE
+from blocklab.traces.schema import OP_WRITE, SECTOR_BYTES
 
 from .model.disksim_params import ParamError, read_drive
 from .model.drive_params import drive_params
@@ -59,24 +59,21 @@ def disksim_demerit(drive: str, trace: str | Path) -> float | None:
 
 
 # ``--without``: parts of the model that can be switched off, to measure what each is worth on
-# a real drive's trace (what a simpler, faster model would give up): the parameters each sets
-_OVERHEADS = (H.P_OV_RHR, H.P_OV_RHW, H.P_OV_RMR, H.P_OV_RMW, H.P_OV_WHR, H.P_OV_WHW,
-              H.P_OV_WMR, H.P_OV_WMW, H.P_COMPL_R, H.P_COMPL_W, H.P_DATA_PREP, H.P_RESELECT1,
-              H.P_RESELECT2, H.P_DISC_RR, H.P_DISC_RW, H.P_DISC_W, H.P_XD_CMD, H.P_XD_DISC1,
-              H.P_XD_INTER, H.P_XD_DISC2, H.P_XD_SEEKDELTA, H.P_MIN_SEEK)
-PARTS: dict[str, tuple[tuple[int, float], ...]] = {
+# a real drive's trace (what a simpler, faster model would give up): the HDD parameters each
+# sets, by name (kernels/drive/hdd_tables.py)
+PARTS: dict[str, dict[str, float | str]] = {
     # the on-drive cache: no hits, read-ahead, write-back or read on arrival
-    "cache": ((H.P_CACHE_ON, 0.0), (H.P_RA_KIND, H.RA_NONE), (H.P_WRITE_BACK, 0.0),
-              (H.P_READ_ARRIVAL, 0.0), (H.P_ALMOST, 0.0)),
-    "read-ahead": ((H.P_RA_KIND, H.RA_NONE),),
+    "cache": {"cache_on": 0.0, "read_ahead": "none", "write_back": 0.0, "read_on_arrival": 0.0,
+              "almost_read_hits": 0.0},
+    "read-ahead": {"read_ahead": "none"},
     # keeping what passes under the head before a read's first sector (not in DiskSim)
-    "read-on-arrival": ((H.P_READ_ARRIVAL, 0.0),),
+    "read-on-arrival": {"read_on_arrival": 0.0},
     # every write completes after its media write
-    "write-back": ((H.P_WRITE_BACK, 0.0),),
+    "write-back": {"write_back": 0.0},
     # the controller's command, reselection, disconnection and completion overheads
-    "overheads": tuple((k, 0.0) for k in _OVERHEADS),
+    "overheads": {f.name: 0.0 for f in H.PARAMS if f.group == "overhead"},
     # head switch time and write settling
-    "switches": ((H.P_HEAD_SWITCH, 0.0), (H.P_WRITE_SETTLE, 0.0)),
+    "switches": {"head_switch_ms": 0.0, "write_settle_ms": 0.0},
 }
 
 
@@ -90,11 +87,10 @@ def _check_parts(parts: tuple[str, ...] | list[str]) -> None:
 def without_parts(p: np.ndarray, parts: tuple[str, ...] | list[str]) -> np.ndarray:
     """A copy of the parameter vector ``p`` with the named ``PARTS`` switched off."""
     _check_parts(parts)
-    q = p.copy()
+    fields: dict[str, float | str] = dict(H.unpack(p))
     for name in parts:
-        for k, v in PARTS[name]:
-            q[k] = v
-    return q
+        fields.update(PARTS[name])
+    return H.pack(**fields)
 
 
 @dataclasses.dataclass
@@ -133,7 +129,7 @@ def validate_disksim(specs: str | Path, trace: str | Path,
     idle_ms = np.zeros(len(start_ns))
     idle_ms[:-1] = (start_ns[1:] - start_ns[:-1] - serv_ns[:-1]) / 1e6
     lbn = cols["sector"].astype(np.int64)
-    nblk = (cols["size_bytes"] // 512).astype(np.int64)
+    nblk = (cols["size_bytes"] // SECTOR_BYTES).astype(np.int64)
     is_write = (cols["op"] == OP_WRITE).astype(np.int64)
     real_ms = serv_ns / 1e6
     sim_ms = np.zeros(len(lbn))

@@ -107,7 +107,7 @@ def _check_kernel(g: dl.Geometry) -> None:
     for every block of ``g``, and the reference's two placements against each other."""
     p, zones, _cd, _ct = drive_params(_drive(g))
     total = dl.total_blocks(g)
-    assert int(p[H.P_BLOCKS]) == total
+    assert int(H.unpack(p)["blocks"]) == total
     starts = dl.zone_starts(g)
     placed = []
     for zi in range(len(g.zones)):
@@ -225,7 +225,7 @@ def test_valid_drives_layout(name):
     g = dl.Geometry.of(d)
     lay = Layout(d)
     total = dl.total_blocks(g)
-    assert int(p[H.P_BLOCKS]) == total
+    assert int(H.unpack(p)["blocks"]) == total
     assert abs(total - d.block_count) <= 0.03 * d.block_count  # DiskSim counts its own
     rng = np.random.default_rng(7)
     lbns = set(rng.integers(0, total, 300).tolist())

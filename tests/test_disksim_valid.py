@@ -158,7 +158,7 @@ def test_service_matches_reference(name, steps, pick, req_overhead):
     """The kernel's service times against the plain-Python reference on the seven drives (their
     sparing schemes 1, 2, 3, 7 and 8, slips included), and with a per-request overhead."""
     d, (p, zones, cd, ct) = _drive_and_params(name)
-    total = int(p[H.P_BLOCKS])
+    total = int(H.unpack(p)["blocks"])
     reqs = ref.walk_requests(steps, pick % (total - 500), total, _near_slips(d, total), pick)
     if req_overhead:
         d = dataclasses.replace(d, per_request_overhead_ms=req_overhead)

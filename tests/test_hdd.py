@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blocklab.kernels.drive import hdd as H
+from blocklab.kernels.drive.hdd_geometry import _SEEK_COUNT_MAX
 from blocklab.pipeline.cli import app
 from blocklab.pipeline.model.disksim_params import ParamError, read_drive
 from blocklab.pipeline.model.drive_params import drive_params
@@ -78,11 +79,11 @@ def test_seek_long_curve_matches_reference():
     """A measured curve longer than the kernel searches by counting is bisected: the same
     interpolation as the reference at points, between them and past the end."""
     rng = np.random.default_rng(5)
-    ds = np.unique(rng.integers(1, 50_000, H._SEEK_COUNT_MAX * 3))
+    ds = np.unique(rng.integers(1, 50_000, _SEEK_COUNT_MAX * 3))
     ts = np.sort(rng.uniform(0.5, 15.0, len(ds)))
     curve = list(zip(ds.tolist(), ts.tolist(), strict=True))
     p = np.zeros(H.P_N)
-    for n in (H._SEEK_COUNT_MAX, H._SEEK_COUNT_MAX + 1, len(ds)):
+    for n in (_SEEK_COUNT_MAX, _SEEK_COUNT_MAX + 1, len(ds)):
         cd, ct = ds[:n].astype(np.int64), ts[:n].copy()
         for dist in [0, 1, int(cd[0]), int(cd[1]), int(cd[n // 2]), int(cd[n // 2]) + 1,
                      int(cd[-2]), int(cd[-1]), int(cd[-1]) + 77,
@@ -97,7 +98,7 @@ def test_layout_matches_reference(shared, name):
     block at zone starts and ends and around every slip, and random ones."""
     d, (p, zones, _cd, _ct) = _drive(shared, name)
     lay = ref.Layout(d)
-    assert int(p[H.P_BLOCKS]) == lay.total >= d.block_count
+    assert int(H.unpack(p)["blocks"]) == lay.total >= d.block_count
     lbns = set(np.random.default_rng(2).integers(0, lay.total, 300).tolist())
     for zz in lay.zones:
         z = zz["z"]
@@ -143,7 +144,7 @@ _step = st.tuples(
 @given(steps=st.lists(_step, min_size=1, max_size=40), start=st.integers(0, 2**40))
 def test_service_matches_reference(shared, name, steps, start):
     d, params = _drive(shared, name)
-    total = int(params[0][H.P_BLOCKS])
+    total = int(H.unpack(params[0])["blocks"])
     reqs = ref.walk_requests(steps, start % (total - 200), total)
     want = ref.replay(d, reqs)
     got = _replay(params, *(np.array([r[i] for r in reqs]) for i in range(4)))
@@ -232,7 +233,7 @@ def test_service_does_not_depend_on_how_far_the_walk_was_computed(shared, name, 
     d, (p, zones, cd, ct) = _drive(shared, name)
     lazy = H.new_state()
     settled = H.new_state()
-    total = int(p[H.P_BLOCKS])
+    total = int(H.unpack(p)["blocks"])
     a = start % (total - 200)
     prev_end = a
     t = 0.0
@@ -259,7 +260,7 @@ def test_settle_gives_the_read_ahead_end(shared, name, steps, start):
     d, (p, zones, cd, ct) = _drive(shared, name)
     disk = ref.RefDisk(d)
     state = H.new_state()
-    total = int(p[H.P_BLOCKS])
+    total = int(H.unpack(p)["blocks"])
     a = start % (total - 200)
     prev_end = a
     t = 0.0
@@ -272,9 +273,10 @@ def test_settle_gives_the_read_ahead_end(shared, name, steps, start):
         prev_end = a + n
         t = done + idle
     H.settle(p, zones, cd, ct, state, 0)
-    assert state[H.S_FREE] == pytest.approx(disk.free, abs=1e-6)
-    assert (state[H.S_CYL], state[H.S_HEAD]) == (disk.cyl, disk.head)
-    assert (state[H.S_PF_SEG] >= 0) == (disk.pf is not None)
+    drive = H.read_state(state)
+    assert drive["free"] == pytest.approx(disk.free, abs=1e-6)
+    assert (drive["cyl"], drive["head"]) == (disk.cyl, disk.head)
+    assert (drive["ra_seg"] >= 0) == (disk.pf is not None)
 
 
 @pytest.mark.parametrize("name", ["barracuda", "cheetah9LP", "hp_c2247a", "atlas10k"])
@@ -305,12 +307,13 @@ def test_replay_invariants(shared, reqs):
     out = _replay((p, zones, cd, ct), lbn, n, w, idle)
     rot = 60000.0 / d.rpm
     full_seek = max(t for _d, t in d.seek_curve)
+    fields = H.unpack(p)
     for k in range(len(reqs)):
-        xfer = n[k] * p[H.P_XFER_R if not w[k] else H.P_XFER_W]
+        xfer = n[k] * fields["xfer_read_ms" if not w[k] else "xfer_write_ms"]
         assert out[k] >= xfer  # at least the interface transfer
         # at most: a destage (a seek, a turn and its blocks), then a full seek, a turn, the
         # blocks (a turn per track), the command overhead and the transfer
-        bound = 2 * (full_seek + rot + p[H.P_WRITE_SETTLE] + (n[k] / 200 + 1) * rot) + xfer + 2
+        bound = 2 * (full_seek + rot + fields["write_settle_ms"] + (n[k] / 200 + 1) * rot) + xfer + 2
         assert out[k] <= bound
 
 
@@ -354,8 +357,9 @@ def test_model_parts_are_needed(shared, name):
         if np.array_equal(without_parts(p, [part]), p):
             r = validate_disksim(d / f"{name}.parv", d / f"{name}.trace", [part])
             assert r.demerit_ms == full.demerit_ms, part
-    assert (p[H.P_READ_ARRIVAL] > 0) == (name == "atlas10k")
-    assert (p[H.P_WRITE_BACK] > 0) == (name != "hp_c2247a")
+    fields = H.unpack(p)
+    assert (fields["read_on_arrival"] > 0) == (name == "atlas10k")
+    assert (fields["write_back"] > 0) == (name != "hp_c2247a")
 
 
 @settings(max_examples=30, deadline=None)

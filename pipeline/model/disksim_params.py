@@ -294,6 +294,17 @@ _CACHE = {
 }
 
 
+# DiskSim's value of a controller overhead or cache key that a parameter file leaves out (its
+# libparam leaves such a field zero); a catalog HDD (catalog.py) starts from the same
+ABSENT = 0.0
+
+
+def disk_defaults() -> tuple[dict[str, float], dict[str, float]]:
+    """(overheads, cache) of a disk that sets none of them, by the names of
+    ``DiskSimDrive.overheads_ms`` and ``DiskSimDrive.cache``."""
+    return dict.fromkeys(_OVERHEADS, ABSENT), dict.fromkeys(_CACHE, ABSENT)
+
+
 # What the model does with every other key of DiskSim's disk and mechanical blocks that the
 # drives of DiskSim 4.0's valid/ folder set (tests/data/disksim/valid/README.md lists them).
 #
@@ -456,10 +467,10 @@ def read_drive(path: str | Path) -> DiskSimDrive:
         sparing_scheme=int(layout.get("Sparing scheme used", 0)),
         range_size_for_sparing=int(layout.get("Rangesize for sparing", 1)),
         zones=zones,
-        overheads_ms={k: float(disk.get(v, 0.0)) for k, v in _OVERHEADS.items()},
+        overheads_ms={k: float(disk.get(v, ABSENT)) for k, v in _OVERHEADS.items()},
         bulk_sector_transfer_ms=float(disk.get("Bulk sector transfer time", 0.0)),
         per_request_overhead_ms=float(disk.get("Per-request overhead time", 0.0)),
-        cache={k: float(disk.get(v, 0.0)) for k, v in _CACHE.items()},
+        cache={k: float(disk.get(v, ABSENT)) for k, v in _CACHE.items()},
         bus_read_block_ms=bus_read,
         bus_write_block_ms=bus_write,
     )

@@ -1,10 +1,12 @@
 """A DiskSim drive's parameters (pipeline/model/disksim_params.py) as the HDD kernel's
-parameter vector, zone table and seek table (``kernels/drive/hdd.py`` says what each holds):
+parameter vector, zone table and seek table, filled by name (``kernels/drive/hdd_tables.py``
+says what each holds):
 the catalog builds its HDDs with it, and ``blocklab validate disksim`` replays on it."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -24,31 +26,29 @@ SPARING = {0: "no spares", 1: "spare tracks at the end of each zone",
            8: "spare sectors at the end of each range of cylinders",
            9: "spare sectors at the end of each zone",
            10: "spare sectors at the end of each zone, slips pushed past them"}
-_HUGE = float(1 << 50)
 
 
 @dataclasses.dataclass(frozen=True)
 class ZoneLayout:
-    """How one zone's blocks sit on its sectors, in the kernel's terms (``kernels/drive/hdd.py``,
-    zone table): LBNs in the zone, sectors per sparing range, LBNs per range, sectors before a
-    range's blocks, and the slips as the kernel counts them."""
+    """How one zone's blocks sit on its sectors, in the kernel's terms (the zone table of
+    ``kernels/drive/hdd_tables.py``): LBNs in the zone, sectors per sparing range and LBNs per
+    range (None when the zone is one range), sectors before a range's blocks, and the slips as
+    the kernel counts them."""
 
     lbns: int
-    range_sectors: float
-    range_lbns: float
+    range_sectors: int | None
+    range_lbns: int | None
     front: int
     slips: list[int]
 
 
-def sparing_kind(d: DiskSimDrive) -> tuple[int, int]:
-    """(``P_SPARING``, ``P_SLIP_SKEW``) of a drive's sparing scheme."""
+def sparing_kind(d: DiskSimDrive) -> tuple[str, str]:
+    """(``sparing``, ``slip_skew``) of a drive's sparing scheme, as the kernel names them."""
     s = d.sparing_scheme
-    kind = {1: H.SPARE_TRACK, 4: H.SPARE_TO_END, 5: H.SPARE_FRONT_SLIPS, 6: H.SPARE_TO_END,
-            7: H.SPARE_TO_END}.get(s, H.SPARE_RANGE)
+    kind = {1: "track", 4: "to_end", 5: "front_slips", 6: "to_end", 7: "to_end"}.get(s, "range")
     # DiskSim's g1_map_pbn_skew turns tracks on by the slips before them only in the
     # per-cylinder ("issectpercyl": 2, 4, 5, 6) and per-track (3) schemes
-    skew = {2: H.SKEW_SLIPS_CYL, 3: H.SKEW_SLIPS_TRACK, 4: H.SKEW_SLIPS_CYL,
-            5: H.SKEW_SLIPS_CYL, 6: H.SKEW_SLIPS_CYL}.get(s, H.SKEW_SLIPS_NONE)
+    skew = {2: "cylinder", 3: "track", 4: "cylinder", 5: "cylinder", 6: "cylinder"}.get(s, "none")
     return kind, skew
 
 
@@ -62,9 +62,9 @@ def zone_layout(d: DiskSimDrive, z: Zone) -> ZoneLayout:
     s = d.sparing_scheme
     slips = sorted(z.slips)
     if s == 0:  # DiskSim's no-sparing mapping reads no slips
-        return ZoneLayout(phys, _HUGE, _HUGE, 0, [])
+        return ZoneLayout(phys, None, None, 0, [])
     if s == 1:
-        return ZoneLayout(phys - z.spares * bpt, _HUGE, _HUGE, 0, slips)
+        return ZoneLayout(phys - z.spares * bpt, None, None, 0, slips)
     if s in (2, 5):
         return ZoneLayout(phys - z.spares * cyls, bpc, bpc - z.spares,
                           z.spares if s == 5 else 0, slips)
@@ -83,8 +83,8 @@ def zone_layout(d: DiskSimDrive, z: Zone) -> ZoneLayout:
         return ZoneLayout(phys - z.spares * (cyls // d.range_size_for_sparing), rs,
                           rs - z.spares, 0, slips)
     if s == 9:
-        return ZoneLayout(phys - z.spares, _HUGE, _HUGE, 0, slips)
-    return ZoneLayout(phys - z.spares - len(z.slips), _HUGE, _HUGE, 0, slips)  # 10
+        return ZoneLayout(phys - z.spares, None, None, 0, slips)
+    return ZoneLayout(phys - z.spares - len(z.slips), None, None, 0, slips)  # 10
 
 
 def _check_layout(d: DiskSimDrive) -> None:
@@ -162,111 +162,69 @@ def _check_layout(d: DiskSimDrive) -> None:
             raise ParamError(f"{zw}: more spares and slips than sectors")
 
 
-def drive_params(d: DiskSimDrive) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel's parameter vector, layout table (zones, then their slips) and seek table for a
-    DiskSim drive (see ``kernels/drive/hdd.py`` for what each parameter does)."""
-    where = d.source
+def drive_params(d: DiskSimDrive) -> H.Drive:
+    """The kernel's parameter vector, zone table (zones, their slips, the bucket index) and seek
+    table for a DiskSim drive (``kernels/drive/hdd_tables.py`` names every parameter)."""
     _check_layout(d)
-    ov = d.overheads_ms
     c = d.cache
-    p = np.zeros(H.P_N)
-    p[H.P_ROT_MS] = 60000.0 / d.rpm
-    p[H.P_SURFACES] = d.surfaces
-    p[H.P_HEAD_SWITCH] = d.head_switch_ms
-    p[H.P_WRITE_SETTLE] = d.write_settle_ms
-    # DiskSim's disk_get_blktranstime: a block crosses the interface at the slower of the
-    # drive's bulk sector time and the bus's block time
-    p[H.P_XFER_R] = max(d.bulk_sector_transfer_ms, d.bus_read_block_ms)
-    p[H.P_XFER_W] = max(d.bulk_sector_transfer_ms, d.bus_write_block_ms)
-    for idx, key in ((H.P_OV_RHR, "read hit after read"), (H.P_OV_RHW, "read hit after write"),
-                     (H.P_OV_RMR, "read miss after read"), (H.P_OV_RMW, "read miss after write"),
-                     (H.P_OV_WHR, "write hit after read"), (H.P_OV_WHW, "write hit after write"),
-                     (H.P_OV_WMR, "write miss after read"),
-                     (H.P_OV_WMW, "write miss after write"),
-                     (H.P_COMPL_R, "read completion"), (H.P_COMPL_W, "write completion"),
-                     (H.P_DATA_PREP, "data preparation"), (H.P_RESELECT1, "first reselect"),
-                     (H.P_RESELECT2, "other reselect"),
-                     (H.P_DISC_RR, "read disconnect after read"),
-                     (H.P_DISC_RW, "read disconnect after write"),
-                     (H.P_DISC_W, "write disconnect"), (H.P_XD_CMD, "extra disconnect command"),
-                     (H.P_XD_DISC1, "extra disconnect 1"),
-                     (H.P_XD_INTER, "extra disconnect interval"),
-                     (H.P_XD_DISC2, "extra disconnect 2"),
-                     (H.P_XD_SEEKDELTA, "extra disconnect seek delta"),
-                     (H.P_MIN_SEEK, "minimum seek delay")):
-        p[idx] = ov[key]
-    p[H.P_XD_ON] = 1.0 if c["extra_write_disconnect"] else 0.0
-    p[H.P_WRITE_BACK] = 1.0 if c["fast_write_level"] > 0 else 0.0
-    p[H.P_CACHE_ON] = 1.0 if c["enable_caching"] else 0.0
-    p[H.P_ALMOST] = 1.0 if c.get("allow_almost_read_hits", 0) else 0.0
-    p[H.P_REQ_OVERHEAD] = d.per_request_overhead_ms
     nseg = int(c["segments"])
     if not 1 <= nseg <= H.SEG_MAX:
-        raise ParamError(f"{where}: Number of buffer segments must be 1 to {H.SEG_MAX}, "
+        raise ParamError(f"{d.source}: Number of buffer segments must be 1 to {H.SEG_MAX}, "
                          f"not {nseg}")
-    p[H.P_NSEGS] = nseg
-    p[H.P_WSEG] = 1.0 if c["separate_write_segment"] and nseg > 1 else 0.0
-    p[H.P_NWSEGS] = max(1, int(c["max_write_segments"]))
-    p[H.P_SEG_BLOCKS] = c["segment_blocks"]
-    p[H.P_RA_KIND] = int(c["buffer_continuous_read"]) if c["enable_caching"] else H.RA_NONE
-    p[H.P_MAX_RA] = c["max_read_ahead_blocks"]
-    p[H.P_RA_IDLE_HIT] = c["read_ahead_on_idle_hit"]
-    p[H.P_HIGH_WM] = c["high_water_mark"]
-    p[H.P_WM_BY_REQ] = c["watermark_by_request_size"]
-    # a drive that reads "any free blocks", or reads with zero latency ("immediate buffer
-    # read"), reads from the moment its head settles and keeps what it read before the request
-    # (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
-    p[H.P_READ_ARRIVAL] = 1.0 if c["read_any_free_blocks"] or c["immediate_buffer_read"] else 0.0
+    zones, layout = H.zone_table([_zone(d, z) for z in d.zones])
+    seek, curve_d, curve_t = _seek(d)
+    sparing, slip_skew = sparing_kind(d)
+    p = H.pack(
+        rot_ms=60000.0 / d.rpm, surfaces=d.surfaces, head_switch_ms=d.head_switch_ms,
+        write_settle_ms=d.write_settle_ms,
+        # DiskSim's disk_get_blktranstime: a block crosses the interface at the slower of the
+        # drive's bulk sector time and the bus's block time
+        xfer_read_ms=max(d.bulk_sector_transfer_ms, d.bus_read_block_ms),
+        xfer_write_ms=max(d.bulk_sector_transfer_ms, d.bus_write_block_ms),
+        request_overhead_ms=d.per_request_overhead_ms,
+        # the controller's overheads: the kernel's names are DiskSim's ("read hit after read")
+        **{k.replace(" ", "_") + "_ms": v for k, v in d.overheads_ms.items()},
+        extra_write_disconnect=bool(c["extra_write_disconnect"]),
+        write_back=c["fast_write_level"] > 0, cache_on=bool(c["enable_caching"]),
+        almost_read_hits=bool(c["allow_almost_read_hits"]),
+        segments=nseg, write_segment=bool(c["separate_write_segment"]) and nseg > 1,
+        max_write_segments=max(1, int(c["max_write_segments"])),
+        segment_blocks=c["segment_blocks"],
+        # DiskSim's "Buffer continuous read" codes are the kernel's read-ahead kinds
+        read_ahead=int(c["buffer_continuous_read"]) if c["enable_caching"] else "none",
+        max_read_ahead_blocks=c["max_read_ahead_blocks"],
+        read_ahead_on_idle_hit=c["read_ahead_on_idle_hit"],
+        high_water_mark=c["high_water_mark"],
+        watermark_by_request=c["watermark_by_request_size"],
+        # a drive that reads "any free blocks", or reads with zero latency ("immediate buffer
+        # read"), reads from the moment its head settles and keeps what it read before the
+        # request (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
+        read_on_arrival=bool(c["read_any_free_blocks"] or c["immediate_buffer_read"]),
+        mapping=d.mapping_scheme, sparing=sparing, slip_skew=slip_skew, **seek, **layout)
+    return H.Drive(p, zones, curve_d, curve_t)
+
+
+def _zone(d: DiskSimDrive, z: Zone) -> H.Zone:
+    """One zone as the kernel's zone table takes it (DiskSim truncates skews and the first
+    block's offset to whole sectors)."""
+    zl = zone_layout(d, z)
+    return H.Zone(first_cyl=z.first_cylinder, last_cyl=z.last_cylinder,
+                  sectors_per_track=z.blocks_per_track, lbns=zl.lbns,
+                  track_skew=int(z.track_skew), cylinder_skew=int(z.cylinder_skew),
+                  offset=int(z.offset_of_first_block), empty_front=z.empty_front,
+                  range_sectors=zl.range_sectors, range_lbns=zl.range_lbns, front=zl.front,
+                  slips=zl.slips)
+
+
+def _seek(d: DiskSimDrive) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """(the seek parameters, the seek table's distances in cylinders and times in ms): the
+    measured curve, or the Ruemmler-Wilkes equation with its measured first ten seeks."""
     if d.seek_type.startswith("hpl"):
-        p[H.P_SEEK_KIND] = H.SEEK_HPL
         x, a, b, cc, e, _single = d.hpl_seek
-        p[H.P_HPL_X], p[H.P_HPL_A], p[H.P_HPL_B], p[H.P_HPL_C], p[H.P_HPL_E] = x, a, b, cc, e
         curve_t = np.array(d.first_ten_seeks_ms if d.seek_type == "hplplus10" else [], float)
         curve_d = np.arange(1, len(curve_t) + 1, dtype=np.int64)
-    else:
-        p[H.P_SEEK_KIND] = H.SEEK_CURVE
-        curve_d = np.array([cyl for cyl, _t in d.seek_curve], dtype=np.int64)
-        curve_t = np.array([t for _c, t in d.seek_curve], dtype=float)
-    p[H.P_SINGLE_SEEK] = d.single_cylinder_seek_ms
-    p[H.P_NZONES] = len(d.zones)
-    p[H.P_SERP] = d.mapping_scheme
-    p[H.P_SPARING], p[H.P_SLIP_SKEW] = sparing_kind(d)
-    nz = len(d.zones)
-    zl = [zone_layout(d, z) for z in d.zones]
-    nslips = sum(len(x.slips) for x in zl)
-    total = sum(x.lbns for x in zl)
-    # the bucket index: a few thousand buckets of a power-of-two number of blocks
-    shift = max(0, int(np.ceil(np.log2(max(total, 1) / 4096))))
-    nb = (total >> shift) + 1
-    zones = np.zeros(nz * H.Z_N + nslips + nb)
-    first = 0
-    slip_at = nz * H.Z_N
-    for i, z in enumerate(d.zones):  # in LBN order, as listed
-        nlbn, rs, rl = zl[i].lbns, zl[i].range_sectors, zl[i].range_lbns
-        b = i * H.Z_N
-        zones[b + H.Z_FIRST_CYL] = z.first_cylinder
-        zones[b + H.Z_LAST_CYL] = z.last_cylinder
-        zones[b + H.Z_BPT] = z.blocks_per_track
-        zones[b + H.Z_FIRST_LBN] = first
-        zones[b + H.Z_NLBN] = nlbn
-        zones[b + H.Z_TSKEW] = int(z.track_skew)  # DiskSim truncates skews to whole sectors
-        zones[b + H.Z_CSKEW] = int(z.cylinder_skew)
-        zones[b + H.Z_OFFSET] = int(z.offset_of_first_block)
-        zones[b + H.Z_DEAD] = z.empty_front
-        zones[b + H.Z_RANGE] = rs
-        zones[b + H.Z_RANGE_LBNS] = rl
-        zones[b + H.Z_FRONT] = zl[i].front
-        zones[b + H.Z_SLIP0] = slip_at
-        slips = zl[i].slips
-        zones[b + H.Z_NSLIP] = len(slips)
-        zones[slip_at:slip_at + len(slips)] = slips
-        slip_at += len(slips)
-        first += nlbn
-    # DiskSim maps as many blocks as its zones hold, which may differ from "Block count"
-    p[H.P_BLOCKS] = first
-    starts = zones[H.Z_FIRST_LBN:nz * H.Z_N:H.Z_N]
-    p[H.P_BUCKETS_AT] = slip_at
-    p[H.P_BUCKET_SHIFT] = shift
-    p[H.P_NBUCKETS] = nb
-    zones[slip_at:] = np.searchsorted(starts, np.arange(nb) << shift, side="right") - 1
-    return p, zones, curve_d, curve_t
+        return ({"seek": "hpl", "hpl_boundary_cyl": x, "hpl_a_ms": a, "hpl_b_ms": b,
+                 "hpl_c_ms": cc, "hpl_e_ms": e}, curve_d, curve_t)
+    curve_d = np.array([cyl for cyl, _t in d.seek_curve], dtype=np.int64)
+    curve_t = np.array([t for _c, t in d.seek_curve], dtype=float)
+    return {"seek": "curve"}, curve_d, curve_t
