@@ -128,3 +128,24 @@ def test_the_kernels_sector_is_the_schemas():
     from blocklab.traces.schema import SECTOR_BYTES
 
     assert tables.SECTOR == SECTOR_BYTES
+
+
+def test_ssd_parameters_by_name():
+    """The SSD kernel's parameters are filled by name: each catalog figure lands on the field
+    the kernel reads it from, and a missing or unknown field is refused."""
+    from blocklab.kernels.drive import ssd as SS
+    from blocklab.pipeline.model.catalog import ssd_params
+
+    v = {"channels": 8, "dies": 4, "planes": 2, "page_bytes": 16384, "read_us": 50,
+         "program_us": 500, "erase_ms": 3, "pages_per_block": 256, "channel_mb_s": 400,
+         "interface_mb_s": 600, "command_us": 10, "write_command_us": 12,
+         "overprovisioning": 0.28, "buffer_pages": 64}
+    p = ssd_params(v, fresh=True)
+    assert p[SS.P_CH] == 8 and p[SS.P_PLANES] == 2 and p[SS.P_PAGE_SECT] == 32
+    assert p[SS.P_TPROG_NS] == 500_000 and p[SS.P_TBERS_NS] == 3e6
+    assert p[SS.P_CH_PS] == 2500 and p[SS.P_CTRL_W_NS] == 12_000 and p[SS.P_WA] == 1.0
+    assert p[SS.P_WPATH_PS] == 0  # no write path figure: no limit
+    with pytest.raises(ValueError, match="missing"):
+        SS.pack(channels=1)
+    with pytest.raises(ValueError, match="unknown"):
+        SS.pack(**{n: 1 for n in SS.PARAMS}, rpm=7200)

@@ -52,10 +52,48 @@ import numpy as np
 
 from blocklab.kernels._jit import njit
 
-# Parameter vector (float64) indices.
-(P_CH, P_DIES, P_PLANES, P_PAGE_SECT, P_TR_NS, P_TPROG_NS, P_TBERS_NS, P_PPB, P_CH_PS,
- P_LINK_PS, P_CTRL_NS, P_WA, P_BUF_PAGES, P_CTRL_W_NS, P_WPATH_PS) = range(15)
-P_N = 15
+#: The parameter vector's fields (float64), described once, in its order: channels, dies per
+#: channel, planes per die, sectors per page, page read, page program and block erase times
+#: (ns), pages per block, channel and host link (ps per byte), controller time per command
+#: and per write command (ns), write amplification, buffer pages, the controller's write path
+#: (ps per byte; 0: no limit). Code outside kernels/ fills them by name with ``pack``.
+PARAMS = ("channels", "dies", "planes", "page_sectors", "read_ns", "program_ns", "erase_ns",
+          "pages_per_block", "channel_ps", "link_ps", "command_ns", "write_amplification",
+          "buffer_pages", "write_command_ns", "write_path_ps")
+#: Fields that may be left out, and their values then.
+DEFAULTS = {"write_path_ps": 0.0}
+
+
+def _p(name: str) -> int:
+    return PARAMS.index(name)
+
+
+P_CH = _p("channels")
+P_DIES = _p("dies")
+P_PLANES = _p("planes")
+P_PAGE_SECT = _p("page_sectors")
+P_TR_NS = _p("read_ns")
+P_TPROG_NS = _p("program_ns")
+P_TBERS_NS = _p("erase_ns")
+P_PPB = _p("pages_per_block")
+P_CH_PS = _p("channel_ps")
+P_LINK_PS = _p("link_ps")
+P_CTRL_NS = _p("command_ns")
+P_WA = _p("write_amplification")
+P_BUF_PAGES = _p("buffer_pages")
+P_CTRL_W_NS = _p("write_command_ns")
+P_WPATH_PS = _p("write_path_ps")
+P_N = len(PARAMS)
+
+
+def pack(**fields: float) -> np.ndarray:
+    """The kernel's parameter vector from ``PARAMS``' fields by name; raises ValueError naming
+    a field that is unknown or missing."""
+    unknown = sorted(set(fields) - set(PARAMS))
+    missing = [n for n in PARAMS if n not in fields and n not in DEFAULTS]
+    if unknown or missing:
+        raise ValueError(f"SSD parameters: unknown {unknown}, missing {missing}")
+    return np.array([float(fields.get(n, DEFAULTS.get(n, 0.0))) for n in PARAMS])
 # Per-drive state (int64 row): controller and link free times, write and buffer pointers, the
 # end of the last write, the write path's free time, then the planes' free times, the planes'
 # last program times, the channels' free times and the buffer ring.

@@ -100,12 +100,12 @@ def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> T
         off[1:] = np.cumsum([len(x) for x in parts])
         return (np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)), off
 
-    hz, hz_off = cat([z for _p, z, _d, _t in hdd], np.float64)
-    hcd, hc_off = cat([cd for _p, _z, cd, _t in hdd], np.int64)
-    hct, _ = cat([ct for _p, _z, _d, ct in hdd], np.float64)
+    hz, hz_off = cat([h.zones for h in hdd], np.float64)
+    hcd, hc_off = cat([h.seek_cyl for h in hdd], np.int64)
+    hct, _ = cat([h.seek_ms for h in hdd], np.float64)
     return T.Models(
         fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
-        hp=np.concatenate([p for p, _z, _d, _t in hdd]) if hdd else np.zeros(H.P_N),
+        hp=np.concatenate([h.params for h in hdd]) if hdd else np.zeros(H.P_N),
         hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
         hst=np.zeros(0),  # per-drive states are made fresh for each replay (Engine)
         sp=np.concatenate(ssd) if ssd else np.zeros(SS.P_N),

@@ -48,6 +48,7 @@ import numpy as np
 from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.drive import ssd as SS
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.schema import SECTOR_BYTES
 
 from .disksim_params import DiskSimDrive, Zone, disk_defaults, read_drive
 
@@ -177,7 +178,7 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
     hs = float(v["head_switch_ms"])
 
     def bpt(rate_mb_s: float) -> float:
-        return rate_mb_s * 1e6 * (rot_ms + hs) / 1000.0 / 512.0
+        return rate_mb_s * 1e6 * (rot_ms + hs) / 1000.0 / SECTOR_BYTES
 
     od, inner = bpt(v["od_mb_s"]), bpt(v["id_mb_s"])
     blocks = int(v["blocks"])
@@ -198,10 +199,10 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
                           cylinder_skew=float(math.ceil(v["seek_single_ms"] / rot_ms * b)),
                           spares=0, slips=[], defects=[]))
     fw = firmware
-    sector_ms = 512 / (v["interface_mb_s"] * 1e6) * 1000.0
+    sector_ms = SECTOR_BYTES / (v["interface_mb_s"] * 1e6) * 1000.0
     # segments of at least 2 MiB, so that a segment holds a large request and its read-ahead
     segments = max(1, min(int(fw["segments"]), H.SEG_MAX, int(v["cache_mb"] * 1e6) >> 21))
-    seg_blocks = int(v["cache_mb"] * 1e6 / 512 / segments)
+    seg_blocks = int(v["cache_mb"] * 1e6 / SECTOR_BYTES / segments)
     # the controller overheads DIXtrac measured; the others, and the cache keys not set here,
     # are as a DiskSim parameter file that leaves them out has them
     overheads, cache = disk_defaults()
@@ -243,24 +244,20 @@ def write_amplification(rho: float) -> float:
 
 def ssd_params(v: dict[str, Any], fresh: bool = False) -> np.ndarray:
     """The SSD kernel's parameter vector for figures ``v``."""
-    p = np.zeros(SS.P_N)
-    p[SS.P_CH] = v["channels"]
-    p[SS.P_DIES] = v["dies"]
-    p[SS.P_PLANES] = v["planes"]
-    p[SS.P_PAGE_SECT] = v["page_bytes"] // 512
-    p[SS.P_TR_NS] = v["read_us"] * 1000
-    p[SS.P_TPROG_NS] = v["program_us"] * 1000
-    p[SS.P_TBERS_NS] = v["erase_ms"] * 1e6
-    p[SS.P_PPB] = v["pages_per_block"]
-    p[SS.P_CH_PS] = round(1e12 / (v["channel_mb_s"] * 1e6))
-    p[SS.P_LINK_PS] = round(1e12 / (v["interface_mb_s"] * 1e6))
-    p[SS.P_CTRL_NS] = round(v["command_us"] * 1000)
-    p[SS.P_CTRL_W_NS] = round(v["write_command_us"] * 1000)
-    p[SS.P_WA] = 1.0 if fresh else write_amplification(float(v["overprovisioning"]))
-    p[SS.P_BUF_PAGES] = v["buffer_pages"]
-    if v.get("write_mb_s", 0) > 0:  # the controller's write path (kernels/drive/ssd.py)
-        p[SS.P_WPATH_PS] = round(1e12 / (v["write_mb_s"] * 1e6))
-    return p
+    wpath = v.get("write_mb_s", 0)
+    return SS.pack(
+        channels=v["channels"], dies=v["dies"], planes=v["planes"],
+        page_sectors=v["page_bytes"] // SECTOR_BYTES, read_ns=v["read_us"] * 1000,
+        program_ns=v["program_us"] * 1000, erase_ns=v["erase_ms"] * 1e6,
+        pages_per_block=v["pages_per_block"],
+        channel_ps=round(1e12 / (v["channel_mb_s"] * 1e6)),
+        link_ps=round(1e12 / (v["interface_mb_s"] * 1e6)),
+        command_ns=round(v["command_us"] * 1000),
+        write_command_ns=round(v["write_command_us"] * 1000),
+        write_amplification=1.0 if fresh else write_amplification(float(v["overprovisioning"])),
+        buffer_pages=v["buffer_pages"],
+        # the controller's write path (kernels/drive/ssd.py); 0: no limit
+        write_path_ps=round(1e12 / (wpath * 1e6)) if wpath > 0 else 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,11 +313,11 @@ def describe() -> list[dict[str, Any]]:
                                "class": e.cls}
         if e.kind == "disksim":
             d = read_drive(disksim_path(e))
-            row.update(capacity_gb=d.block_count * 512 / 1e9, rpm=d.rpm,
+            row.update(capacity_gb=d.block_count * SECTOR_BYTES / 1e9, rpm=d.rpm,
                        source=f"DiskSim 4.0 parameters extracted from the real drive "
                               f"(CMU PDL): {e.file}")
         else:
-            row.update(capacity_gb=int(e.figures["blocks"].value) * 512 / 1e9,
+            row.update(capacity_gb=int(e.figures["blocks"].value) * SECTOR_BYTES / 1e9,
                        rpm=e.figures["rpm"].value if "rpm" in e.figures else None,
                        figures={k: {"value": f.value, "label": f.label,
                                     "source": sources[f.source], "how": f.how}
