@@ -299,7 +299,7 @@ def ior_fill(state, n_tasks, xfer, block, segments, fpp, random, phase_ops, base
                 off += i * block if fpp else i * n_tasks * block + t * block
             t_ns[n] = 0
             dev[n] = 0
-            sector[n] = base[t] + off // 512
+            sector[n] = base[t] + off // SECTOR
             nbytes[n] = xfer
             op[n] = phase_ops[p]
             stream[n] = t
@@ -355,7 +355,7 @@ def iometer_fill(rng, offset, last, state, workers, per_worker, xfer, read_pct, 
         last[w] = xfer
         t_ns[n] = 0
         dev[n] = 0
-        sector[n] = off // 512
+        sector[n] = off // SECTOR
         nbytes[n] = xfer
         op[n] = 1 if write else 0
         stream[n] = w
@@ -422,7 +422,7 @@ def orion_fill(rng, streams, phase_lo, pos, state, write_pct, capacity, t_ns, de
                 off = below(rng, 0, capacity // size) * size
             t_ns[n] = 0
             dev[n] = 0
-            sector[n] = off // 512
+            sector[n] = off // SECTOR
             nbytes[n] = size
             op[n] = 1 if write else 0
             stream[n] = streams[s, OS_ID]

@@ -125,9 +125,10 @@ def test_built_array_tables_are_named():
 
 
 def test_the_kernels_sector_is_the_schemas():
+    from blocklab.kernels.units import SECTOR
     from blocklab.traces.schema import SECTOR_BYTES
 
-    assert tables.SECTOR == SECTOR_BYTES
+    assert SECTOR == tables.SECTOR == SECTOR_BYTES
 
 
 def test_ssd_parameters_by_name():

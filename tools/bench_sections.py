@@ -175,9 +175,10 @@ def synth_speeds() -> dict[str, float]:
     generator's kernel alone (columns reused in memory; best of three after a warm-up), and an
     SPC-1 trace written to Parquet end to end (Arrow conversion, zstd on the writer thread)."""
     from blocklab.pipeline.synth import synth_spc1
+    from blocklab.traces.schema import SECTOR_BYTES
     from blocklab.traces.synth import iometer, ior, kernel_rate, orion, spc1
 
-    cap = (1 << 40) // 512  # a 1 TiB volume
+    cap = (1 << 40) // SECTOR_BYTES  # a 1 TiB volume
     plans = {  # about 10 M requests each
         "spc1": (lambda: spc1.plan(2000, 100.0, 1, cap), False),  # 100 k IOPS, 100 s
         "ior": (lambda: ior.plan(64, 4096, 1 << 20, 320, False, True, seed=1), True),

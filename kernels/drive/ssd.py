@@ -51,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocklab.kernels._jit import njit
+from blocklab.kernels.units import SECTOR
 
 #: The parameter vector's fields (float64), described once, in its order: channels, dies per
 #: channel, planes per die, sectors per page, page read, page program and block erase times
@@ -142,13 +143,13 @@ def service(p, st, d, now, lba, n, write):
         lo = max(lba, page * ps)
         hi = min(lba + n, (page + 1) * ps)
         k = hi - lo  # sectors of this page the command moves
-        xfer = (k * 512 * int(p[P_CH_PS]) + 999) // 1000
-        link = (k * 512 * link_ps + 999) // 1000
+        xfer = (k * SECTOR * int(p[P_CH_PS]) + 999) // 1000
+        link = (k * SECTOR * link_ps + 999) // 1000
         if write:
             t_in = max(t, st[d, T_LINK]) + link  # the page's data comes over the link
             st[d, T_LINK] = t_in
             if wpath_ps > 0:  # and through the controller's write path
-                t_in = max(t_in, st[d, T_WPATH]) + (k * 512 * wpath_ps + 999) // 1000
+                t_in = max(t_in, st[d, T_WPATH]) + (k * SECTOR * wpath_ps + 999) // 1000
                 st[d, T_WPATH] = t_in
             u = st[d, T_WP] % nplanes
             st[d, T_WP] += 1

@@ -26,6 +26,7 @@ import numpy as np
 
 from blocklab.kernels import cache as CA
 from blocklab.kernels.layout import raid as R
+from blocklab.kernels.units import SECTOR
 
 MODEL_FIXED, MODEL_HDD, MODEL_SSD = 0, 1, 2
 SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
@@ -41,9 +42,6 @@ JOB_DESTAGE, JOB_PREFETCH, JOB_REBUILD, JOB_INIT, JOB_REBALANCE = 1, 2, 3, 5, 6
  X_REBALANCE_START, X_REBALANCE_END, X_INIT_START, X_INIT_END, X_REBALANCE_PROGRESS,
  X_INIT_PROGRESS) = range(12)
 PPM = 1_000_000
-#: Bytes per sector: traces/schema.py SECTOR_BYTES, which the kernels sit below and cannot
-#: import (tests/test_engine_door.py checks that the two agree).
-SECTOR = 512
 # cache lookup outcomes
 HIT, FILLING, MISS = 0, 1, 2
 NONE = -1
