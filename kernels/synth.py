@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ._jit import njit
+from .units import SECTOR
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

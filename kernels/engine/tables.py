@@ -26,7 +26,7 @@ import numpy as np
 
 from blocklab.kernels import cache as CA
 from blocklab.kernels.layout import raid as R
-from blocklab.kernels.units import SECTOR
+from blocklab.kernels.units import SECTOR  # noqa: F401  (re-exported: the engine kernels take it from here)
 
 MODEL_FIXED, MODEL_HDD, MODEL_SSD = 0, 1, 2
 SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
