@@ -30,6 +30,14 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     items.sort(key=lambda item: item.get_closest_marker("replays") is not None)
 
 
+@pytest.fixture(scope="session")
+def golden_work(tmp_path_factory) -> Path:
+    """The golden inputs and runs (tests/golden.py build), written once for the query tests."""
+    from . import golden
+
+    return golden.build(tmp_path_factory.mktemp("q"))
+
+
 def read_rows(path) -> list[dict]:
     return pq.read_table(path).to_pylist()
 

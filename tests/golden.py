@@ -190,6 +190,11 @@ def failure_events(group: str, drive: int) -> list[dict]:
              "bytes": 1 << 31}]
 
 
+def runs_of(work: Path) -> dict[str, Path]:
+    """The plain replays ``build`` writes, by array: runs/raid0 and runs/raid5."""
+    return {name: work / "runs" / name for name in ("raid0", "raid5")}
+
+
 def build(work: Path) -> Path:
     """Write the golden inputs into ``work``: trace.parquet, bt.parquet (ingested from a
     blktrace binary), runs/raid0 and runs/raid5 (replays, raid5 with --drive-ops and the
