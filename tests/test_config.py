@@ -133,10 +133,12 @@ def test_ssd_write_path_is_optional(tmp_path: Path):
 
 
 @pytest.mark.parametrize("proto,mtu,links,frame_us,want", [
-    # AoE: (mtu - 36) // 512 sectors a frame, 60 more bytes on the wire (by hand)
+    # AoE: (mtu - 36) // 512 sectors a frame, at most a 4 KiB page (the Linux initiator), 60
+    # more bytes on the wire (by hand)
     ("aoe", 1500, 1, 0, 125e6 * 1024 / 1084),
     ("aoe", 4200, 1, 0, 125e6 * 4096 / 4156),
-    ("aoe", 9000, 2, 0, 250e6 * 8704 / 8764),
+    ("aoe", 4000, 1, 0, 125e6 * 3584 / 3644),
+    ("aoe", 9000, 2, 0, 250e6 * 4096 / 4156),
     # iSCSI: mtu - 52 bytes a frame, mtu + 38 on the wire, a 48-byte header per 8 KiB PDU
     ("iscsi", 1500, 1, 0, 125e6 * 1448 / 1538 * 8192 / 8240),
     ("iscsi", 9000, 1, 0, 125e6 * 8948 / 9038 * 8192 / 8240),

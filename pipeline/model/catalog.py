@@ -10,11 +10,15 @@ how it was obtained (stated, measured, derived, proxy, assumed); ``blocklab driv
 - *geometry*: ``ZONES`` zones of equal cylinder count; blocks per track fall linearly from the
   outer to the inner diameter (zoned recording: a track's capacity is proportional to its
   radius, and cylinders are evenly spaced in radius). The stated sustained rates include a
-  head switch per track, so a track holds ``rate x (rotation + head switch) / 512`` blocks;
+  head switch and a write's settling per track (datasheets quote one sustained rate for reads
+  and writes), so a track holds ``rate x (rotation + head switch + write settle) / 512`` blocks;
   when the cylinders are not stated they follow from the capacity. The zones are then scaled
   so that they hold at least the stated capacity (the rest is the drive's spare area);
-- *skews*: a track starts where the head arrives after a head switch (track skew) or a
-  one-cylinder seek (cylinder skew), so sequential transfers lose no revolution;
+- *skews*: a track starts where the head arrives, ready to write, after a head switch (track
+  skew) or a one-cylinder seek (cylinder skew), each with the write settling time, so sequential
+  reads and writes alike lose no revolution (with a skew of the switch alone, a write, which
+  settles longer, missed the track's first block and lost a revolution at every track: a
+  drive with its write cache on streamed writes at half its rate);
 - *seeks*: ``t(d) = single + (full - single) x ((d - 1) / (C - 2)) ** k`` for d >= 1
   cylinders, with the exponent k chosen so that the mean over the seek distances of uniformly
   random requests (|X - Y| for X, Y uniform over the cylinders, d > 0) equals the stated
@@ -176,9 +180,10 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
     rot_ms = 60000.0 / v["rpm"]
     surfaces = int(v["surfaces"])
     hs = float(v["head_switch_ms"])
+    ws = float(v["write_settle_ms"])  # added to a write's head switch and seek (skews)
 
     def bpt(rate_mb_s: float) -> float:
-        return rate_mb_s * 1e6 * (rot_ms + hs) / 1000.0 / SECTOR_BYTES
+        return rate_mb_s * 1e6 * (rot_ms + hs + ws) / 1000.0 / SECTOR_BYTES
 
     od, inner = bpt(v["od_mb_s"]), bpt(v["id_mb_s"])
     blocks = int(v["blocks"])
@@ -195,8 +200,9 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
         last = cyls - 1 if z == ZONES - 1 else (z + 1) * per - 1
         zones.append(Zone(first_cylinder=first, last_cylinder=last, blocks_per_track=b,
                           offset_of_first_block=0.0,
-                          track_skew=float(math.ceil(hs / rot_ms * b)),
-                          cylinder_skew=float(math.ceil(v["seek_single_ms"] / rot_ms * b)),
+                          track_skew=float(math.ceil((hs + ws) / rot_ms * b)),
+                          cylinder_skew=float(math.ceil((v["seek_single_ms"] + ws) / rot_ms
+                                                        * b)),
                           spares=0, slips=[], defects=[]))
     fw = firmware
     sector_ms = SECTOR_BYTES / (v["interface_mb_s"] * 1e6) * 1000.0

@@ -47,6 +47,13 @@ DDP_WIDTH = 10  # a D-stripe: RAID-6 8+2
 #: a rebuild under load take 2, 3.5, 6 and 8 times as long as at "highest", the ratios NetApp
 #: and IBM publish for their priority levels (SANtricity / DS "modification priority" table).
 LINK_PROTOCOLS = ("bytes", "aoe", "iscsi")
+#: The data an AoE frame carries at most, whatever the MTU: the Linux aoe initiator (driver
+#: v47, drivers/block/aoe/aoecmd.c aoecmd_ata_rw: ``if (bcnt > buf->bv_resid) bcnt =
+#: buf->bv_resid``) never lets a frame span a bio_vec, and a bio_vec of that kernel holds one
+#: page (4 KiB on x86), so at MTU 9000 a frame carries 8 sectors, not the 17 that would fit.
+#: 4200 is the smallest MTU whose frame holds a whole page (Coraid recommends MTU 4200 for the
+#: SR1520, study footnote 1).
+AOE_FRAME_MAX = 4096
 PRIORITIES = {"lowest": 1 / 8, "low": 1 / 6, "medium": 1 / 3.5, "high": 1 / 2, "highest": 1.0}
 
 
@@ -160,7 +167,8 @@ class ControllerConfig:
         AoE (ATA over Ethernet, Coraid's AoE specification r11, and the Linux aoe driver's
         drivers/block/aoe/aoecmd.c): one ATA command per frame, carrying whole 512-byte
         sectors after a 24-byte Ethernet+AoE header and a 12-byte ATA header: (MTU - 36) // 512
-        sectors (2 at MTU 1500, 8 at 4200, 17 at 9000). iSCSI (RFC 7143) over TCP/IPv4: MTU
+        sectors, and no more than one 4 KiB page (``AOE_FRAME_MAX``): 2 at MTU 1500, 8 at 4200
+        and above. iSCSI (RFC 7143) over TCP/IPv4: MTU
         less 20 (IP), 20 (TCP) and 12 (the timestamp option Linux sends by default) of payload
         per frame, and a 48-byte basic header segment per 8 KiB PDU (the default
         MaxRecvDataSegmentLength). Every frame also takes 38 bytes of the wire beyond the MTU:
@@ -186,7 +194,7 @@ class ControllerConfig:
     def link_payload_per_frame(self) -> int:
         """Data bytes an Ethernet frame carries under the link protocol."""
         if self.link_protocol == "aoe":
-            return (self.link_mtu - 36) // SECTOR * SECTOR
+            return min((self.link_mtu - 36) // SECTOR * SECTOR, AOE_FRAME_MAX)
         return self.link_mtu - 52
 
 
