@@ -290,7 +290,7 @@ class RefDisk:
 
     # -- one request
     def service(self, t, a, n, write):
-        ov = self.ov
+        """Serve a request of ``n`` blocks at ``a`` arriving at ``t`` (ms): (completion, hit)."""
         t += self.d.per_request_overhead_ms  # it reaches the controller this much later
         seq = a == self.prev_end
         prev_write = self.prev_write
@@ -313,125 +313,138 @@ class RefDisk:
             destaging = True
         else:
             self.destage_seg = -1
-        hit = 0
         if not write:
-            ov_miss = ov["read miss after write" if prev_write else "read miss after read"]
-            ov_hit = ov["read hit after write" if prev_write else "read hit after read"]
-            k, kind = self.pick_read(a, n, pf)
-            lim = self.ra_limit(a, n)
-            if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
-                self.pf = None
-                self.free, self.cyl, self.head = stop
-                pf = -1
-            if kind == 2:
-                hit = 1
-                done = t + ov_hit + ov["data preparation"] + n * self.xr + ov["read completion"]
-                lo, hi, _u = self.segs[k]
-                self.use(k, lo, hi)
-                if k == pf:
-                    seg, t0, c0, h0, lbn, nblk = self.pf
-                    if lim > lbn + nblk:
-                        self.start_pf(seg, t0, c0, h0, lbn, lim - lbn)
-                elif self.ra_idle_hit and hi < lim:
-                    self.start_pf(k, max(t + ov_miss, self.free), self.cyl, self.head, hi,
-                                  lim - hi)
-            elif kind == 1 and k == pf:
-                seg, t0, c0, h0, lbn, nblk = self.pf
-                nblk = max(nblk, lim - lbn)
-                _g, t_end, ce, he, ends = self.read_walk(t0, c0, h0, lbn, nblk)
-                bus = t + ov_hit + ov["data preparation"]
-                for j in range(a - lbn, a - lbn + n):
-                    bus = max(bus, ends[j]) + self.xr
-                done = bus + ov["read completion"]
-                lo, hi, _u = self.segs[k]
-                self.use(k, lo, hi)
-                self.pf = (seg, t0, c0, h0, lbn, nblk)
-                self.free, self.cyl, self.head = t_end, ce, he
-            else:
-                lo, hi, _u = self.segs[k]
-                start = max(t + ov_miss, self.free)
-                if kind == 1:
-                    rd = hi
-                else:
-                    rd = lo = a
-                nblk = max(lim, a + n) - rd
-                _g, t_end, ce, he, ends = self.read_walk(start, self.cyl, self.head, rd, nblk)
-                if kind == 1:
-                    bus = t + ov_hit + ov["data preparation"] + (rd - a) * self.xr
-                else:
-                    if self.wm_by_req:
-                        wm = max(1, int(min(self.seg_size, n) * self.high_wm))
-                    else:
-                        wm = max(1, int(self.seg_size * self.high_wm + 0.9999999999))
-                    wm = min(wm, n)
-                    disc = ov["read disconnect after write" if prev_write
-                              else "read disconnect after read"]
-                    bus = max(t + ov_miss + disc, ends[wm - 1]) + ov["first reselect"] \
-                        + ov["data preparation"]
-                    if self.read_arrival and self.cache_on:
-                        first = self.lay.loc(a)
-                        ts = start + self.move(self.cyl, self.head, first.cyl, first.head, False)
-                        ahead = int(self.wait(ts, first.angle, first.bpt) / self.rot
-                                    * first.bpt)
-                        lo = max(self.lay.track_lbns(a)[0], a - ahead)
-                for j in range(a + n - rd):
-                    bus = max(bus, ends[j]) + self.xr
-                done = bus + ov["read completion"]
-                self.use(k, lo, rd)
-                self.pf = (k, start, self.cyl, self.head, rd, nblk)
-                self.free, self.cyl, self.head = t_end, ce, he
-            self.prev_write = False
+            done, hit = self._read(t, a, n, prev_write, pf, stop)
         else:
-            k = self.pick_write(a, n, pf)
-            if pf >= 0:
-                self.pf = None
-                self.free, self.cyl, self.head = stop
-            mintime = ov["minimum seek delay"]
-            seg_lo = a
-            if self.write_back:
-                ovw = ov["write hit after write" if prev_write else "write hit after read"]
-                x0 = t + ovw + ov["data preparation"]
-                media_at = t + ovw
-                ds = self.destage_seg
-                appends = (destaging and ds >= 0 and a == self.segs[ds][1]
-                           and a + n - self.segs[ds][0] <= self.seg_size)
-                if appends:  # into the segment being destaged, the media write goes on
-                    k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
-                elif destaging and self.nwsegs <= 1:
-                    x0 = max(x0, self.free)
-                done = x0 + n * self.xw + ov["write completion"]
-            elif self.xd and prev_write and not seq:
-                media_at = t + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
-                x0 = (t + ov["extra disconnect command"] + ov["extra disconnect 1"]
-                      + ov["extra disconnect interval"] + ov["first reselect"]
-                      + ov["data preparation"])
-                disc, resel = ov["extra disconnect 2"], ov["other reselect"]
-            else:
-                ovw = ov["write miss after write" if prev_write else "write miss after read"]
-                media_at = t + ovw
-                x0 = t + ovw + ov["data preparation"]
-                disc, resel = ov["write disconnect"], ov["first reselect"]
-            need = (min(n, 10) if n < 45 else 15) if self.xd else 0
-            t_end, ce, he = self.write_walk(max(media_at, self.free), self.cyl, self.head, a, n,
-                                            mintime, x0, need)
-            if not self.write_back:
-                done = max(t_end, x0 + n * self.xw + disc) + resel + ov["write completion"]
-                self.destage_seg = -1
-            else:
-                self.destage_seg = k
-                if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
-                    bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
-                    done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
-            for j in range(self.nseg):
-                lo, hi, _u = self.segs[j]
-                if j != k and hi > lo and a < hi and lo < a + n:
-                    self.segs[j][0] = self.segs[j][1] = -1
-            self.use(k, seg_lo, a + n)
-            self.free, self.cyl, self.head = t_end, ce, he
-            self.prev_write = True
+            done, hit = self._write(t, a, n, prev_write, seq, pf, stop, destaging), 0
         self.prev_end = a + n
         return done, hit
 
+    def _read(self, t, a, n, prev_write, pf, stop):
+        """A read arriving at ``t`` (the drive's own work as ``service`` found it):
+        (completion, 1 if served from the cache)."""
+        ov = self.ov
+        hit = 0
+        ov_miss = ov["read miss after write" if prev_write else "read miss after read"]
+        ov_hit = ov["read hit after write" if prev_write else "read hit after read"]
+        k, kind = self.pick_read(a, n, pf)
+        lim = self.ra_limit(a, n)
+        if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
+            self.pf = None
+            self.free, self.cyl, self.head = stop
+            pf = -1
+        if kind == 2:
+            hit = 1
+            done = t + ov_hit + ov["data preparation"] + n * self.xr + ov["read completion"]
+            lo, hi, _u = self.segs[k]
+            self.use(k, lo, hi)
+            if k == pf:
+                seg, t0, c0, h0, lbn, nblk = self.pf
+                if lim > lbn + nblk:
+                    self.start_pf(seg, t0, c0, h0, lbn, lim - lbn)
+            elif self.ra_idle_hit and hi < lim:
+                self.start_pf(k, max(t + ov_miss, self.free), self.cyl, self.head, hi,
+                              lim - hi)
+        elif kind == 1 and k == pf:
+            seg, t0, c0, h0, lbn, nblk = self.pf
+            nblk = max(nblk, lim - lbn)
+            _g, t_end, ce, he, ends = self.read_walk(t0, c0, h0, lbn, nblk)
+            bus = t + ov_hit + ov["data preparation"]
+            for j in range(a - lbn, a - lbn + n):
+                bus = max(bus, ends[j]) + self.xr
+            done = bus + ov["read completion"]
+            lo, hi, _u = self.segs[k]
+            self.use(k, lo, hi)
+            self.pf = (seg, t0, c0, h0, lbn, nblk)
+            self.free, self.cyl, self.head = t_end, ce, he
+        else:
+            lo, hi, _u = self.segs[k]
+            start = max(t + ov_miss, self.free)
+            if kind == 1:
+                rd = hi
+            else:
+                rd = lo = a
+            nblk = max(lim, a + n) - rd
+            _g, t_end, ce, he, ends = self.read_walk(start, self.cyl, self.head, rd, nblk)
+            if kind == 1:
+                bus = t + ov_hit + ov["data preparation"] + (rd - a) * self.xr
+            else:
+                if self.wm_by_req:
+                    wm = max(1, int(min(self.seg_size, n) * self.high_wm))
+                else:
+                    wm = max(1, int(self.seg_size * self.high_wm + 0.9999999999))
+                wm = min(wm, n)
+                disc = ov["read disconnect after write" if prev_write
+                          else "read disconnect after read"]
+                bus = max(t + ov_miss + disc, ends[wm - 1]) + ov["first reselect"] \
+                    + ov["data preparation"]
+                if self.read_arrival and self.cache_on:
+                    first = self.lay.loc(a)
+                    ts = start + self.move(self.cyl, self.head, first.cyl, first.head, False)
+                    ahead = int(self.wait(ts, first.angle, first.bpt) / self.rot
+                                * first.bpt)
+                    lo = max(self.lay.track_lbns(a)[0], a - ahead)
+            for j in range(a + n - rd):
+                bus = max(bus, ends[j]) + self.xr
+            done = bus + ov["read completion"]
+            self.use(k, lo, rd)
+            self.pf = (k, start, self.cyl, self.head, rd, nblk)
+            self.free, self.cyl, self.head = t_end, ce, he
+        self.prev_write = False
+        return done, hit
+
+    def _write(self, t, a, n, prev_write, seq, pf, stop, destaging):
+        """A write arriving at ``t`` (the drive's own work as ``service`` found it): its
+        completion."""
+        ov = self.ov
+        k = self.pick_write(a, n, pf)
+        if pf >= 0:
+            self.pf = None
+            self.free, self.cyl, self.head = stop
+        mintime = ov["minimum seek delay"]
+        seg_lo = a
+        if self.write_back:
+            ovw = ov["write hit after write" if prev_write else "write hit after read"]
+            x0 = t + ovw + ov["data preparation"]
+            media_at = t + ovw
+            ds = self.destage_seg
+            appends = (destaging and ds >= 0 and a == self.segs[ds][1]
+                       and a + n - self.segs[ds][0] <= self.seg_size)
+            if appends:  # into the segment being destaged, the media write goes on
+                k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
+            elif destaging and self.nwsegs <= 1:
+                x0 = max(x0, self.free)
+            done = x0 + n * self.xw + ov["write completion"]
+        elif self.xd and prev_write and not seq:
+            media_at = t + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
+            x0 = (t + ov["extra disconnect command"] + ov["extra disconnect 1"]
+                  + ov["extra disconnect interval"] + ov["first reselect"]
+                  + ov["data preparation"])
+            disc, resel = ov["extra disconnect 2"], ov["other reselect"]
+        else:
+            ovw = ov["write miss after write" if prev_write else "write miss after read"]
+            media_at = t + ovw
+            x0 = t + ovw + ov["data preparation"]
+            disc, resel = ov["write disconnect"], ov["first reselect"]
+        need = (min(n, 10) if n < 45 else 15) if self.xd else 0
+        t_end, ce, he = self.write_walk(max(media_at, self.free), self.cyl, self.head, a, n,
+                                        mintime, x0, need)
+        if not self.write_back:
+            done = max(t_end, x0 + n * self.xw + disc) + resel + ov["write completion"]
+            self.destage_seg = -1
+        else:
+            self.destage_seg = k
+            if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
+                bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
+                done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
+        for j in range(self.nseg):
+            lo, hi, _u = self.segs[j]
+            if j != k and hi > lo and a < hi and lo < a + n:
+                self.segs[j][0] = self.segs[j][1] = -1
+        self.use(k, seg_lo, a + n)
+        self.free, self.cyl, self.head = t_end, ce, he
+        self.prev_write = True
+        return done
 
 def replay(d, requests):
     """Closed-loop replay of (lbn, blocks, write, idle_ms) requests: service times (ms)."""
