@@ -38,6 +38,14 @@ def golden_work(tmp_path_factory) -> Path:
     return golden.build(tmp_path_factory.mktemp("q"))
 
 
+@pytest.fixture(scope="session")
+def golden_runs(golden_work: Path) -> dict[str, Path]:
+    """The plain replays of the golden build, by array (runs/raid0, runs/raid5)."""
+    from . import golden
+
+    return golden.runs_of(golden_work)
+
+
 def read_rows(path) -> list[dict]:
     return pq.read_table(path).to_pylist()
 

@@ -294,6 +294,41 @@ def test_agrees_with_disksim_per_request(shared, name):
     assert np.mean(np.abs(sim - ds) < 0.01) >= 0.995
 
 
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 17_000_000), st.integers(1, 256), st.booleans(),
+                          st.floats(0, 20)), min_size=1, max_size=200))
+def test_replay_invariants(shared, reqs):
+    d, (p, zones, cd, ct) = _drive(shared, "atlas10k")
+    lbn = np.array([r[0] for r in reqs], dtype=np.int64)
+    n = np.array([r[1] for r in reqs], dtype=np.int64)
+    w = np.array([int(r[2]) for r in reqs], dtype=np.int64)
+    idle = np.array([r[3] for r in reqs])
+    out = _replay((p, zones, cd, ct), lbn, n, w, idle)
+    rot = 60000.0 / d.rpm
+    full_seek = max(t for _d, t in d.seek_curve)
+    fields = H.unpack(p)
+    for k in range(len(reqs)):
+        xfer = n[k] * fields["xfer_read_ms" if not w[k] else "xfer_write_ms"]
+        assert out[k] >= xfer  # at least the interface transfer
+        # at most: a destage (a seek, a turn and its blocks), then a full seek, a turn, the
+        # blocks (a turn per track), the command overhead and the transfer
+        bound = 2 * (full_seek + rot + fields["write_settle_ms"] + (n[k] / 200 + 1) * rot) + xfer + 2
+        assert out[k] <= bound
+
+
+def test_unsupported_layouts_are_refused(shared, tmp_path):
+    src = shared / "validation" / "disksim"
+    for f in ("barracuda.parv", "barracuda.diskspecs", "barracuda.seek"):
+        (tmp_path / f).write_text((src / f).read_text())
+    model = (src / "barracuda.model").read_text()
+    (tmp_path / "barracuda.model").write_text(
+        model.replace("Sparing scheme used = 8", "Sparing scheme used = 11"))
+    with pytest.raises(ParamError, match=r"barracuda.parv: sparing scheme 11 is not one of "
+                                         r"DiskSim's \(0-10: 0 no spares; 1 spare tracks"):
+        drive_params(read_drive(tmp_path / "barracuda.parv"))
+
+
 @pytest.mark.parametrize("blocks", [128, 2048])
 def test_a_catalog_drive_streams_writes_at_its_media_rate(blocks):
     """A catalog HDD with its write cache on (as a desktop SATA drive ships) streams

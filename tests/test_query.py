@@ -65,8 +65,8 @@ def work(golden_work: Path) -> Path:
 
 
 @pytest.fixture
-def runs(golden_work: Path) -> dict[str, Path]:
-    return golden.runs_of(golden_work)
+def runs(golden_runs: dict[str, Path]) -> dict[str, Path]:
+    return golden_runs
 
 
 # ---------------------------------------------------------------------------------------------

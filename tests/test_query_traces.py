@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -20,16 +19,6 @@ from .conftest import needs
 from .test_query import close, ios_of, q
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
-
-
-@pytest.fixture
-def work(golden_work: Path) -> Path:
-    return golden_work
-
-
-@pytest.fixture
-def runs(golden_work: Path) -> dict[str, Path]:
-    return golden.runs_of(golden_work)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,12 +73,12 @@ def _parse_btt(text: str) -> tuple[dict, dict]:
 
 
 @needs("btt")
-def test_btt_matches_the_real_btt(work):
-    out = subprocess.run(["btt", "-A", "-i", str(work / "bt.bin")], capture_output=True,
-                         text=True, check=True, cwd=work).stdout
+def test_btt_matches_the_real_btt(golden_work):
+    out = subprocess.run(["btt", "-A", "-i", str(golden_work / "bt.bin")], capture_output=True,
+                         text=True, check=True, cwd=golden_work).stdout
     iv, seeks = _parse_btt(out)
     assert len(iv) == 10 and len(seeks) == 4, out[:2000]
-    rows = q([work / "bt.parquet"], "btt")
+    rows = q([golden_work / "bt.parquet"], "btt")
     by = {(r["device"], r["metric"]): r for r in rows}
     for (dev, metric), (mn, avg, mx, n) in iv.items():
         r = by[(dev, metric)]
@@ -104,9 +93,9 @@ def test_btt_matches_the_real_btt(work):
         assert r["unit"] == "sectors"
 
 
-def test_btt_against_plain_python(work):
-    t = pq.read_table(work / "bt.parquet").to_pylist()
-    rows = q([work / "bt.parquet"], "btt")
+def test_btt_against_plain_python(golden_work):
+    t = pq.read_table(golden_work / "bt.parquet").to_pylist()
+    rows = q([golden_work / "bt.parquet"], "btt")
     by = {(r["device"], r["metric"]): r for r in rows}
     for dev in sorted({r["device"] for r in t}):
         mine = [r for r in t if r["device"] == dev]
@@ -213,14 +202,14 @@ def _check_workload(rows: list[dict], ref: dict) -> None:
     assert hot == ref["hottest_extents"]
 
 
-def test_workload_on_a_trace_and_on_runs(work, runs):
-    t = pq.read_table(work / "trace.parquet").to_pylist()
+def test_workload_on_a_trace_and_on_runs(golden_work, golden_runs):
+    t = pq.read_table(golden_work / "trace.parquet").to_pylist()
     reqs = [{"time": r["time_ns"], "device": r["device"], "sector": r["sector"],
              "size": r["size_bytes"], "op": r["op"]} for r in t]
-    rows = q([work / "trace.parquet"], "workload", extent_kib=64, top=5)
+    rows = q([golden_work / "trace.parquet"], "workload", extent_kib=64, top=5)
     _check_workload(rows, _workload_reference(reqs, 128, 5))
-    rows = q([runs["raid0"].parent], "workload")
-    for name, run in runs.items():
+    rows = q([golden_runs["raid0"].parent], "workload")
+    for name, run in golden_runs.items():
         ios = ios_of(run)
         rr = [{"time": int(a), "device": 0, "sector": int(s), "size": int(b), "op": int(o)}
               for a, s, b, o in zip(ios["arrival_ns"], ios["sector"], ios["size_bytes"],
