@@ -46,6 +46,20 @@ def golden_runs(golden_work: Path) -> dict[str, Path]:
     return golden.runs_of(golden_work)
 
 
+def local_cluster():
+    """A real Dask LocalCluster (two single-threaded worker processes on loopback, the kernel
+    cache shared with this process), for a module's fixture to reach by its address as it
+    would a user's cluster; the caller closes it."""
+    from distributed import LocalCluster
+
+    from blocklab.pipeline.cluster import numba_cache_base
+
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None,
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                        env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+
+
 def read_rows(path) -> list[dict]:
     return pq.read_table(path).to_pylist()
 

@@ -27,7 +27,7 @@ from blocklab.pipeline.validate import (
 
 from .reference import disksim_layout as dl
 from .reference import hdd as ref
-from .valid_drives import IN_SHARED, VALID, trace_path, valid_path
+from .valid_drives import IN_SHARED, VALID, read_trace, trace_path, valid_path
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -73,15 +73,7 @@ def test_validate_cli_prints_disksims_figure():
 
 
 def _trace_columns(name):
-    p = trace_path(name)
-    text = (lzma.open(p, "rt") if p.suffix == ".xz" else open(p)).read()
-    rows = [line.split() for line in text.splitlines()]
-    lbn = np.array([int(r[2]) for r in rows], dtype=np.int64)
-    n = np.array([int(r[3]) for r in rows], dtype=np.int64)
-    w = np.array([r[0] == "W" for r in rows], dtype=np.int64)
-    real = np.array([float(r[4]) for r in rows]) / 1000
-    idle = np.array([float(r[5]) for r in rows]) / 1000
-    return lbn, n, w, real, idle
+    return read_trace(trace_path(name))
 
 
 def _replay(name, parts=()):

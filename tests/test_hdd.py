@@ -27,6 +27,7 @@ from blocklab.pipeline.validate import (
 )
 
 from .reference import hdd as ref
+from .valid_drives import read_trace
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -44,14 +45,7 @@ def _drive(shared, name):
 
 
 def _trace(shared, name):
-    rows = [line.split() for line in
-            (shared / "validation" / "disksim" / f"{name}.trace").read_text().splitlines()]
-    lbn = np.array([int(r[2]) for r in rows], dtype=np.int64)
-    n = np.array([int(r[3]) for r in rows], dtype=np.int64)
-    w = np.array([r[0] == "W" for r in rows], dtype=np.int64)
-    real = np.array([float(r[4]) for r in rows]) / 1000
-    idle = np.array([float(r[5]) for r in rows]) / 1000
-    return lbn, n, w, real, idle
+    return read_trace(shared / "validation" / "disksim" / f"{name}.trace")
 
 
 def _replay(params, lbn, n, w, idle):

@@ -27,7 +27,7 @@ from blocklab.pipeline.replay import replay
 from blocklab.pipeline.sweep import load_sweep, numba_cache_base, run_sweep, toml_text
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
-from .conftest import needs
+from .conftest import local_cluster, needs
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -66,14 +66,8 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One real LocalCluster (two single-threaded worker processes on loopback) for the
-    module; run_sweep reaches it by its address, as it would a user's cluster."""
-    from distributed import LocalCluster
-
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                     dashboard_address=None,
-                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                     env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+    """One real LocalCluster for the module (conftest.local_cluster); run_sweep reaches it by its address, as it would a user's cluster."""
+    c = local_cluster()
     yield c
     c.close()
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent / "data" / "disksim" / "valid"
 SHARED = Path(os.environ.get("BLOCKLAB_SHARED", HERE.parents[4] / "shared")).resolve()
 
@@ -28,3 +30,22 @@ def trace_path(name: str) -> Path:
     if name in IN_SHARED:
         return SHARED / "validation" / "disksim" / f"{name}.trace"
     return HERE / f"{name}.trace.xz"
+
+
+def read_trace(path: Path) -> tuple[np.ndarray, ...]:
+    """A DiskSim validation trace (plain or .xz) as columns: (lbn, blocks, write 0/1, measured
+    service ms, idle ms before the next request)."""
+    import lzma
+
+    if path.suffix == ".xz":
+        with lzma.open(path, "rt") as f:
+            text = f.read()
+    else:
+        text = path.read_text()
+    rows = [line.split() for line in text.splitlines()]
+    lbn = np.array([int(r[2]) for r in rows], dtype=np.int64)
+    n = np.array([int(r[3]) for r in rows], dtype=np.int64)
+    w = np.array([r[0] == "W" for r in rows], dtype=np.int64)
+    real = np.array([float(r[4]) for r in rows]) / 1000
+    idle = np.array([float(r[5]) for r in rows]) / 1000
+    return lbn, n, w, real, idle
