@@ -250,3 +250,10 @@ def test_scenario_repeat_bad_input(tmp_path, case, key, words):
     res = runner.invoke(app, ["scenario", "show", str(f)])
     _one_line_exit_2(res, key)
 
+
+def test_builtin_failure_cases_repeat():
+    sc = scenario.load("ddp-vs-raid6")
+    cases = {c.name: c for c in sc.cases}
+    for name in ("ddp-60", "raid6-8x4p2"):
+        assert cases[name].replay["repeat"] == "until-tasks-end"
+    assert "until-tasks-end" in sc.assumptions
