@@ -6,7 +6,7 @@ held in memory (tests, benchmarks). The replays (pipeline/replay.py, pipeline/pa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from .model.array import ArrayModel, Plan
 from .model.config import settings_for
 
 __all__ = ["BATCH_ROWS", "Engine", "Settings", "Streams", "closed_streams", "dense_ids",
-           "run_engine", "settings_for"]
+           "repeated", "run_engine", "settings_for"]
 
 #: Rows read from the trace per batch.
 BATCH_ROWS = 1 << 17
@@ -31,6 +31,14 @@ def _array_chunks(cols: dict[str, np.ndarray], size: int) -> Iterator[Chunk]:
         yield {k: v[a:a + size] for k, v in cols.items()}
 
 
+def repeated(chunks_of_pass: Callable[[int], Iterator[Chunk]], passes: int) -> Iterator[Chunk]:
+    """The chunks of passes 0, 1, ... ``passes - 1`` of a trace, one pass after the other
+    (``Settings.max_passes``): ``chunks_of_pass(k)`` streams the trace again for pass k, so
+    memory does not grow with the passes; the engine reads only the passes it runs."""
+    for k in range(passes):
+        yield from chunks_of_pass(k)
+
+
 def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np.ndarray,
                is_write: np.ndarray, closed: bool = False, outstanding: Any = 1,
                think_ns: Any = 0, drive_ops: bool = False, stream: np.ndarray | None = None,
@@ -39,8 +47,9 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
                **engine: Any) -> dict[str, Any]:
     """Replay in-memory request arrays (tests, benchmarks) under ``settings`` (default:
     ``Settings()``), with any Settings field overridden by ``engine`` (ctrl_ns, path_ps,
-    cache_lines, ...). Returns per-request outputs in request order,
-    per-drive totals and bins, the cache's end state and (``drive_ops``) every operation."""
+    cache_lines, max_passes, ...). Returns per-request outputs in request order (with
+    repetition, pass k's request i is row k x n + i), per-drive totals and bins, the cache's
+    end state, the passes run and (``drive_ops``) every operation."""
     n = len(arrive_ns)
     stream = np.zeros(n, np.int64) if stream is None else np.asarray(stream, np.int64)
     phase = np.zeros(n, np.int64) if phase is None else np.asarray(phase, np.int64)
@@ -59,7 +68,8 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         cols["phase"] = phase
     opts = dataclasses.replace(settings or Settings(), closed=closed, record=drive_ops, **engine)
     drv = Engine(arr, opts, n, streams, tasks)
-    # requests retire in order: each batch fills the next rows of the outputs
+    # requests retire in order: each batch fills the next rows of the outputs (which grow
+    # when a repeated trace outruns them)
     res: dict[str, Any] = {k: np.zeros(n, np.int64) for k in ("arrive", "start", "done", "hit")}
     filled = 0
     recs: list[np.ndarray] = []
@@ -68,11 +78,23 @@ def run_engine(arr: ArrayModel, arrive_ns: np.ndarray, lba: np.ndarray, nsec: np
         nonlocal filled
         k = len(c["done"])
         for name in ("arrive", "start", "done", "hit"):
+            if filled + k > len(res[name]):
+                grown = np.zeros(max(filled + k, 2 * len(res[name])), np.int64)
+                grown[:filled] = res[name][:filled]
+                res[name] = grown
             res[name][filled:filled + k] = c[name]
         filled += k
 
-    drv.run(_array_chunks(cols, chunk), sink, recs.append)
-    assert filled == n
+    def pass_chunks(k: int) -> Iterator[Chunk]:
+        return _array_chunks({**cols, "row": cols["row"] + k * n}, chunk)
+
+    drv.run(repeated(pass_chunks, opts.max_passes if closed else 1), sink, recs.append)
+    passes, tasks_left = drv.passes() if closed else (1, 0)
+    assert filled == n * passes
+    for name in ("arrive", "start", "done", "hit"):
+        res[name] = res[name][:filled]
+    res["passes"] = passes
+    res["tasks_at_end"] = tasks_left
     res.update(drv.drive_totals())
     res["bins"] = drv.bins()
     res["cache"] = drv.cache_state()

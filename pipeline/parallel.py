@@ -503,7 +503,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                            RM.RunOptions(speed=speed, closed_loop=0, think_us=0.0, wrap=wrap,
                                          closed=False),
                            RM.Counts(requests=n, skipped_not_read_write=skipped,
-                                     drives=arr.drives, drive_ops=info["drive_ops"]),
+                                     drives=arr.drives, drive_ops=info["drive_ops"],
+                                     passes=1),
                            results[S - 1]["cache"], info["interval_ns"], elapsed)
         RM.write(tmp, dataclasses.replace(meta, parallel=par))
         folder.commit(0o600)

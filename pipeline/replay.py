@@ -20,6 +20,16 @@ Open loop replays the trace's arrival times (divided by ``speed``). Closed loop 
 trace says so (its ``outstanding`` column, written by the synthetic generators) or asked for with
 ``closed_loop=N`` (N outstanding per stream of the trace, ``think_us`` between a completion and
 the next issue). Discards, flushes and other commands are counted and skipped.
+
+``repeat="until-tasks-end"`` (closed loop) runs the trace again, pass after pass, while
+background tasks (rebuilds, rebalances, initializations, started or still to come) remain,
+as a benchmark looped until a reconstruction has finished; the pass under way when the last
+task ends runs to its end; at most ``max_passes`` passes in all (then the tasks finish
+without host I/O and the result says so). Each pass streams the Parquet file again (memory
+does not grow with the passes). Pass k (from 0) names its requests ``row + k x rows of the
+trace`` in ``ios.parquet`` and ``drive_ops.parquet``; its requests are issued as the first
+pass's are (a stream's next one its think time after its previous completion), with the
+trace's times counted from the start of the pass.
 """
 
 from __future__ import annotations
@@ -50,13 +60,18 @@ from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import __version__
 from . import runmeta as RM
-from .driver import BATCH_ROWS, Chunk, Engine, Streams, dense_ids, run_engine
+from .driver import BATCH_ROWS, Chunk, Engine, Streams, dense_ids, repeated, run_engine
 from .model.array import ArrayModel, Plan, build_array, plan
 from .model.config import ArrayConfig, Failure, load_array, settings_for
 
 __all__ = ["build_array", "run_engine", "replay", "settings_for"]
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
+#: What ``repeat`` may ask for: run the trace again while background tasks remain.
+REPEAT_MODES = ("until-tasks-end",)
+#: The most passes of a repeated trace unless told otherwise (a bound on the replay's time:
+#: a short trace under a long rebuild would otherwise run for millions of passes).
+DEFAULT_MAX_PASSES = 1000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +94,10 @@ class ReplayResult:
     # replay --workers (pipeline/parallel.py): segments, cuts and the overlaps' agreement, or
     # why the trace was replayed serially; None for a plain serial replay
     parallel: dict[str, Any] | None = None
+    # passes of the trace run (repeat); requests counts every pass's
+    passes: int = 1
+    # repeat: background tasks were still under way when max_passes stopped the repetition
+    repeat_limit_reached: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -294,17 +313,21 @@ def _trace_span_ns(pf: pq.ParquetFile) -> int:
 
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
-           drive_ops: bool = False, progress: Callable[[int, int], None] | None = None,
+           drive_ops: bool = False, progress: Callable[[int, int | None], None] | None = None,
            failures: list[tuple[int, float]] | None = None,
-           drain: bool = True) -> ReplayResult:
+           drain: bool = True, repeat: str | None = None,
+           max_passes: int = DEFAULT_MAX_PASSES) -> ReplayResult:
     """Replay ``trace`` on the array ``array`` describes, with its failures and those given
     (drive, seconds); write the run folder ``output``. With ``drain`` false the run ends with
     the last host request instead of finishing the rebuilds and initializations under way
-    (how a task's rate is sampled at its start)."""
+    (how a task's rate is sampled at its start). ``repeat`` (``REPEAT_MODES``, closed loop)
+    runs the trace again while tasks remain, up to ``max_passes`` passes (module docstring).
+    ``progress`` gets (requests done, requests in all, None when repeating)."""
     if speed <= 0:
         raise BlocklabError(f"--speed must be positive, found {speed}")
     if closed_loop < 0:
         raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
+    check_repeat(repeat, max_passes)
     cfg = load_array(array)
     if failures:
         for d, at in failures:
@@ -318,6 +341,15 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     pf, _meta = open_trace(trace)
     total, skipped, streams = _scan(pf, trace, closed_loop)
     closed = streams is not None
+    if repeat and not closed:
+        raise BlocklabError(f"{trace}: --repeat-until-tasks-end repeats a closed-loop trace, "
+                            "and this one is open loop (no 'outstanding' column): replay it "
+                            "with --closed-loop N, or repeat it in its generator (IOR "
+                            "--repetitions)")
+    if repeat and total == 0:
+        raise BlocklabError(f"{trace}: --repeat-until-tasks-end: the trace has no read or "
+                            "write request to repeat")
+    passes_allowed = max_passes if repeat else 1
     if not closed:  # failures happen during the replay, not before or after it
         span_s = _trace_span_ns(pf) / speed / 1e9
         for f in cfg.failures:
@@ -325,7 +357,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                 raise BlocklabError(f"{array}: failure of drive {f.drive} at {f.at_s:g} s is "
                                     f"outside the trace (0 to {span_s:.6g} s)")
     tasks = plan(arr)
-    opts = settings_for(cfg, closed=closed, record=drive_ops, drain=drain)
+    opts = settings_for(cfg, closed=closed, record=drive_ops, drain=drain,
+                        max_passes=passes_allowed)
     out = Path(output)
     folder = AtomicFolder(out)  # locked, written as .NAME.tmp-PID (traces/store.py)
     tmp = folder.tmp
@@ -337,22 +370,32 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             safety.check()  # a signal's stop (traces/safety.py), per chunk
             w.requests(c)
             if progress is not None:
-                progress(w.rows_, total)
+                progress(w.rows_, None if repeat else total)
+
+        rows = pf.metadata.num_rows  # pass k's requests are named row + k x rows
+
+        def pass_chunks(k: int) -> Iterator[Chunk]:
+            return _chunks(pf, trace, arr, speed, wrap, closed_loop, int(think_us * 1000),
+                           streams, row0=k * rows)
 
         started = time.perf_counter()
-        drv.run(_chunks(pf, trace, arr, speed, wrap, closed_loop, int(think_us * 1000), streams),
-                sink, w.records if drive_ops else None)
+        drv.run(repeated(pass_chunks, passes_allowed), sink,
+                w.records if drive_ops else None)
         elapsed = time.perf_counter() - started
+        passes, tasks_left = drv.passes() if closed else (1, 0)
         w.close()
         _write_busy(tmp, arr, drv.bins())
         _write_events(tmp, arr, drv, tasks)
+        rep = (RM.Repeat(until=repeat, max_passes=max_passes, passes=passes, rows_per_pass=rows,
+                         limit_reached=tasks_left > 0) if repeat else None)
         meta = run_meta(trace, array, cfg, arr, tasks,
                         RM.RunOptions(speed=speed, closed_loop=closed_loop, think_us=think_us,
                                       wrap=wrap, closed=closed),
-                        RM.Counts(requests=total, skipped_not_read_write=skipped,
+                        RM.Counts(requests=total * passes, skipped_not_read_write=skipped,
                                   drives=arr.drives,
-                                  drive_ops=int(drv.drive_totals()["ops"].sum())),
-                        drv.cache_state(), int(drv.bins()["interval_ns"]), elapsed)
+                                  drive_ops=int(drv.drive_totals()["ops"].sum()),
+                                  passes=passes),
+                        drv.cache_state(), int(drv.bins()["interval_ns"]), elapsed, rep)
         RM.write(tmp, meta)
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
@@ -363,16 +406,26 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
 
     (lat,) = run_query([out], "run-latency").rows()
     return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
-        output=str(out), requests=total, skipped=skipped, closed_loop=closed,
+        output=str(out), requests=total * passes, skipped=skipped, closed_loop=closed,
         mean_latency_ms=float(lat["mean_ms"] or 0.0),
         p99_latency_ms=float(lat["quantile_ms"] or 0.0),
-        elapsed_s=elapsed, requests_per_s=total / elapsed if elapsed > 0 else 0.0,
+        elapsed_s=elapsed, requests_per_s=total * passes / elapsed if elapsed > 0 else 0.0,
+        passes=passes, repeat_limit_reached=bool(repeat) and tasks_left > 0,
     )
+
+
+def check_repeat(repeat: str | None, max_passes: int) -> None:
+    """``repeat`` is one of ``REPEAT_MODES`` (or None) and ``max_passes`` at least 1."""
+    if repeat is not None and repeat not in REPEAT_MODES:
+        raise BlocklabError(f"repeat: expected {' or '.join(REPEAT_MODES)}, found {repeat!r}")
+    if isinstance(max_passes, bool) or not isinstance(max_passes, int) or max_passes < 1:
+        raise BlocklabError(f"--max-passes: expected a whole number of at least 1, found "
+                            f"{max_passes!r}")
 
 
 def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, tasks: Plan,
              options: RM.RunOptions, counts: RM.Counts, cache_at_end: dict[str, int],
-             interval_ns: int, elapsed: float) -> RM.RunMeta:
+             interval_ns: int, elapsed: float, repeat: RM.Repeat | None = None) -> RM.RunMeta:
     """meta.json of a run folder (the serial and the parallel replay write the same keys)."""
     kinds = {code: name for name, code in tables.TASK_KINDS.items()}
     return RM.RunMeta(
@@ -398,6 +451,7 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
                      for i in range(arr.drives)),
         elapsed_s=elapsed,
         requests_per_s=counts.requests / elapsed if elapsed > 0 else None,
+        repeat=repeat,
     )
 
 

@@ -8,12 +8,14 @@ The file's keys, in the order written (``docs/query.md`` describes them):
 - ``trace`` (path, sha256) and ``array`` (path, sha256, and ``config``: the parsed array
   configuration, ``dataclasses.asdict`` of pipeline/model/config.py's ArrayConfig);
 - ``options`` (speed, closed_loop, think_us, wrap, closed), ``counts`` (requests,
-  skipped_not_read_write, drives, drive_ops), ``cache_at_end`` (lines, dirty_lines,
+  skipped_not_read_write, drives, drive_ops, passes), ``cache_at_end`` (lines, dirty_lines,
   line_bytes), ``failures`` (drive, at_s: pipeline/model/config.py's Failure), ``tasks``
   (task, kind, group, drive, pieces, units, unit_bytes), ``interval_ns`` (of
   drive_busy.parquet), ``drives`` (drive, group, role, model), ``elapsed_s``,
   ``requests_per_s``;
-- ``parallel`` (a parallel replay only: pipeline/parallel.py says what it holds).
+- ``parallel`` (a parallel replay only: pipeline/parallel.py says what it holds);
+- ``repeat`` (a repeated replay only: until, max_passes, passes, rows_per_pass,
+  limit_reached).
 
 Only ``run_schema_version`` must be present: run folders written by hand (tests, bench) carry
 a few keys, and a reader takes what is there. A key that is present must have its type, and an
@@ -72,13 +74,28 @@ class RunOptions:
 
 @dataclasses.dataclass(frozen=True)
 class Counts:
-    """Requests replayed, trace rows skipped (neither read nor write), drives in the array,
-    drive operations; only ``requests`` in folders written by hand."""
+    """Requests replayed (every pass's), trace rows skipped (neither read nor write, in one
+    pass of the trace), drives in the array, drive operations, passes of the trace run (1
+    unless repeated); only ``requests`` in folders written by hand."""
 
     requests: int
     skipped_not_read_write: int | None = None
     drives: int | None = None
     drive_ops: int | None = None
+    passes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    """A repeated replay (``replay --repeat-until-tasks-end``): the mode, the passes allowed
+    and run, the trace's rows (pass k's requests are ``row + k x rows_per_pass``) and whether
+    ``max_passes`` stopped the repetition while background tasks were still under way."""
+
+    until: str
+    max_passes: int
+    passes: int
+    rows_per_pass: int
+    limit_reached: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,10 +150,11 @@ class RunMeta:
     elapsed_s: float | None = None
     requests_per_s: float | None = None
     parallel: dict[str, Any] | None = None
+    repeat: Repeat | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The object meta.json holds, its keys in the order the replays have always written
-        them (``parallel`` only when set)."""
+        them (``parallel`` and ``repeat`` only when set)."""
         d: dict[str, Any] = {
             "blocklab_version": self.blocklab_version,
             "run_schema_version": self.run_schema_version,
@@ -154,6 +172,8 @@ class RunMeta:
         }
         if self.parallel is not None:
             d["parallel"] = self.parallel
+        if self.repeat is not None:
+            d["repeat"] = _plain(self.repeat)
         return d
 
 
@@ -275,6 +295,7 @@ def _from_json(raw: Mapping[str, Any], where: str) -> RunMeta:
         elapsed_s=_opt(raw, where, "elapsed_s", _NUMBER, "a number"),
         requests_per_s=_opt(raw, where, "requests_per_s", _NUMBER, "a number"),
         parallel=_opt(raw, where, "parallel", dict, "an object"),
+        repeat=one(Repeat, "repeat"),
     )
 
 

@@ -55,7 +55,7 @@ from blocklab.traces.store import atomic_output
 
 from .model.config import parse_array
 from .query import run_query
-from .replay import replay
+from .replay import DEFAULT_MAX_PASSES, REPEAT_MODES, replay
 from .sweepfile import toml_text
 from .synth import spc1_search, synth_iometer, synth_ior, synth_orion, synth_spc1
 
@@ -237,11 +237,13 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
                 c.get(m, data.get(m)))]:
             raise BlocklabError(f"{where}.{measure_needs[0]}: the {measure_needs[0]} measure "
                                 f"needs a list of {measure_needs[0]} values")
+        rp = {**data.get("replay", {}), **c.get("replay", {})}
+        _check_repeat(rp, w["generator"], f"{where}.replay")
         cases.append(Case(name=c["name"], label=c.get("label", c["name"]), array=c["array"],
                           workload=w, measure=list(measure),
                           failures=[(int(f["drive"]), float(f["at_s"]))
                                     for f in c.get("failure", [])],
-                          replay={**data.get("replay", {}), **c.get("replay", {})},
+                          replay=rp,
                           links=c.get("links", data.get("links", [])),
                           oio=c.get("oio", data.get("oio", []))))
     if not cases:
@@ -251,6 +253,24 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
     return Scenario(name=data["name"], title=data["title"], study=data["study"],
                     setup=data["setup"].strip(), assumptions=data["assumptions"].strip(),
                     cases=cases, path=str(path), published=published)
+
+
+def _check_repeat(rp: dict[str, Any], generator: str, where: str) -> None:
+    """A case's ``replay.repeat`` (``replay.REPEAT_MODES``) and ``replay.max_passes``: known
+    values, a closed-loop generator, max_passes only with repeat."""
+    if "repeat" in rp and rp["repeat"] not in REPEAT_MODES:
+        raise BlocklabError(f"{where}.repeat: expected {' or '.join(map(repr, REPEAT_MODES))}, "
+                            f"found {rp['repeat']!r}")
+    if "repeat" in rp and generator == "spc1" and not rp.get("closed_loop"):
+        raise BlocklabError(f"{where}.repeat: repeats a closed-loop workload (ior, iometer, "
+                            "orion, or any with closed_loop = N); spc1 is open loop")
+    if "max_passes" in rp:
+        v = rp["max_passes"]
+        if "repeat" not in rp:
+            raise BlocklabError(f"{where}.max_passes: only with repeat")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise BlocklabError(f"{where}.max_passes: expected a whole number of at least 1, "
+                                f"found {v!r}")
 
 
 def _published(path: Path, i: int, p: Any, cases: dict[str, Case]) -> Published:
@@ -345,7 +365,8 @@ def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
                   speed=float(case.replay.get("speed", 1.0)),
                   closed_loop=int(case.replay.get("closed_loop", 0)),
                   think_us=float(case.replay.get("think_us", 0.0)),
-                  drive_ops=sampling, drain=not sampling)
+                  drive_ops=sampling, drain=not sampling, repeat=case.replay.get("repeat"),
+                  max_passes=int(case.replay.get("max_passes", DEFAULT_MAX_PASSES)))
 
 
 def run_case(case: Case, out: Path) -> dict[str, Any]:
@@ -395,6 +416,8 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
     r = _replay(case, array, case.workload, out)
     fig.update(requests=r.requests, mean_latency_ms=r.mean_latency_ms,
                p99_latency_ms=r.p99_latency_ms, replay_s=r.elapsed_s)
+    if case.replay.get("repeat"):
+        fig.update(passes=r.passes, repeat_limit_reached=r.repeat_limit_reached)
     ev = _events(out / "run")
     if "rebuild" in case.measure:
         fig["rebuilds"] = []

@@ -6,7 +6,8 @@ configuration::
     array = "raid6.toml"             # relative to the sweep file
     trace = "day1.parquet"
     mode = "cross"                   # every combination; "zip": the i-th values together
-    [replay]                         # speed, closed_loop, think_us, wrap, drive_ops
+    [replay]                         # speed, closed_loop, think_us, wrap, drive_ops, repeat,
+                                     # max_passes
     wrap = true
     [[axis]]
     key = "group[0].layout"          # a dotted key, with list indices, into the array config
@@ -46,7 +47,7 @@ MODES = ("cross", "zip")
 #: Replay options an axis or the [replay] table may set, with their types.
 OPTIONS: dict[str, tuple[type, ...]] = {
     "speed": (int, float), "closed_loop": (int,), "think_us": (int, float), "wrap": (bool,),
-    "drive_ops": (bool,)}
+    "drive_ops": (bool,), "repeat": (str,), "max_passes": (int,)}
 OPTION_DEFAULTS: dict[str, Any] = {"speed": 1.0, "closed_loop": 0, "think_us": 0.0,
                                    "wrap": False, "drive_ops": False}
 #: Summary columns an axis name must not take.
@@ -205,11 +206,19 @@ def _check_trace(sweep: Path, where: str, value: Any) -> str:
 
 
 def _check_option(sweep: Path, where: str, key: str, value: Any) -> Any:
+    from .replay import REPEAT_MODES  # (here: reading a sweep file needs no engine)
+
     kinds = OPTIONS[key]
     ok = isinstance(value, kinds) and (bool not in kinds) == (not isinstance(value, bool))
+    if key == "repeat":
+        ok = ok and value in REPEAT_MODES
+    if key == "max_passes":
+        ok = ok and value >= 1
     if not ok:
         want = {"speed": "a number", "think_us": "a number", "closed_loop": "a whole number",
-                "wrap": "true or false", "drive_ops": "true or false"}[key]
+                "wrap": "true or false", "drive_ops": "true or false",
+                "repeat": " or ".join(repr(m) for m in REPEAT_MODES),
+                "max_passes": "a whole number of at least 1"}[key]
         raise BlocklabError(f"{sweep}: {where}: {key} must be {want}, found {value!r}")
     return value
 

@@ -120,13 +120,15 @@ def synth_ior(output: str | Path, tasks: int, transfer_size: str, block_size: st
               segments: int, file_per_proc: bool = False, random: bool = False,
               write: bool = True, read: bool = True, outstanding: int = 1, seed: int = 0,
               align: str = "1m", capacity: str | None = None,
-              array: str | Path | None = None, progress: Progress | None = None) -> SynthResult:
-    """An IOR trace (closed loop): the write phase, then the read phase."""
+              array: str | Path | None = None, progress: Progress | None = None,
+              repetitions: int = 1) -> SynthResult:
+    """An IOR trace (closed loop): the write phase, then the read phase, ``repetitions``
+    times (IOR -i)."""
     vol = volume(capacity, array, required=False)
     p = ior.plan(tasks, parse_size(transfer_size, "--transfer-size"),
                  parse_size(block_size, "--block-size"), segments, file_per_proc, random,
                  write, read, outstanding, seed, parse_size(align, "--align"),
-                 vol.capacity_sectors)
+                 vol.capacity_sectors, repetitions)
     return write_trace(output, p, "ior", vol, progress, p.requests)
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -93,6 +93,62 @@ def test_engine_with_failures_equals_reference(toml, data):
         assert len(ends) == 1
         p0, npc = tasks.TK["p0"][t], tasks.TK["np"][t]
         assert ends["bytes"][0] == tasks.PC["rows"][p0:p0 + npc].sum() * 512
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(failing_array(), st.data())
+def test_repeating_closed_loop_equals_reference(toml, data):
+    """Closed loop repeated while tasks remain (replay --repeat-until-tasks-end): the kernel
+    equals the reference request for request, pass after pass (ids k x n + r), with the same
+    number of passes; each pass but the last began with tasks left, and the last ended with
+    none left unless max_passes stopped it."""
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(
+        data.draw(st.sampled_from([2000, 5000])), data.draw(st.sampled_from([0, 1]))))
+    tasks = plan(arr)
+    n = data.draw(st.integers(1, 12))
+    ints = lambda vals: np.array(data.draw(st.lists(vals, min_size=n, max_size=n)),  # noqa: E731
+                                 dtype=np.int64)
+    nsec = ints(st.integers(1, 300))
+    span = min(arr.capacity, 1 << 22)
+    lba = np.array([data.draw(st.integers(0, span - int(k))) for k in nsec], dtype=np.int64)
+    kw = dict(closed=True, stream=ints(st.sampled_from([0, 3, 4])),
+              phase=np.sort(ints(st.sampled_from([0, 1, 2]))),
+              outstanding=ints(st.integers(1, 3)), think_ns=ints(st.sampled_from([0, 700])),
+              ctrl_ns=data.draw(st.sampled_from([0, 500])),
+              max_passes=data.draw(st.sampled_from([1, 2, 400, 400])))
+    # the trace's times: floors counted from each pass's start
+    arrive = np.cumsum(ints(st.sampled_from([0, 0, 3000, 20_000])))
+    w = ints(st.integers(0, 1))
+    got = run_engine(arr, arrive, lba, nsec, w, drive_ops=True, tasks=tasks,
+                     chunk=data.draw(st.sampled_from([2, 5, 1000])),
+                     ring=data.draw(st.sampled_from([4, 64])), **kw)
+    want = ref.simulate(arr, arrive, lba, nsec, w, int(arr.models.fixed[0]),
+                        int(arr.models.fixed[1]), tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"], **kw)
+    assert (got["passes"], got["tasks_at_end"]) == (want.passes, want.tasks_at_end)
+    assert got["arrive"].tolist() == want.arrive
+    assert got["start"].tolist() == want.start
+    assert got["done"].tolist() == want.done
+    assert got["busy_ns"].tolist() == want.busy
+    assert [tuple(e) for e in got["events"].tolist()] == want.events
+    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
+                                                             "start", "done", "lba", "n")),
+                        strict=True))
+    assert recorded == want.records
+    passes = got["passes"]
+    assert len(got["done"]) == passes * n and 1 <= passes <= kw["max_passes"]
+    event("one pass" if passes == 1 else "stopped by max_passes" if got["tasks_at_end"]
+          else "several passes, until the tasks ended")
+    ev = got["events"]
+    ends = ev["t"][np.isin(ev["code"], [EVENT_NAMES.index(e) for e in (
+        "rebuild_end", "rebalance_end", "init_end")])]
+    last_task = int(ends.max()) if len(ends) else -1
+    for k in range(passes - 1):  # pass k + 1 began when pass k ended, with a task to come
+        pass_end = int(got["done"][k * n:(k + 1) * n].max())
+        assert last_task >= pass_end
+        assert got["arrive"][(k + 1) * n:(k + 2) * n].min() >= pass_end
+    if passes < kw["max_passes"]:
+        assert got["tasks_at_end"] == 0 and last_task <= int(got["done"].max())
 
 
 def test_rebuild_fans_out_and_accounts_for_every_lost_block():

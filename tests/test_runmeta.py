@@ -38,7 +38,7 @@ def records(draw) -> RM.RunMeta:
         options=RM.RunOptions(draw(st.floats(0.1, 10)), draw(st.integers(0, 8)),
                               draw(st.floats(0, 100)), draw(st.booleans()),
                               draw(st.booleans())),
-        counts=RM.Counts(requests, draw(nat), nd, draw(nat)),
+        counts=RM.Counts(requests, draw(nat), nd, draw(nat), draw(st.none() | nat)),
         cache_at_end=RM.CacheAtEnd(draw(nat), draw(nat), 32768),
         failures=tuple(Failure(d, draw(st.floats(0, 100)))
                        for d in draw(st.lists(st.integers(0, nd - 1), max_size=2))),
@@ -49,7 +49,9 @@ def records(draw) -> RM.RunMeta:
         drives=tuple(RM.DriveRef(i, draw(names), draw(st.sampled_from(["member", "spare"])),
                                  draw(names)) for i in range(nd)),
         elapsed_s=elapsed, requests_per_s=requests / elapsed if elapsed > 0 else None,
-        parallel=draw(st.none() | st.just({"segments": 2, "agreed": True})))
+        parallel=draw(st.none() | st.just({"segments": 2, "agreed": True})),
+        repeat=draw(st.none() | st.builds(RM.Repeat, st.just("until-tasks-end"), nat, nat,
+                                           nat, st.booleans())))
 
 
 @settings(max_examples=50, deadline=None)
@@ -58,8 +60,13 @@ def test_a_record_round_trips_with_the_keys_in_order(tmp_path_factory, meta):
     d = tmp_path_factory.mktemp("run")
     RM.write(d, meta)
     raw = json.loads((d / "meta.json").read_text())
-    assert list(raw) == KEYS + (["parallel"] if meta.parallel is not None else [])
-    assert list(raw["counts"]) == ["requests", "skipped_not_read_write", "drives", "drive_ops"]
+    assert list(raw) == KEYS + (["parallel"] if meta.parallel is not None else []) + (
+        ["repeat"] if meta.repeat is not None else [])
+    assert list(raw["counts"]) == ["requests", "skipped_not_read_write", "drives", "drive_ops",
+                                   "passes"]
+    if meta.repeat is not None:
+        assert list(raw["repeat"]) == ["until", "max_passes", "passes", "rows_per_pass",
+                                       "limit_reached"]
     assert list(raw["drives"][0]) == ["drive", "group", "role", "model"]
     assert RM.read(d) == meta
     back, as_written = RM.read_json(d)
@@ -80,6 +87,11 @@ def test_a_folder_written_by_hand_needs_only_the_version(tmp_path):
     ({"counts": {"requests": 1.5}}, "counts.requests: expected an integer, found 1.5"),
     ({"trace": "t.parquet"}, 'trace: expected an object, found "t.parquet"'),
     ({"failures": {"drive": 0}}, "failures: expected a list"),
+    ({"repeat": {"until": "until-tasks-end", "max_passes": 9, "passes": 2,
+                 "rows_per_pass": 5}}, "repeat.limit_reached: missing"),
+    ({"repeat": {"until": "until-tasks-end", "max_passes": 9, "passes": 2,
+                 "rows_per_pass": 5, "limit_reached": 0}},
+     "repeat.limit_reached: expected true or false, found 0"),
     ({"run_schema_version": RUN_SCHEMA_VERSION + 1}, "run schema version"),
 ])
 def test_a_bad_key_is_one_line_naming_the_run_and_the_key(tmp_path, change, says):

@@ -418,6 +418,11 @@ BAD = {
                       "axis[0].values[1]: no such trace file nope.parquet"),
     "repeated value": ('[[axis]]\nkey = "speed"\nvalues = [1, 1]\n',
                        "axis[0].values: 1 appears twice"),
+    "repeat mode": ('[replay]\nrepeat = "forever"\n',
+                    "replay.repeat: repeat must be 'until-tasks-end', found 'forever'"),
+    "max passes": ('[replay]\nrepeat = "until-tasks-end"\nmax_passes = 0\n',
+                   "replay.max_passes: max_passes must be a whole number of at least 1, "
+                   "found 0"),
 }
 
 

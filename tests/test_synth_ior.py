@@ -41,6 +41,7 @@ options = st.fixed_dictionaries({
     "read": st.booleans(),
     "seed": st.integers(0, 2**40),
     "align_sectors": st.sampled_from([1, 8, 2048]),
+    "repetitions": st.sampled_from([1, 1, 2, 3]),
 })
 
 
@@ -55,7 +56,8 @@ def test_offsets_match_ior_formulas(tmp_path, o):
                                   o["write"], o["read"])
     args = dict(tasks=o["tasks"], transfer_size=str(o["transfer"]), block_size=str(block),
                 segments=o["segments"], file_per_proc=o["fpp"], random=o["random"],
-                write=o["write"], read=o["read"], seed=o["seed"], align=str(align))
+                write=o["write"], read=o["read"], seed=o["seed"], align=str(align),
+                repetitions=o["repetitions"])
     if expected_error:
         with pytest.raises(BlocklabError, match="IOR rejects") as e:
             synth_ior(out, **args)
@@ -63,7 +65,7 @@ def test_offsets_match_ior_formulas(tmp_path, o):
         return
     synth_ior(out, **args)
     want = ref.requests(o["tasks"], o["transfer"], block, o["segments"], o["fpp"], o["random"],
-                        o["write"], o["read"], o["seed"], align)
+                        o["write"], o["read"], o["seed"], align, o["repetitions"])
     assert _rows(out) == want
     t = pq.read_table(out).to_pydict()
     assert set(t["outstanding"]) <= {1} and set(t["think_ns"]) <= {0}
@@ -105,6 +107,31 @@ def test_cli_rejects_with_iors_reason(tmp_path, args, reason):
     assert len(lines) == 1 and lines[0].startswith("blocklab: error: IOR rejects")
     assert reason in lines[0]
     assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("reps", ["0", "-2"])
+def test_cli_rejects_too_few_repetitions(tmp_path, reps):
+    """IOR warns and runs once; blocklab refuses, in one line, writing nothing."""
+    out = tmp_path / "out" / "ior.parquet"
+    out.parent.mkdir()
+    res = runner.invoke(app, ["synth", "ior", "-o", str(out), "-i", reps])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("blocklab: error: --repetitions: must be "
+                                                   f"at least 1, found {reps}")
+    assert list(out.parent.iterdir()) == []
+
+
+def test_repetitions_phases_in_the_metadata(tmp_path):
+    out = tmp_path / "ior.parquet"
+    res = runner.invoke(app, ["synth", "ior", "-o", str(out), "-N", "2", "-t", "4k", "-b", "8k",
+                              "-i", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    _pf, meta = open_trace(out)
+    assert meta.extra["phases"] == ["write", "read"] * 3
+    assert meta.extra["options"]["repetitions"] == 3
+    t = pq.read_table(out).to_pydict()
+    assert len(t["phase"]) == 2 * 2 * 2 * 3 and sorted(set(t["phase"])) == list(range(6))
 
 
 def test_files_must_fit_the_volume(tmp_path):

@@ -28,7 +28,11 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    and issues them in its own order; request k is issued at ``max(t + think[k], arrive[k])``
    where t is the completion that freed its slot (or the start of its phase). Phases are
    barriers: phase p+1 starts when every request of phases <= p has completed. Closed-loop
-   arrivals at the same time are taken in request order.
+   arrivals at the same time are taken in request order. *Repetition* (``max_passes`` > 1):
+   when the last phase of a pass completes while background tasks remain (started or not)
+   and fewer than ``max_passes`` passes have run, the trace runs again from its first phase;
+   the new pass's requests follow the previous pass's in the global index, and their
+   ``arrive`` counts from the time the pass started.
 2. **Controller.** With a per-command time ``ctrl_ns`` the controller takes commands one at a
    time, first come first served. Write data then crosses the host links (one first-come
    first-served server, ``path_ps`` picoseconds per byte); read data crosses them on its way

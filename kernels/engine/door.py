@@ -60,6 +60,10 @@ class Settings:
     interval_ns: int = 1_000_000_000  # first statistics interval (doubles when outgrown)
     nbins: int = 2048  # statistics bins kept per drive
     ring: int = 1 << 16  # first capacity of the request ring (grows when needed)
+    # closed loop: after the trace's last phase, start it again while background tasks
+    # remain, up to this many passes in all (1: one pass). ``run``'s chunks then yield the
+    # trace pass after pass (as many passes as this allows; only the passes run are read).
+    max_passes: int = 1
 
 
 @dataclasses.dataclass
@@ -158,6 +162,8 @@ def new_state(arr: Array, s: Settings, cfg: T.Cfg, total: int, streams: Streams 
     S[T.S_FREE_JOBS] = nj
     S[[T.S_TIMER, T.S_WW_HEAD, T.S_WW_TAIL]] = -1
     S[T.S_TASKS_LEFT] = len(TK)
+    S[T.S_PASS] = 1
+    S[T.S_PASSES] = max(1, s.max_passes) if cfg.closed and total > 0 else 1
     S[T.S_MARGIN_EV] = 16
     CL, HT = CA.new_tables(lines)
     CA.init_heads(S, T.S_CACHE, lines)
@@ -301,7 +307,10 @@ class Engine:
     def run(self, chunks: Iterator[Chunk], sink: Callable[[dict[str, np.ndarray]], None],
             on_records: Callable[[np.ndarray], None] | None = None) -> None:
         """Replay every request of ``chunks``; completed requests go to ``sink`` in order,
-        drive operations (with Settings.record) to ``on_records`` (tables.RECORD rows)."""
+        drive operations (with Settings.record) to ``on_records`` (tables.RECORD rows). With
+        ``Settings.max_passes`` > 1 (closed loop), ``chunks`` yields the trace's requests pass
+        after pass, each pass's rows named apart by the caller; the requests of passes that
+        do not run are read ahead at most a ring's worth and never reach ``sink``."""
         it = iter(chunks)
         chunk: Chunk | None = None
         pos = 0
@@ -374,6 +383,12 @@ class Engine:
         flush_events()
 
     # -- what the replay leaves, by name
+
+    def passes(self) -> tuple[int, int]:
+        """Closed loop: (passes of the trace run, background tasks that were left when the last
+        pass ended: > 0 when ``Settings.max_passes`` stopped the repetition)."""
+        S = self.W.S
+        return int(S[T.S_PASS]), int(S[T.S_TASKS_AT_END])
 
     def bins(self) -> dict[str, np.ndarray]:
         """Per drive x interval statistics up to the last interval with activity: busy time,

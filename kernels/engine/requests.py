@@ -48,9 +48,15 @@ from .tables import (
     S_HSIZE,
     S_NDONE,
     S_NSTARVED,
+    S_PASS,
+    S_PASS_T0,
+    S_PASSES,
     S_PATH_FREE,
     S_PHASE,
     S_PHASE_LEFT,
+    S_TASKS_AT_END,
+    S_TASKS_LEFT,
+    S_TOTAL,
     SECTOR,
     SM_HEAD,
     SM_INFLIGHT,
@@ -247,7 +253,8 @@ def _try_issue(S, RQ, SM, HQ, s, t):
             SM[s, SM_TAIL] = NONE
         SM[s, SM_UNISSUED] -= 1
         SM[s, SM_INFLIGHT] += 1
-        at = max(t + RQ[slot, RQ_THINK], RQ[slot, RQ_ARRIVE])
+        # (a later pass's trace times count from the start of its pass)
+        at = max(t + RQ[slot, RQ_THINK], RQ[slot, RQ_ARRIVE] + S[S_PASS_T0])
         # arrivals tie-break on the request's index, not on when they were scheduled: the
         # order then does not depend on how the caller chunked the trace
         S[S_HSIZE] = HP.push(HQ, S[S_HSIZE], at, HK_ARRIVE, g, g)
@@ -255,11 +262,21 @@ def _try_issue(S, RQ, SM, HQ, s, t):
 
 @njit(nrt=False)
 def _next_phase(S, RQ, SM, PH, HQ, t):
-    """Closed loop: start the next phase at time ``t``."""
+    """Closed loop: start the next phase at time ``t``. After the last phase of a pass, the
+    trace's next pass starts with its first phase while background tasks remain and passes
+    are allowed (``S_PASSES``; the caller loads its requests after the pass's)."""
     p = S[S_PHASE] + 1
-    S[S_PHASE] = p
     if p >= PH.shape[0]:
-        return
+        if S[S_PASS] >= S[S_PASSES] or S[S_TASKS_LEFT] == 0:
+            S[S_PHASE] = p
+            S[S_TASKS_AT_END] = S[S_TASKS_LEFT]
+            return
+        S[S_PASS] += 1
+        S[S_PASS_T0] = t
+        for q in range(PH.shape[0]):
+            S[S_TOTAL] += PH[q, 0]
+        p = 0
+    S[S_PHASE] = p
     S[S_PHASE_LEFT] = PH[p, 0]
     for s in range(SM.shape[0]):
         SM[s, SM_UNISSUED] = PH[p, 1 + s]

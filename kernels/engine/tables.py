@@ -49,12 +49,15 @@ RANK_MAX = (1 << 63) - 1  # above every scheduling rank
 DESTAGE_SECTORS = 8192  # a destage writes at most this many sectors of whole stripes
 
 # The loop's state in the int64 array S (kept between calls); the cache's list heads and
-# counts follow from S_CACHE (kernels/cache.py CH_*).
+# counts follow from S_CACHE (kernels/cache.py CH_*). Closed-loop repetition: S_PASS is the
+# pass of the trace under way (1, 2, ...), S_PASSES the most passes allowed (1: no repetition),
+# S_PASS_T0 when the pass under way started (0 for the first), S_TASKS_AT_END the background
+# tasks left when the last pass ended.
 (S_SEQ, S_HSIZE, S_NXT, S_LOADED, S_FINAL, S_NDONE, S_TOTAL, S_CTRL_FREE, S_PATH_FREE,
  S_FREE_OPS, S_REC, S_MARGIN_OPS, S_MARGIN_HEAP, S_MARGIN_REC, S_PHASE, S_PHASE_LEFT,
  S_NSTARVED, S_INTERVAL, S_STARTED, S_FREE_JOBS, S_DESTAGING, S_FLUSHING, S_TIMER,
  S_WW_HEAD, S_WW_TAIL, S_BUS_FREE, S_EVN, S_MARGIN_EV, S_TASKS_LEFT, S_NB, S_BINS_END,
- S_CACHE) = range(32)
+ S_PASS, S_PASSES, S_PASS_T0, S_TASKS_AT_END, S_CACHE) = range(36)
 S_COLS = S_CACHE + CA.CH_N
 
 # Table columns. RQ: one row per request slot (inputs, outputs, state).

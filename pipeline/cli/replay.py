@@ -32,6 +32,15 @@ def replay(
         "--wrap", help="Fold addresses beyond the array's capacity instead of failing.")] = False,
     drive_ops: Annotated[bool, typer.Option(
         "--drive-ops", help="Also write every drive operation to drive_ops.parquet.")] = False,
+    repeat_until_tasks_end: Annotated[bool, typer.Option(
+        "--repeat-until-tasks-end", help="Closed loop: run the trace again, pass after pass, "
+        "while background tasks (rebuilds, rebalances, initializations) remain, as a benchmark "
+        "looped until the reconstruction ends; the last pass runs to its end. Pass k's "
+        "requests are numbered row + k x (rows of the trace).")] = False,
+    max_passes: Annotated[int | None, typer.Option(
+        "--max-passes", help="With --repeat-until-tasks-end: the most passes of the "
+        "trace (default 1000); when they end with tasks still under way, the tasks finish "
+        "without host I/O and the replay says so.")] = None,
     fail: Annotated[list[str] | None, typer.Option(
         "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
         "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
@@ -57,8 +66,14 @@ def replay(
     written atomically). With --workers or --scheduler the trace is cut into time segments
     replayed on Dask and stitched into the same run folder; the neighbours' overlaps are
     compared and the agreement reported (docs/parallel.md)."""
+    if max_passes is not None and not repeat_until_tasks_end:
+        _fail(BlocklabError("--max-passes: only with --repeat-until-tasks-end"))
+    if repeat_until_tasks_end and (workers is not None or scheduler is not None
+                                   or segments is not None):
+        _fail(BlocklabError("--repeat-until-tasks-end: not with --workers, --scheduler or "
+                            "--segments (a repeated trace is replayed serially)"))
     _kernels_ready()
-    from blocklab.pipeline.replay import parse_failure
+    from blocklab.pipeline.replay import DEFAULT_MAX_PASSES, parse_failure
     from blocklab.pipeline.replay import replay as run
 
     with Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.completed:,} requests"),
@@ -66,7 +81,7 @@ def replay(
                   disable=not err.is_terminal) as bar:
         task = bar.add_task("replay", total=None)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
         try:
@@ -82,17 +97,24 @@ def replay(
             else:
                 r = run(trace, array, output, speed=speed, closed_loop=closed_loop,
                         think_us=think_us, wrap=wrap, drive_ops=drive_ops, progress=progress,
-                        failures=failures)
+                        failures=failures,
+                        repeat="until-tasks-end" if repeat_until_tasks_end else None,
+                        max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes)
         except BlocklabError as e:
             _fail(e)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
+    passes = f" in {r.passes} passes of the trace" if repeat_until_tasks_end else ""
     out.print(
-        f"{r.output}: {r.requests} requests, latency mean {r.mean_latency_ms:.3f} ms, p99 "
-        f"{r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
+        f"{r.output}: {r.requests} requests{passes}, latency mean {r.mean_latency_ms:.3f} ms, "
+        f"p99 {r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
         highlight=False,
     )
+    if r.repeat_limit_reached:
+        out.print(f"  --max-passes {r.passes} reached with background tasks still under way: "
+                  "they finished without host I/O (raise --max-passes to cover them)",
+                  highlight=False)
     par = r.parallel
     if par and "serial_because" in par:
         out.print(f"  replayed serially: {par['serial_because']}", highlight=False)

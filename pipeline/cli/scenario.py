@@ -108,10 +108,11 @@ def scenario_show(
     out.print(f"{s.name}: {escape(s.title)}\n\nStudy: {escape(s.study)}\n\nSetup:\n"
               f"{escape(s.setup)}\n\nAssumptions:\n{escape(s.assumptions)}\n",
               highlight=False, soft_wrap=True)
-    t = Table("case", "measures", "failures", "label")
+    t = Table("case", "measures", "failures", "workload", "label")
     for c in s.cases:
         t.add_row(c.name, ", ".join(c.measure),
                   ", ".join(f"drive {d} at {at:g} s" for d, at in c.failures) or "-",
+                  f"repeated {c.replay['repeat']}" if c.replay.get("repeat") else "once",
                   escape(c.label))
     out.print(t)
 
@@ -158,6 +159,18 @@ def scenario_run(
                 continue  # an op the workload had no requests of in that phase
             t.add_row(*(escape(_cell(row.get(c))) for c in cols))
         out.print(t)
+    for c in r.cases:
+        if "passes" not in c:
+            continue
+        if c["repeat_limit_reached"]:
+            how = (f"{c['passes']} passes (max_passes), the background tasks still under way: "
+                   "they finished without host I/O")
+        elif c["passes"] == 1:
+            how = "1 pass: the background tasks ended within it"
+        else:
+            how = f"{c['passes']} passes, repeated until the background tasks ended"
+        out.print(f"{escape(c['case'])}: the workload ran {how}", highlight=False,
+                  soft_wrap=True)
     if r.published:
         _published_table(r)
     out.print(f"{len(r.cases)} case(s) in {r.elapsed_s:.1f} s; run folders and scenario.json "

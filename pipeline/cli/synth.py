@@ -89,18 +89,23 @@ def synth_ior(
         "--outstanding", help="Requests each task keeps in flight (IOR: 1).")] = 1,
     align: Annotated[str, typer.Option(
         "--align", help="Files start on multiples of this many bytes.")] = "1m",
+    repetitions: Annotated[int, typer.Option(
+        "--repetitions", "-i", help="Repetitions of the write and read phases (IOR -i); "
+        "the trace holds them all. To loop until a rebuild ends, replay with "
+        "--repeat-until-tasks-end instead.")] = 1,
     seed: _Seed = 0,
     capacity: _Capacity = None,
     array: _Array = None,
     as_json: _Json = False,
 ) -> None:
     """IOR (closed loop): tasks write then read a shared file or one file each, with IOR's
-    offsets; files laid out one after another on the volume. --capacity/--array are optional
-    (to check the files fit)."""
+    offsets, --repetitions times; files laid out one after another on the volume.
+    --capacity/--array are optional (to check the files fit)."""
     from blocklab.pipeline.synth import synth_ior as run
 
     _synth(lambda p: run(output, tasks, transfer_size, block_size, segments, file_per_proc,
-                         random, write, read, outstanding, seed, align, capacity, array, p),
+                         random, write, read, outstanding, seed, align, capacity, array, p,
+                         repetitions),
            "ior", as_json)
 
 

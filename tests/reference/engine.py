@@ -80,6 +80,8 @@ class Result:
     dirty_lines: int = 0
     events: list[tuple[int, ...]] = field(default_factory=list)  # time, code, drive, ref,
     # fraction ppm, bytes, stripes lost
+    passes: int = 1  # closed loop: passes of the trace run
+    tasks_at_end: int = 0  # closed loop: tasks left when the last pass ended
 
 
 def mask(lo, hi):
@@ -236,8 +238,12 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
              phase=None, interval_ns=1_000_000_000, cache_lines=0, line_sectors=64,
              write_back=True, ra_sectors=0, flush_start=0.8, flush_stop=0.8,
              flush_age_ns=10_000_000_000, destage_depth=0, tasks=None,
-             drain=True) -> Result:
+             drain=True, max_passes=1) -> Result:
     n = len(arrive_ns)
+    # closed loop, max_passes > 1: the trace runs again while tasks remain (start_pass); the
+    # per-request inputs are lists that each pass extends, request k x n + r being pass k's r
+    arrive_ns, lba, nsec, is_write = (list(np.asarray(x)) for x in (arrive_ns, lba, nsec,
+                                                                      is_write))
     drives = len(arr.d_model)
     maxinf = [int(x) for x in arr.d_maxinf]
     host_q: list[deque[Op]] = [deque() for _ in range(drives)]
@@ -312,16 +318,32 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         res.events.append((t, code, drive, ref, frac, nbytes, lost))
 
     # closed loop: streams in id order, phases in value order
-    stream = np.zeros(n, np.int64) if stream is None else np.asarray(stream)
-    phase = np.zeros(n, np.int64) if phase is None else np.asarray(phase)
-    window = np.broadcast_to(np.asarray(outstanding), (n,))
-    think = np.broadcast_to(np.asarray(think_ns), (n,))
-    sids = sorted(set(stream.tolist()))
-    phases = sorted(set(phase.tolist()))
+    stream = list(np.zeros(n, np.int64) if stream is None else np.asarray(stream))
+    phase = list(np.zeros(n, np.int64) if phase is None else np.asarray(phase))
+    window = list(np.broadcast_to(np.asarray(outstanding), (n,)))
+    think = list(np.broadcast_to(np.asarray(think_ns), (n,)))
+    sids = sorted({int(x) for x in stream})
+    phases = sorted({int(x) for x in phase})
     todo = {(p, s): deque(r for r in range(n) if phase[r] == p and stream[r] == s)
             for p in phases for s in sids}
     in_flight = dict.fromkeys(sids, 0)
     cur = [0, 0]  # phase index, requests of the phase not yet complete
+    passes = [1, 0]  # passes begun, tasks left when the last one ended
+    total = [n]  # requests of the passes begun
+
+    def start_pass(t):
+        """Pass k + 1 of the trace: requests k x n + r, their arrival floors counted from
+        t."""
+        base = passes[0] * n
+        passes[0] += 1
+        total[0] += n
+        for col in (lba, nsec, is_write, stream, phase, window, think):
+            col.extend(col[:n])
+        arrive_ns.extend(t + int(a) for a in arrive_ns[:n])
+        for lst, v in ((res.arrive, -1), (res.start, -1), (res.done, -1), (res.hit, 0)):
+            lst.extend([v] * n)
+        for (p, s), q in todo.items():
+            q.extend(base + r for r in range(n) if phase[r] == p and stream[r] == s)
 
     def issue(s, t):
         q = todo[(phases[cur[0]], s)]
@@ -332,7 +354,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
 
     def start_phase(t):
         p = phases[cur[0]]
-        cur[1] = sum(1 for r in range(n) if phase[r] == p)
+        cur[1] = sum(1 for r in range(n) if phase[r] == p)  # as many in every pass
         for s in sids:
             issue(s, t)
 
@@ -359,6 +381,13 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
             if cur[1] == 0 and cur[0] + 1 < len(phases):
                 cur[0] += 1
                 start_phase(now)
+            elif cur[1] == 0:  # the pass is over: again while tasks remain
+                if passes[0] < max_passes and task_state["left"] > 0:
+                    start_pass(now)
+                    cur[0] = 0
+                    start_phase(now)
+                else:
+                    passes[1] = task_state["left"]
 
     def links(r, now):
         free["path"] = max(now, free["path"]) + (int(nsec[r]) * 512 * path_ps + 999) // 1000
@@ -733,7 +762,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
         return pick_host(host_q[d], int(arr.d_sched[d]), int(arr.d_depth[d]),
                          head_pos[d], int(arr.d_maxwait[d]), now), contended
 
-    while done_count < n or (drain and task_state["left"] > 0):
+    while done_count < total[0] or (drain and task_state["left"] > 0):
         now, kind, _s, ident = heapq.heappop(events)
         if kind == ARRIVE:
             res.arrive[ident] = now
@@ -835,6 +864,7 @@ def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, clos
                 seq += 1
     res.dirty_lines = cache.ndirty
     res.maps = maps
+    res.passes, res.tasks_at_end = passes
     return res
 
 

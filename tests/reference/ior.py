@@ -104,10 +104,17 @@ def file_starts(tasks, transfer, block, segments, fpp, align) -> list[int]:
     return starts * (1 if fpp else tasks)
 
 
-def requests(tasks, transfer, block, segments, fpp, random, write, read, seed, align=1 << 20):
+def requests(tasks, transfer, block, segments, fpp, random, write, read, seed, align=1 << 20,
+             repetitions=1):
     """Rows (stream, stream_seq, phase, op, sector, size): each rank's transfers numbered on
-    across the phases, all rows ordered by phase, then stream_seq, then rank."""
-    phases = ([1] if write else []) + ([0] if read else [])
+    across the phases, all rows ordered by phase, then stream_seq, then rank; TestIoSys's loop
+    over ``repetitions`` runs the write and read phases again, with the same offsets."""
+    phases = []
+    for _rep in range(repetitions):
+        if write:
+            phases.append(1)
+        if read:
+            phases.append(0)
     starts = file_starts(tasks, transfer, block, segments, fpp, align)
     rows = []
     for r in range(tasks):

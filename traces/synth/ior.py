@@ -1,4 +1,5 @@
-"""IOR (github.com/hpc/ior): N tasks write, then read, a shared file or one file each, closed loop.
+"""IOR (github.com/hpc/ior): N tasks write, then read, a shared file or one file each, closed loop,
+``repetitions`` times (IOR ``-i``).
 
 IOR's vocabulary: each task moves ``segments`` segments; in each segment it moves one block of
 ``block_size`` bytes in transfers of ``transfer_size`` bytes. Offsets within a file are IOR's
@@ -21,7 +22,11 @@ Files are laid out on the volume by a simple allocator: from sector 0, one after
 task order (the shared file is one file), each starting at the next multiple of ``align`` bytes
 (default 1 MiB). Each task is a stream (``stream`` = task) keeping ``outstanding`` requests in
 flight (1 by default: IOR's POSIX I/O is synchronous); the write phase is phase 0 and the read
-phase phase 1 (or 0 alone); ``stream_seq`` counts on across the phases.
+phase phase 1 (or 0 alone); ``stream_seq`` counts on across the phases. With ``repetitions``
+N (IOR ``-i N``: src/ior.c ``TestIoSys`` loops over repetitions, each writing then reading
+the same files, with barriers between) the phases follow on: repetition r's write phase is
+phase 2r, its read phase 2r + 1 (r alone when it only writes or only reads), each with the
+same offsets (IOR's fixed ``randomSeed`` gives every repetition the same shuffle).
 
 Options IOR itself rejects get IOR's message (src/ior.c ``ValidateTests``), in IOR's order.
 """
@@ -53,12 +58,16 @@ class IorRejected(BlocklabError):
 
 
 def ior_check(tasks: int, transfer: int, block: int, segments: int, random: bool,
-              write: bool, read: bool) -> None:
+              write: bool, read: bool, repetitions: int = 1) -> None:
     """IOR's own checks of these options, in its order, with its messages."""
     def no(msg: str) -> IorRejected:
         return IorRejected(f"IOR rejects these options: {msg} (tasks {tasks}, block size "
                            f"{block}, transfer size {transfer}, segments {segments}"
                            f"{', random offsets' if random else ''})")
+    if repetitions <= 0:
+        # IOR warns and runs once (WARN_RESET to its default, 1); a trace says what it holds
+        raise BlocklabError(f"--repetitions: must be at least 1, found {repetitions} (IOR "
+                            "warns 'too few test repetitions' and runs once)")
     if tasks <= 0:
         raise no("too few tasks for testing")
     if not write and not read:
@@ -98,11 +107,18 @@ class IorPlan:
     align: int
     capacity_sectors: int | None
     file_sectors: tuple[int, ...]  # first sector of each task's file (all equal when shared)
+    repetitions: int = 1  # IOR -i: the write and read phases, this many times over
 
     @property
     def requests(self) -> int:
         per_phase = self.segments * self.block // self.transfer * self.tasks
-        return per_phase * (int(self.write) + int(self.read))
+        return per_phase * (int(self.write) + int(self.read)) * self.repetitions
+
+    @property
+    def phase_names(self) -> list[str]:
+        """Each phase's op, in phase order."""
+        return ((["write"] if self.write else []) + (["read"] if self.read else [])) * \
+            self.repetitions
 
     def extra(self) -> dict[str, Any]:
         return {
@@ -112,9 +128,10 @@ class IorPlan:
                         "file_per_proc": self.file_per_proc, "random": self.random,
                         "write": self.write, "read": self.read,
                         "outstanding": self.outstanding, "align": self.align,
-                        "capacity_sectors": self.capacity_sectors, "seed": self.seed},
+                        "capacity_sectors": self.capacity_sectors, "seed": self.seed,
+                        "repetitions": self.repetitions},
             "seed": self.seed,
-            "phases": (["write"] if self.write else []) + (["read"] if self.read else []),
+            "phases": self.phase_names,
             "files": [{"first_sector": s, "bytes": self.file_bytes}
                       for s in (self.file_sectors if self.file_per_proc
                                 else self.file_sectors[:1])],
@@ -139,8 +156,7 @@ class IorPlan:
                                  offs, start, counts)
         else:
             offs = np.zeros(1, dtype=np.int64)
-        phase_ops = np.array(([1] if self.write else []) + ([0] if self.read else []),
-                             dtype=np.int64)
+        phase_ops = np.array([int(op == "write") for op in self.phase_names], dtype=np.int64)
         base = np.array(self.file_sectors, dtype=np.int64)
         state = np.zeros(3, dtype=np.int64)
 
@@ -170,9 +186,9 @@ def layout(tasks: int, file_bytes: int, file_per_proc: bool,
 def plan(tasks: int, transfer: int, block: int, segments: int, file_per_proc: bool,
          random: bool, write: bool = True, read: bool = True, outstanding: int = 1,
          seed: int = 0, align: int = DEFAULT_ALIGN,
-         capacity_sectors: int | None = None) -> IorPlan:
+         capacity_sectors: int | None = None, repetitions: int = 1) -> IorPlan:
     """IOR's checks, then blocklab's (sector-sized transfers, files within the volume)."""
-    ior_check(tasks, transfer, block, segments, random, write, read)
+    ior_check(tasks, transfer, block, segments, random, write, read, repetitions)
     if transfer % SECTOR:
         raise BlocklabError(f"--transfer-size: {transfer} bytes is not a multiple of the "
                             f"{SECTOR}-byte sector (blocklab replays block requests)")
@@ -192,4 +208,4 @@ def plan(tasks: int, transfer: int, block: int, segments: int, file_per_proc: bo
             f"{'one file per task' if file_per_proc else 'one shared file'} of {file_bytes} "
             f"bytes, aligned to {align}), the volume has {capacity_sectors} sectors")
     return IorPlan(tasks, transfer, block, segments, file_per_proc, random, write, read,
-                   outstanding, seed, align, capacity_sectors, tuple(firsts))
+                   outstanding, seed, align, capacity_sectors, tuple(firsts), repetitions)
