@@ -43,7 +43,6 @@ import dataclasses
 import json
 import shutil
 import time
-import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -53,7 +52,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import output_lock
 from blocklab.traces.store import atomic_output
 
-from .model.config import parse_array
+from .model.config import parse_array, read_toml
 from .query import run_query
 from .replay import DEFAULT_MAX_PASSES, REPEAT_MODES, replay
 from .sweepfile import toml_text
@@ -172,12 +171,7 @@ def load(name: str | Path) -> Scenario:
         if not path.exists():
             raise BlocklabError(f"no scenario {name!r} (blocklab scenario list: "
                                 f"{', '.join(names())})")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise BlocklabError(f"{path}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise BlocklabError(f"{path}: byte {e.start}: not UTF-8 text") from None
+    data = read_toml(path, "scenario file")
     missing = [k for k in ("name", "title", "study", "setup", "assumptions") if k not in data]
     if missing:
         raise BlocklabError(f"{path}: missing {', '.join(missing)} (a scenario names its "
