@@ -59,6 +59,20 @@ def failing_array(draw):
     return toml
 
 
+def _assert_same(got, want) -> None:
+    """The kernel's run (run_engine) is the reference's: arrivals, starts, completions, busy
+    time, run events and every drive operation."""
+    assert got["arrive"].tolist() == want.arrive
+    assert got["start"].tolist() == want.start
+    assert got["done"].tolist() == want.done
+    assert got["busy_ns"].tolist() == want.busy
+    assert [tuple(e) for e in got["events"].tolist()] == want.events
+    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
+                                                             "start", "done", "lba", "n")),
+                        strict=True))
+    assert recorded == want.records
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(failing_array(), st.data())
 def test_engine_with_failures_equals_reference(toml, data):
@@ -78,14 +92,7 @@ def test_engine_with_failures_equals_reference(toml, data):
     want = ref.simulate(arr, arrive, lba, nsec, w, int(arr.models.fixed[0]),
                         int(arr.models.fixed[1]), tasks=tasks,
                         interval_ns=got["bins"]["interval_ns"], **kw)
-    assert got["arrive"].tolist() == want.arrive
-    assert got["done"].tolist() == want.done
-    assert got["busy_ns"].tolist() == want.busy
-    assert [tuple(e) for e in got["events"].tolist()] == want.events
-    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
-                                                             "start", "done", "lba", "n")),
-                        strict=True))
-    assert recorded == want.records
+    _assert_same(got, want)
     # every rebuild that started ended, and rebuilt every row of every piece
     ev = got["events"]
     for t in np.flatnonzero(tasks.TK["kind"] == T.TASK_KINDS["rebuild"]):
@@ -126,15 +133,7 @@ def test_repeating_closed_loop_equals_reference(toml, data):
                         int(arr.models.fixed[1]), tasks=tasks,
                         interval_ns=got["bins"]["interval_ns"], **kw)
     assert (got["passes"], got["tasks_at_end"]) == (want.passes, want.tasks_at_end)
-    assert got["arrive"].tolist() == want.arrive
-    assert got["start"].tolist() == want.start
-    assert got["done"].tolist() == want.done
-    assert got["busy_ns"].tolist() == want.busy
-    assert [tuple(e) for e in got["events"].tolist()] == want.events
-    recorded = list(zip(*(got[f"op_{k}"].tolist() for k in ("drive", "item", "kind", "qtime",
-                                                             "start", "done", "lba", "n")),
-                        strict=True))
-    assert recorded == want.records
+    _assert_same(got, want)
     passes = got["passes"]
     assert len(got["done"]) == passes * n and 1 <= passes <= kw["max_passes"]
     event("one pass" if passes == 1 else "stopped by max_passes" if got["tasks_at_end"]
