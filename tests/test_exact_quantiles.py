@@ -64,3 +64,31 @@ def test_spills_where_quantile_cont_cannot():
                                                   rel=1e-12)
     with pytest.raises(duckdb.OutOfMemoryException):
         con.execute("SELECT g, quantile_cont(x, [0.5, 0.99]) FROM v GROUP BY g").fetchall()
+
+
+
+def test_latency_summary_stays_within_the_limit(tmp_path, monkeypatch):
+    """latency-summary over three million requests under a 40 MB DuckDB limit (BLOCKLAB_DUCKDB_
+    MEMORY), its percentiles numpy's. Its values come as a UNION ALL of two grouping sets;
+    exact_quantiles picks the values of the few buckets it needs by a filter against their
+    list, where a join was built on the values' side and ran out of memory (this test, and
+    10 M requests under 100 MB, before the change)."""
+    from blocklab.pipeline.query import run_query
+
+    from .golden import make_run
+
+    n = 3_000_000
+    rng = np.random.default_rng(1)
+    lat = rng.lognormal(15, 1.0, n).astype(np.int64)
+    op = rng.integers(0, 2, n)
+    make_run(tmp_path / "run", {"arrival_ns": np.arange(n, dtype=np.int64) * 1000,
+                                "latency_ns": lat, "op": op,
+                                "size_bytes": rng.choice([4096, 65536], n)})
+    monkeypatch.setenv("BLOCKLAB_DUCKDB_MEMORY", "40MB")
+    rows = run_query([str(tmp_path / "run")], "latency-summary", None, {}).rows()
+    every = {r["op"]: r for r in rows if r["size_class_bytes"] is None}
+    for name, code in (("read", 0), ("write", 1)):
+        x = lat[op == code]
+        assert every[name]["requests"] == len(x)
+        for col, q in (("p50_ms", 0.5), ("p99_ms", 0.99), ("p999_ms", 0.999)):
+            assert every[name][col] == pytest.approx(np.quantile(x, q) / 1e6, rel=1e-12)
