@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -132,10 +132,20 @@ _step = st.tuples(
     st.one_of(st.sampled_from([0.0, 0.3, 1.0, 5.0, 40.0]), st.floats(0, 30)))
 
 
+# a read served partly from the read-ahead's segment before the block the read-ahead started
+# at (on the HP drive: 13 is in segment 0, the read-ahead on an idle hit runs from 14): the
+# host has the buffered block first, then the read-ahead's, none before it is read; with no
+# idle time block 14 is read long after, with 9 ms it is read before block 13 has been sent
+_BEFORE_RA = [("seq", 0, 1, False, 0.0), ("seq", 0, 1, False, 0.0), ("near", 12, 1, True, 0.0),
+              ("near", -3, 1, False, 0.0), ("seq", 0, 2, False, 0.0)]
+
+
 @pytest.mark.parametrize("name", list(DISKSIM))
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=1, max_size=40), start=st.integers(0, 2**40))
+@example(steps=_BEFORE_RA, start=0)
+@example(steps=_BEFORE_RA[:3] + [("near", -3, 1, False, 9.0), _BEFORE_RA[4]], start=0)
 def test_service_matches_reference(shared, name, steps, start):
     d, params = _drive(shared, name)
     total = int(H.unpack(params[0])["blocks"])
@@ -197,14 +207,6 @@ def test_service_at_edges_matches_reference(shared, name, steps, edge, before):
         else:
             a = edges[(edge + delta) % len(edges)] - delta
         a = min(max(a, 0), total - n)
-        if disk.pf is not None and not w:
-            # left out: a read that starts in the read-ahead's segment before the block the
-            # read-ahead started at and goes past it. The kernel sends the blocks before that
-            # block in no time and the reference takes their times from the end of its list
-            # (a negative index): both are wrong there, differently (reported, not changed by
-            # the speed work)
-            seg, _t0, _c0, _h0, first, _nblk = disk.pf
-            assume(not disk.segs[seg][0] <= a < first < a + n)
         want, want_hit = disk.service(t, a, n, w)
         got, got_hit = H.service(p, zones, cd, ct, state, 0, t, a, n, w)
         assert got == pytest.approx(want, abs=1e-6)

@@ -58,7 +58,9 @@ facts only):
   earlier than when the stream's data still waiting for the platter fits them (max write
   segments x segment size, written at the zone's media rate), so a long stream runs at the
   media's speed, not the interface's; write-through: it
-  completes after the media write and a reselection.
+  completes after the media write and a reselection. A read served from the segment of a
+  read-ahead in progress gets the blocks the segment holds at interface speed, then the
+  read-ahead's, none before it is read (``disk_buffer_transfer_size`` sends what it holds).
 - **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
   soon as its head settles on the track and keeps the sectors that pass before the first one
   wanted (Quantum Atlas 10K II product manual, section 6.4: "the initial data read is stored in
@@ -305,8 +307,11 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
         if new_n > pf_n:
             st[b + S_PF_N] = new_n
             st[b + S_RA_END] = 0
-        bus = _ra_bus(p, zones, curve_d, curve_t, st, b, a - pf_lbn, n, 0,
-                      t + ov_hit + p[P_DATA_PREP], 0.0, xr)
+        # the request's blocks before the read-ahead's first one are in the segment already:
+        # the host has them first, one per transfer time (DiskSim sends what the segment holds)
+        pre = max(pf_lbn - a, 0)
+        bus = _ra_bus(p, zones, curve_d, curve_t, st, b, a + pre - pf_lbn, n - pre, 0,
+                      t + ov_hit + p[P_DATA_PREP] + pre * xr, 0.0, xr)
         done = bus + p[P_COMPL_R]
         lo, hi = _seg_bounds(st, b, k)
         _seg_set(st, b, k, lo, hi)

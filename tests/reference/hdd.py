@@ -351,7 +351,10 @@ class RefDisk:
             _g, t_end, ce, he, ends = self.read_walk(t0, c0, h0, lbn, nblk)
             bus = t + ov_hit + ov["data preparation"]
             for j in range(a - lbn, a - lbn + n):
-                bus = max(bus, ends[j]) + self.xr
+                # a block before the read-ahead's first one (j < 0) is in the segment already
+                if j >= 0:
+                    bus = max(bus, ends[j])
+                bus += self.xr
             done = bus + ov["read completion"]
             lo, hi, _u = self.segs[k]
             self.use(k, lo, hi)
