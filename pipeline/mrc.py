@@ -72,13 +72,16 @@ class Sampling:
 class Stack:
     """The LRU stack's tables (kernels/mrc.py), grown when the working set outgrows them."""
 
-    def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None):
+    def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None,
+                 filter_rows: int | None = None):
         self.sampling = sampling
         q = queue or K.QUEUE  # block accesses queued per run of the kernel
-        self.QK = np.zeros(q, np.int64)
         self.QZ = np.zeros(q, np.uint64)
+        self.QO = np.zeros(q, np.int64)
         self.QR = np.zeros(q, np.int64)
         self.QD = np.zeros(q, np.int64)
+        self.QS = np.zeros(q, np.int64)
+        self.QF = np.zeros(filter_rows or K.FILTER, np.uint8)
         self.ST = np.zeros(K.ST_N, np.int64)
         self.SW = np.zeros(K.SW_N, np.float64)
         self.ST[K.S_T] = sampling.threshold
@@ -88,49 +91,63 @@ class Stack:
         heap = (sampling.size or 0) + 2
         self.HPV = np.zeros(heap, np.int64)
         self.HPK = np.zeros(heap, np.int64)
-        self._alloc(m, m)
+        self._positions(m)
+        self._slots(m)
 
-    def _alloc(self, m: int, slots: int) -> None:
-        """Tables for ``m`` positions (a multiple of 64) and ``slots`` hash slots (a power of
-        two; at most half of them used, so at most slots/2 blocks and distances below it)."""
+    def _positions(self, m: int) -> None:
+        """Position tables for ``m`` positions (a power of two, at least a group; ``C1`` holds
+        at least one whole run, which ``K._since`` reads)."""
+        m = max(m, 1 << K.GROUP_BITS)  # a whole line of the bitmap
+        runs = -(-m >> K.RUN_BITS)
         self.BM = np.zeros(m // 64, np.uint64)
-        self.FW = np.zeros(m // 64 + 1, np.int32)
-        self.CW = np.zeros(m // 64, np.int64)  # compaction's scratch: marks before each word
-        self.HE = np.zeros((slots // 2 + 1 if self.sampling.exact else 1, 2), np.int64)
-        self.HT = np.full((slots, 2), K.EMPTY, np.int64)
+        self.C1 = np.zeros(runs << K.RUN_GROUPS_BITS, np.uint16)
+        self.F2 = np.zeros(runs + 1, np.int32)
+        self.CB = np.zeros(m >> K.GROUP_BITS, np.int64)  # compaction's scratch
+
+    def _slots(self, slots: int) -> None:
+        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used, so at
+        most 3/4 slots blocks and distances below it: K._fits) and its exact histogram."""
+        self.HE = np.zeros((3 * slots // 4 + 1 if self.sampling.exact else 1, 2), np.int64)
+        self.HT = np.empty(2 * slots, np.int64)  # slot s: HT[2s] hash, HT[2s+1] position
+        self.HT[1::2] = K.EMPTY
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.BM, self.FW, self.CW, self.HE, self.HT, self.HL,
-                                      self.HPV, self.HPK, self.QK, self.QZ, self.QR, self.QD))
+        return sum(a.nbytes for a in (self.BM, self.C1, self.F2, self.CB, self.HE, self.HT,
+                                      self.HL, self.HPV, self.HPK, self.QZ, self.QO, self.QR,
+                                      self.QD, self.QS, self.QF))
 
     def grow(self, need_blocks: int) -> None:
-        """Room for ``need_blocks`` more blocks than are tracked now: compact, then double the
-        tables until the tree is at most half full."""
-        K.compact(self.ST, self.HT, self.BM, self.FW, self.CW)
+        """Room for ``need_blocks`` more blocks than are tracked now: compact, then double
+        the position tables until at most a quarter of them is live, and the hash table
+        until at most 3/4 of it is (each only when it is short)."""
+        K.compact(self.ST, self.HT, self.BM, self.C1, self.F2, self.CB)
         live = int(self.ST[K.S_POS])
         need = live + need_blocks
-        m, slots = len(self.BM) * 64, len(self.HT)
-        # positions: 4 x the blocks (a position costs 0.31 bytes: bitmap, tree, CW); see
-        # process for why not more
-        while m < 4 * need + 64:
-            m *= 2
-        while slots < 2 * need:
-            slots *= 2
-        old_he, old_ht = self.HE, self.HT
-        self._alloc(m, slots)
-        if self.sampling.exact:
-            self.HE[:old_he.shape[0]] = old_he
-        K.rehash(old_ht, self.HT)
-        K.build_marks(self.BM, self.FW, live)
+        m = len(self.BM) * 64
+        if 2 * need > m:
+            # positions: 4 x the blocks (a position costs 0.26 bytes: bitmap, C1, F2, CB)
+            while m < 4 * need:
+                m *= 2
+            self._positions(m)
+            K.build_marks(self.BM, self.C1, self.F2, live)
+        slots = len(self.HT) // 2
+        if 4 * (int(self.ST[K.S_LIVE]) + need_blocks) > 3 * slots:
+            while 4 * need > 3 * slots:
+                slots *= 2
+            old_he, old_ht = self.HE, self.HT
+            self._slots(slots)
+            if self.sampling.exact:
+                self.HE[:old_he.shape[0]] = old_he
+            K.rehash(old_ht, self.HT)
 
     def feed(self, dev: np.ndarray, sector: np.ndarray, nsec: np.ndarray, op: np.ndarray
              ) -> None:
         i, n = 0, len(op)
         while i < n:
             i = K.process(dev, sector, nsec, op, i, self.bsec, self.ST, self.SW, self.HT,
-                          self.BM, self.FW, self.CW, self.HE, self.HL, self.HPV, self.HPK,
-                          self.QK, self.QZ, self.QR, self.QD)
+                          self.BM, self.C1, self.F2, self.CB, self.HE.reshape(-1), self.HL,
+                          self.HPV, self.HPK, self.QZ, self.QO, self.QR, self.QD, self.QS, self.QF)
             if i < n:
                 nb = (sector[i] + nsec[i] - 1) // self.bsec - sector[i] // self.bsec + 1
                 self.grow(int(nb))
