@@ -434,15 +434,24 @@ def _fits(blocks, HT):
 
 
 @njit(inline="always", nrt=False)
+def _positions_for(ST, HT, BM, C1, F2, CB, nb):
+    """Positions for ``nb`` more accesses, renumbering them when they ran out; False when
+    the position tables must grow first: renumbering would leave less than 3/4 of them
+    free (positions are cheap, and a renumbering walks the hash table), or too few."""
+    cap = BM.shape[0] * 64
+    if ST[S_POS] + nb <= cap:
+        return True
+    if 4 * ST[S_LIVE] > cap:
+        return False
+    compact(ST, HT, BM, C1, F2, CB)
+    return ST[S_POS] + nb <= cap
+
+
+@njit(inline="always", nrt=False)
 def _room(ST, HT, BM, C1, F2, CB, nb):
     """Room for ``nb`` more blocks (compacting the positions when they ran out); False when
     the tables must grow first."""
-    cap = BM.shape[0] * 64
-    if ST[S_POS] + nb > cap:
-        compact(ST, HT, BM, C1, F2, CB)
-        if 2 * (ST[S_POS] + nb) > cap:
-            return False
-    return _fits(ST[S_LIVE] + nb, HT)
+    return _positions_for(ST, HT, BM, C1, F2, CB, nb) and _fits(ST[S_LIVE] + nb, HT)
 
 
 @njit(inline="always", nrt=False)
@@ -498,8 +507,8 @@ def _peek(HT, BM, QZ, QS, e, hsh):
 
 
 @njit(nrt=False)
-def _run_fast(nq, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS, hsh):
-    """The queued accesses of a run with room for all of them, exact or at a fixed rate
+def _run_fast(e0, e1, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS, hsh):
+    """Queued accesses e0..e1-1, with room for all of them, exact or at a fixed rate
     (no block is dropped and the weight ``w`` is fixed): the same steps as ``_access``, with
     the scalars held in registers for the run, and memory fetched ahead (``AHEAD_SLOT``,
     ``AHEAD_LINE``; a slot found ahead stays valid, since no block is dropped; a block not
@@ -517,14 +526,14 @@ def _run_fast(nq, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS, hsh)
     tot1 = SW[W_TOT + 1]
     wc0 = SW[W_COLD]
     wc1 = SW[W_COLD + 1]
-    for e in range(min(nq, AHEAD_SLOT)):
+    for e in range(e0, min(e1, e0 + AHEAD_SLOT)):
         prefetch(HT, 2 * np.int64(_ld(QZ, e) >> hsh))
-    for e in range(min(nq, AHEAD_LINE)):
+    for e in range(e0, min(e1, e0 + AHEAD_LINE)):
         _peek(HT, BM, QZ, QS, e, hsh)
-    for e in range(nq):
-        if e + AHEAD_SLOT < nq:
+    for e in range(e0, e1):
+        if e + AHEAD_SLOT < e1:
             prefetch(HT, 2 * np.int64(_ld(QZ, e + AHEAD_SLOT) >> hsh))
-        if e + AHEAD_LINE < nq:
+        if e + AHEAD_LINE < e1:
             _peek(HT, BM, QZ, QS, e + AHEAD_LINE, hsh)
         z = _ld(QZ, e)
         o = _ld(QO, e)
@@ -563,7 +572,7 @@ def _run_fast(nq, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS, hsh)
             wc0 += w
         else:
             wc1 += w
-    smp0 = nq - smp1
+    smp0 = (e1 - e0) - smp1
     ST[S_SMP] += smp0
     ST[S_SMP + 1] += smp1
     ST[S_COLD] += cold0
@@ -631,23 +640,61 @@ def _filter(dev, sector, nsec, op, i, j, sh, Tu, ST, QF):
 
 
 @njit(nrt=False)
+def _queue_simple(dev, sector, nsec, op, i, j, sh, ST, QZ, QO, QR):
+    """Every block tracked, block a power of two sectors: when each of rows i..j-1 is a read
+    or a write of one block, queue them all (``QZ``, ``QO``, ``QR``), count them by op and
+    return True; else return False, with nothing counted. One loop without branches, which
+    the compiler runs on vectors."""
+    r1 = np.int64(0)
+    a = np.int64(0)
+    bad = np.int64(0)
+    for r in range(i, j):
+        o = np.int64(_ld(op, r))
+        ns = _ld(nsec, r)
+        s = _ld(sector, r)
+        first = s >> sh
+        nb = ((s + ns - 1) >> sh) - first + 1
+        bad |= np.int64((o > 1) | (ns <= 0) | (nb != 1))
+        _st(QZ, r - i, mix((np.int64(_ld(dev, r)) << DEV_SHIFT) | first))
+        _st(QO, r - i, o)
+        _st(QR, r - i, r)
+        r1 += o
+        a += nb
+    if bad != 0:
+        return False
+    ST[S_REQ] += (j - i) - r1
+    ST[S_REQ + 1] += r1
+    ST[S_ACC] += (j - i) - r1
+    ST[S_ACC + 1] += r1
+    return True
+
+
+@njit(nrt=False)
 def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL, HPV, HPK,
             QZ, QO, QR, QD, QS, QF):
     """Feed requests ``i0..`` (device index, first sector, sectors, op 0 read / 1 write; other
     ops are skipped) through the LRU stack, one access per block of ``bsec`` sectors touched.
 
-    Requests go in runs. When the block is a power of two sectors, ``_filter`` first marks
-    the rows of a run (up to ``len(QF)``) that have a tracked block (or more than one block)
-    and counts requests and accesses by op, in a loop the compiler vectorizes; the marked
-    rows' tracked blocks are queued with their hash, op and row (``QZ``, ``QO``, ``QR``).
-    The queued blocks' hash slots are prefetched together, then the queue is processed in
-    order: by ``_run_fast`` when the tables have room for the whole run and no block can be
-    dropped (exact or a fixed rate), else access by access with the tables checked at each
-    request (``QD``: the exact distances, added to the histogram after the run, so that its
-    misses overlap too). A run ends when the queue is full (at a request boundary; the rows
-    after it are counted back out); a request of more blocks than the queue holds is
-    processed alone, block by block. At a fixed size the threshold can fall within a run: a
-    queued block is checked again against the threshold of the moment.
+    Requests go in runs, each of up to ``len(QZ)`` queued block accesses (hash ``QZ``, op
+    ``QO``, row ``QR``):
+
+    - exact, with the block a power of two sectors: when every row of the run is a read or a
+      write of one block (the common case), ``_queue_simple`` queues them all in one loop the
+      compiler vectorizes;
+    - sampled, block a power of two sectors: ``_filter`` marks the rows (up to ``len(QF)``)
+      that have a tracked block or more than one block, counting requests and accesses by
+      op in one vectorized loop, so that an untracked request costs a few instructions; the
+      marked rows' tracked blocks are queued;
+    - else (other block sizes, requests of several blocks) request by request.
+
+    Exact or at a fixed rate (no block is dropped), ``_run_fast`` processes the run in
+    segments that need no renumbering and no growth (see below); at a fixed size the run
+    goes access by access, the tables checked at each request, and a queued block is
+    checked again against the threshold of the moment (it can fall within a run). Exact
+    distances (``QD``) are added to the histogram after the run, so that its cache misses
+    overlap. A run ends when the queue is full, at a request boundary (the rows after it
+    are counted back out); a request of more blocks than the queue holds is processed
+    alone, block by block.
 
     Returns the row it stopped at: ``len(op)`` when done; less when the tables must grow
     before that row (its blocks might not fit).
@@ -671,7 +718,11 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL,
         Tu = np.uint64(T)
         nq = 0
         j = i
-        if sh >= 0:
+        if T == P and sh >= 0 and \
+                _queue_simple(dev, sector, nsec, op, i, min(n, i + qcap), sh, ST, QZ, QO, QR):
+            j = min(n, i + qcap)
+            nq = j - i
+        elif sh >= 0:
             jf = min(n, i + min(win, QF.shape[0]))
             _filter(dev, sector, nsec, op, i, jf, sh, Tu, ST, QF)
             while j < jf:
@@ -723,9 +774,15 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL,
             # not counted yet)
             o = np.int64(op[i])
             first, last = _blocks(sector[i], nsec[i], bsec, sh)
-            if not _room(ST, HT, BM, C1, F2, CB, last - first + 1):
-                return i
             base = np.int64(dev[i]) << DEV_SHIFT
+            need = last - first + 1
+            if smax == 0:
+                # exact or a fixed rate: room for its tracked blocks, as a queued request
+                need = 0
+                for b in range(first, last + 1):
+                    need += np.int64((mix(base | b) & np.uint64(P - 1)) < Tu)
+            if not _room(ST, HT, BM, C1, F2, CB, need):
+                return i
             for b in range(first, last + 1):
                 z = mix(base | b)
                 ST[S_ACC + o] += 1
@@ -741,10 +798,34 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL,
             continue
         stop = -1
         row = -1
-        if smax == 0 and ST[S_POS] + nq <= BM.shape[0] * 64 and \
-                _fits(ST[S_LIVE] + nq, HT):
-            _run_fast(nq, exact, 1.0 if exact else P / T, ST, SW, HT, BM, C1, F2, HE, HL,
-                      QZ, QO, QD, QS, hsh)
+        if smax == 0:
+            # Exact or a fixed rate: before each request, room for its tracked blocks (its
+            # queued entries, q): positions, renumbered when they run out
+            # (_positions_for), and hash slots (_fits), else the tables grow first. In a
+            # segment of whole requests that ends before the entry that would not get a
+            # position and before the tables could be short, no request needs anything:
+            # such segments go to _run_fast, and the request at the end of one is checked
+            # alone (with the counts of the moment), so that renumbering and growth come at
+            # the same request whatever the queue's length.
+            w = 1.0 if exact else P / T
+            e = 0
+            while e < nq:
+                end = min(nq, e + BM.shape[0] * 64 - ST[S_POS],
+                          e + 3 * (HT.shape[0] >> 1) // 4 - ST[S_LIVE])
+                if end < nq:
+                    while end > e and _ld(QR, end - 1) == _ld(QR, end):
+                        end -= 1
+                if end == e:
+                    end = e + 1
+                    while end < nq and _ld(QR, end) == _ld(QR, e):
+                        end += 1
+                    if not _room(ST, HT, BM, C1, F2, CB, end - e):
+                        stop = e
+                        row = _ld(QR, e)
+                        break
+                _run_fast(e, end, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS,
+                          hsh)
+                e = end
         else:
             # the queued blocks' hash slots are fetched from memory together, not one miss
             # at a time as each access needs its slot

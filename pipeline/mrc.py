@@ -91,6 +91,8 @@ class Stack:
         heap = (sampling.size or 0) + 2
         self.HPV = np.zeros(heap, np.int64)
         self.HPK = np.zeros(heap, np.int64)
+        self.HE = np.zeros((0, 2), np.int64)
+        self.HT = np.zeros(0, np.int64)
         self._positions(m)
         self._slots(m)
 
@@ -105,11 +107,20 @@ class Stack:
         self.CB = np.zeros(m >> K.GROUP_BITS, np.int64)  # compaction's scratch
 
     def _slots(self, slots: int) -> None:
-        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used, so at
-        most 3/4 slots blocks and distances below it: K._fits) and its exact histogram."""
-        self.HE = np.zeros((3 * slots // 4 + 1 if self.sampling.exact else 1, 2), np.int64)
+        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used: K._fits),
+        and the exact histogram's rows for every distance that allows (below 3/4 slots)."""
+        old = self.HT
         self.HT = np.empty(2 * slots, np.int64)  # slot s: HT[2s] hash, HT[2s+1] position
         self.HT[1::2] = K.EMPTY
+        K.rehash(old, self.HT)
+        del old
+        rows = 3 * slots // 4 + 1 if self.sampling.exact else 1
+        if rows > len(self.HE):
+            # grown in place, after the old table is freed, so that the new rows can take
+            # its memory: ``resize`` reallocates (a large block is moved by remapping its
+            # pages, not copied) and writes zeros in the new rows only. No view of HE is
+            # kept across calls, so none is left pointing at the old block.
+            self.HE.resize((rows, 2), refcheck=False)
 
     @property
     def nbytes(self) -> int:
@@ -119,15 +130,18 @@ class Stack:
 
     def grow(self, need_blocks: int) -> None:
         """Room for ``need_blocks`` more blocks than are tracked now: compact, then double
-        the position tables until at most a quarter of them is live, and the hash table
-        until at most 3/4 of it is (each only when it is short)."""
+        the position tables until the blocks and the new ones take at most an eighth of
+        them (when the blocks take more than a quarter, or the new ones do not fit), and
+        the hash table until at most 3/4 of it is used (when it is short)."""
         K.compact(self.ST, self.HT, self.BM, self.C1, self.F2, self.CB)
         live = int(self.ST[K.S_POS])
         need = live + need_blocks
         m = len(self.BM) * 64
-        if 2 * need > m:
-            # positions: 4 x the blocks (a position costs 0.26 bytes: bitmap, C1, F2, CB)
-            while m < 4 * need:
+        if 4 * live > m or need > m:
+            # positions: 8 x the blocks (a position costs 0.26 bytes: bitmap, C1, F2, CB),
+            # so that compactions (a walk of the hash table each) come at most every 3 x
+            # the blocks' accesses (K._positions_for)
+            while m < 8 * need:
                 m *= 2
             self._positions(m)
             K.build_marks(self.BM, self.C1, self.F2, live)
@@ -135,11 +149,7 @@ class Stack:
         if 4 * (int(self.ST[K.S_LIVE]) + need_blocks) > 3 * slots:
             while 4 * need > 3 * slots:
                 slots *= 2
-            old_he, old_ht = self.HE, self.HT
             self._slots(slots)
-            if self.sampling.exact:
-                self.HE[:old_he.shape[0]] = old_he
-            K.rehash(old_ht, self.HT)
 
     def feed(self, dev: np.ndarray, sector: np.ndarray, nsec: np.ndarray, op: np.ndarray
              ) -> None:
