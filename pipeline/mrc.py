@@ -4,7 +4,7 @@ The trace is read in batches of Parquet rows (device, sector, size_bytes, op) in
 (the arrival order) and fed to ``kernels/mrc.py``: one access per cache block a read or a
 write touches (blocks of ``block_bytes``, aligned; discards, flushes and other ops are left
 out). The exact curve keeps every distinct block (memory grows with the working set, about
-60 bytes per block); the sampled estimate tracks a spatial sample of blocks: a fixed rate
+40 to 80 bytes per block); the sampled estimate tracks a spatial sample of blocks: a fixed rate
 (memory grows with rate x working set) or a fixed number of blocks (memory bounded whatever
 the trace). Reads and writes share one LRU stack (a write makes its block most recent, as in
 a cache that holds written data) and are counted apart.
@@ -72,13 +72,16 @@ class Sampling:
 class Stack:
     """The LRU stack's tables (kernels/mrc.py), grown when the working set outgrows them."""
 
-    def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None):
+    def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None,
+                 filter_rows: int | None = None):
         self.sampling = sampling
         q = queue or K.QUEUE  # block accesses queued per run of the kernel
-        self.QK = np.zeros(q, np.int64)
         self.QZ = np.zeros(q, np.uint64)
+        self.QO = np.zeros(q, np.int64)
         self.QR = np.zeros(q, np.int64)
         self.QD = np.zeros(q, np.int64)
+        self.QS = np.zeros(q, np.int64)
+        self.QF = np.zeros(filter_rows or K.FILTER, np.uint8)
         self.ST = np.zeros(K.ST_N, np.int64)
         self.SW = np.zeros(K.SW_N, np.float64)
         self.ST[K.S_T] = sampling.threshold
@@ -88,49 +91,73 @@ class Stack:
         heap = (sampling.size or 0) + 2
         self.HPV = np.zeros(heap, np.int64)
         self.HPK = np.zeros(heap, np.int64)
-        self._alloc(m, m)
+        self.HE = np.zeros((0, 2), np.int64)
+        self.HT = np.zeros(0, np.int64)
+        self._positions(m)
+        self._slots(m)
 
-    def _alloc(self, m: int, slots: int) -> None:
-        """Tables for ``m`` positions (a multiple of 64) and ``slots`` hash slots (a power of
-        two; at most half of them used, so at most slots/2 blocks and distances below it)."""
+    def _positions(self, m: int) -> None:
+        """Position tables for ``m`` positions (a power of two, at least a group; ``C1`` holds
+        at least one whole run, which ``K._since`` reads)."""
+        m = max(m, 1 << K.GROUP_BITS)  # a whole line of the bitmap
+        runs = -(-m >> K.RUN_BITS)
         self.BM = np.zeros(m // 64, np.uint64)
-        self.FW = np.zeros(m // 64 + 1, np.int32)
-        self.CW = np.zeros(m // 64, np.int64)  # compaction's scratch: marks before each word
-        self.HE = np.zeros((slots // 2 + 1 if self.sampling.exact else 1, 2), np.int64)
-        self.HT = np.full((slots, 2), K.EMPTY, np.int64)
+        self.C1 = np.zeros(runs << K.RUN_GROUPS_BITS, np.uint16)
+        self.F2 = np.zeros(runs + 1, np.int32)
+        self.CB = np.zeros(m >> K.GROUP_BITS, np.int64)  # compaction's scratch
+
+    def _slots(self, slots: int) -> None:
+        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used: K._fits),
+        and the exact histogram's rows for every distance that allows (below 3/4 slots)."""
+        old = self.HT
+        self.HT = np.empty(2 * slots, np.int64)  # slot s: HT[2s] hash, HT[2s+1] position
+        self.HT[1::2] = K.EMPTY
+        K.rehash(old, self.HT)
+        del old
+        rows = 3 * slots // 4 + 1 if self.sampling.exact else 1
+        if rows > len(self.HE):
+            # grown in place, after the old table is freed, so that the new rows can take
+            # its memory: ``resize`` reallocates (a large block is moved by remapping its
+            # pages, not copied) and writes zeros in the new rows only. No view of HE is
+            # kept across calls, so none is left pointing at the old block.
+            self.HE.resize((rows, 2), refcheck=False)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.BM, self.FW, self.CW, self.HE, self.HT, self.HL,
-                                      self.HPV, self.HPK, self.QK, self.QZ, self.QR, self.QD))
+        return sum(a.nbytes for a in (self.BM, self.C1, self.F2, self.CB, self.HE, self.HT,
+                                      self.HL, self.HPV, self.HPK, self.QZ, self.QO, self.QR,
+                                      self.QD, self.QS, self.QF))
 
     def grow(self, need_blocks: int) -> None:
-        """Room for ``need_blocks`` more blocks than are tracked now: compact, then double the
-        tables until the tree is at most half full."""
-        K.compact(self.ST, self.HT, self.BM, self.FW, self.CW)
+        """Room for ``need_blocks`` more blocks than are tracked now: compact, then double
+        the position tables until the blocks and the new ones take at most an eighth of
+        them (when the blocks take more than a quarter, or the new ones do not fit), and
+        the hash table until at most 3/4 of it is used (when it is short)."""
+        K.compact(self.ST, self.HT, self.BM, self.C1, self.F2, self.CB)
         live = int(self.ST[K.S_POS])
         need = live + need_blocks
-        m, slots = len(self.BM) * 64, len(self.HT)
-        # positions: 4 x the blocks (a position costs 0.31 bytes: bitmap, tree, CW); see
-        # process for why not more
-        while m < 4 * need + 64:
-            m *= 2
-        while slots < 2 * need:
-            slots *= 2
-        old_he, old_ht = self.HE, self.HT
-        self._alloc(m, slots)
-        if self.sampling.exact:
-            self.HE[:old_he.shape[0]] = old_he
-        K.rehash(old_ht, self.HT)
-        K.build_marks(self.BM, self.FW, live)
+        m = len(self.BM) * 64
+        if 4 * live > m or need > m:
+            # positions: 8 x the blocks (a position costs 0.26 bytes: bitmap, C1, F2, CB),
+            # so that compactions (a walk of the hash table each) come at most every 3 x
+            # the blocks' accesses (K._positions_for)
+            while m < 8 * need:
+                m *= 2
+            self._positions(m)
+            K.build_marks(self.BM, self.C1, self.F2, live)
+        slots = len(self.HT) // 2
+        if 4 * (int(self.ST[K.S_LIVE]) + need_blocks) > 3 * slots:
+            while 4 * need > 3 * slots:
+                slots *= 2
+            self._slots(slots)
 
     def feed(self, dev: np.ndarray, sector: np.ndarray, nsec: np.ndarray, op: np.ndarray
              ) -> None:
         i, n = 0, len(op)
         while i < n:
             i = K.process(dev, sector, nsec, op, i, self.bsec, self.ST, self.SW, self.HT,
-                          self.BM, self.FW, self.CW, self.HE, self.HL, self.HPV, self.HPK,
-                          self.QK, self.QZ, self.QR, self.QD)
+                          self.BM, self.C1, self.F2, self.CB, self.HE.reshape(-1), self.HL,
+                          self.HPV, self.HPK, self.QZ, self.QO, self.QR, self.QD, self.QS, self.QF)
             if i < n:
                 nb = (sector[i] + nsec[i] - 1) // self.bsec - sector[i] // self.bsec + 1
                 self.grow(int(nb))
@@ -368,27 +395,30 @@ def _bench_batches(total: int, batch: int, seed: int = 1):
 def bench_lines(requests: int = 100_000_000, batch: int = 1 << 20) -> list[str]:
     """Lines for ``make bench``: requests/s of the exact and the sampled kernels on one core
     over the bench trace (``_bench_batches``; its generation is not timed), beside the goals
-    (issue 23: 20 M/s exact, 100 M/s sampled, for a 100M-request trace)."""
-    def speed(sampling: Sampling) -> tuple[float, Stack]:
+    (issue 23: 20 M/s exact, 100 M/s sampled, for a 100M-request trace): wall-clock, and in
+    brackets per second of the thread's processor time (``time.thread_time``), which other
+    jobs on a shared machine inflate less."""
+    def speed(sampling: Sampling) -> tuple[float, float, Stack]:
         st = Stack(sampling)
         st.bsec = 8
         warm = next(_bench_batches(1000, 1000, seed=9))
         Stack(sampling).feed(*warm)  # compiled (or loaded) before the clock starts
-        secs = 0.0
+        secs = cpu = 0.0
         for cols in _bench_batches(requests, batch):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             st.feed(*cols)
             secs += time.perf_counter() - t
-        return requests / secs, st
+            cpu += time.thread_time() - c
+        return requests / secs, requests / cpu, st
 
-    ex, st = speed(Sampling())
-    fr, _ = speed(Sampling(rate=0.01))
-    fs, fst = speed(Sampling(size=1 << 16))
+    ex, exc, st = speed(Sampling())
+    fr, frc, _ = speed(Sampling(rate=0.01))
+    fs, fsc, fst = speed(Sampling(size=1 << 16))
     return [
-        f"  MRC exact (1 core)     : {ex / 1e6:6.1f} M requests/s (goal 20 M/s) over "
-        f"{requests / 1e6:.0f} M 4 KiB requests, {int(st.ST[K.S_LIVE]) / 1e6:.1f} M distinct "
-        f"blocks, tables {st.nbytes / 2**30:.2f} GiB",
-        f"  MRC sampled (1 core)   : {fr / 1e6:6.1f} M requests/s at rate 0.01, "
-        f"{fs / 1e6:6.1f} M/s at a fixed 65,536 blocks (tables {fst.nbytes / 2**20:.1f} MiB) "
-        "(goal 100 M/s)",
+        f"  MRC exact (1 core)     : {ex / 1e6:6.1f} M requests/s ({exc / 1e6:.1f} M/s of CPU "
+        f"time) (goal 20 M/s) over {requests / 1e6:.0f} M 4 KiB requests, "
+        f"{int(st.ST[K.S_LIVE]) / 1e6:.1f} M distinct blocks, tables {st.nbytes / 2**30:.2f} GiB",
+        f"  MRC sampled (1 core)   : {fr / 1e6:6.1f} M requests/s ({frc / 1e6:.0f} M/s of CPU "
+        f"time) at rate 0.01, {fs / 1e6:6.1f} M/s ({fsc / 1e6:.0f}) at a fixed 65,536 blocks "
+        f"(tables {fst.nbytes / 2**20:.1f} MiB) (goal 100 M/s)",
     ]
