@@ -107,6 +107,7 @@ from blocklab.kernels.drive.hdd_cache import (
     settle,
 )
 from blocklab.kernels.drive.hdd_geometry import (
+    _EPS,
     _lbns_before,
     _phys_call,
     locate,
@@ -260,7 +261,8 @@ def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind,
         # before the first one wanted are kept too
         bpt = zones[zb_a + Z_BPT]
         tr_lo = _lbns_before(p, zones, zb_a, (q_a // int(bpt)) * int(bpt))
-        lo = max(tr_lo, a - int(wait0 / p[P_ROT_MS] * bpt))
+        # (a head that arrives at a sector's start, within _EPS, reads that sector)
+        lo = max(tr_lo, a - int((wait0 + _EPS) / p[P_ROT_MS] * bpt))
     _seg_set(st, b, k, lo, rd)
     return bus + p[P_COMPL_R]
 

@@ -384,7 +384,9 @@ class RefDisk:
                 if self.read_arrival and self.cache_on:
                     first = self.lay.loc(a)
                     ts = start + self.move(self.cyl, self.head, first.cyl, first.head, False)
-                    ahead = int(self.wait(ts, first.angle, first.bpt) / self.rot
+                    # the sectors that pass before the first one wanted; a head that arrives
+                    # at a sector's start (within EPS) reads that sector
+                    ahead = int((self.wait(ts, first.angle, first.bpt) + EPS) / self.rot
                                 * first.bpt)
                     lo = max(self.lay.track_lbns(a)[0], a - ahead)
             for j in range(a + n - rd):
