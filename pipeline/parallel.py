@@ -70,13 +70,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.parquet_join import ParquetJoin
 from blocklab.traces.safety import temporary_name
-from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMAS
+from blocklab.traces.schema import OP_READ, OP_WRITE
 from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import driver as DR
@@ -139,7 +139,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     # the worker's process id in the name: a test kills the worker that writes it
     part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     part.mkdir(mode=0o700)
-    w = RP._RunWriter(part, seg.drive_ops, parts=True)
+    # Parquet, as the serial replay writes it: the worker encodes its own rows, and the client
+    # joins the parts without decoding them (traces/parquet_join.py)
+    w = RP._RunWriter(part, seg.drive_ops)
     head_n = seg.keep - seg.first  # warm-up: the overlap with the previous segment starts here
     # results of the requests replayed (index - first): start, done, hit, for the two overlaps
     # only: [first, keep + margin_before) and [keep_end - margin_after, end)
@@ -173,6 +175,7 @@ def run_segment(seg: Segment) -> dict[str, Any]:
             w.records(mine)
 
     started = time.perf_counter()
+    cpu = time.thread_time()
     try:
         drv.run(_segment_chunks(pf, seg, arr), sink, records if seg.drive_ops else None)
     finally:
@@ -180,8 +183,8 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     bins = drv.bins()
     return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
             "bins": bins, "t_end": t_end, "cache": drv.cache_state(),
-            "seconds": time.perf_counter() - started, "replayed": n,
-            "host": os.uname().nodename}
+            "seconds": time.perf_counter() - started, "cpu_s": time.thread_time() - cpu,
+            "replayed": n, "host": os.uname().nodename}
 
 
 def _segment_chunks(pf: pq.ParquetFile, seg: Segment, arr: Any) -> Any:
@@ -433,6 +436,7 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     folder = AtomicFolder(out)
     tmp = folder.tmp
     futures: list[Any] = []
+    joins: list[tuple[str, ParquetJoin]] = []
     try:
         def segment(k: int) -> Segment:
             first, end = cuts[k] - margin[k], cuts[k + 1] + margin[k + 1]
@@ -441,13 +445,39 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                            cuts[k + 1], end, (bounds[k], bounds[k + 1]), g,
                            ix.group_rows[g], ix.group_requests[g], str(tmp))
 
+        for name in ["ios"] + (["drive_ops"] if drive_ops else []):
+            joins.append((name, ParquetJoin(tmp / f"{name}.parquet")))
         results: dict[int, dict[str, Any]] = {}
         todo = list(range(S))
         checks: dict[int, CutCheck] = {}
         started = time.perf_counter()
         done_count = 0
         replayed = 0
+        joined = 0  # segments whose parts are in the run's files, in order
+        join_s = join_cpu = 0.0
+        pending: set[int] = set()
+
+        def join_ready() -> None:
+            """Append the parts of the segments that follow those joined, while their
+            results are in and not to be replaced in this round: the join overlaps the
+            segments still running. A segment replayed again later is taken back out
+            (with those after it) when its round starts."""
+            nonlocal joined, join_s, join_cpu
+            t0, c0 = time.perf_counter(), time.thread_time()
+            while joined < S and joined in results and joined not in pending:
+                safety.check()
+                for name, j in joins:
+                    j.append(Path(results[joined]["part"]) / f"{name}.parquet")
+                joined += 1
+            join_s += time.perf_counter() - t0
+            join_cpu += time.thread_time() - c0
+
         while todo:
+            if joined > todo[0]:
+                for _name, j in joins:
+                    j.truncate(todo[0])
+                joined = todo[0]
+            pending = set(todo)
             futures = [client.submit(run_segment, segment(k), key=f"blocklab-seg-{k}-"
                                      f"{uuid.uuid4().hex[:12]}", pure=False, retries=RETRIES)
                        for k in todo]
@@ -464,11 +494,13 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                 if old is not None:
                     shutil.rmtree(old["part"], ignore_errors=True)
                 results[r["index"]] = r
+                pending.discard(r["index"])
                 replayed += r["replayed"]
                 done_count += 1
                 if progress is not None:
                     progress(done_count, done_count + len(futures) - sum(
                         f.done() for f in futures))
+                join_ready()
             futures = []
             again: set[int] = set()
             for k in range(1, S):
@@ -481,7 +513,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                     again |= {k - 1, k}
             todo = sorted(again)
         elapsed = time.perf_counter() - started
-        info = _stitch(tmp, arr, [results[k] for k in range(S)], drive_ops, bounds, ix.grid_ns)
+        assert joined == S, (joined, S)
+        info = _stitch(tmp, arr, [results[k] for k in range(S)], joins, bounds)
         overlap = sum(c.overlap for c in checks.values())
         identical = sum(c.identical for c in checks.values())
         par = {
@@ -496,7 +529,9 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
             "grid_ns": ix.grid_ns, "warm_s": warm_s,
             "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
             "segment_seconds": [results[k]["seconds"] for k in range(S)],
+            "segment_cpu_s": [results[k]["cpu_s"] for k in range(S)],
             "stitch_s": info["seconds"],
+            "join_s": join_s + info["join_s"], "join_cpu_s": join_cpu + info["join_cpu_s"],
         }
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
@@ -512,6 +547,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         if futures:
             with contextlib.suppress(Exception):
                 client.cancel(futures)
+        for _name, j in joins:
+            j.abort()
         raise folder.fail(e) from None
     from .query import run_query
 
@@ -524,34 +561,15 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     return res
 
 
-def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
-            bounds: list[int], grid_ns: int) -> dict[str, Any]:
-    """Stream the segments' parts, in order, into ios.parquet (and drive_ops.parquet), sum
-    their own bins into drive_busy.parquet, remove the parts."""
-    t0 = time.perf_counter()
-    files = ["ios"] + (["drive_ops"] if drive_ops else [])
-    for name in files:
-        with pq.ParquetWriter(tmp / f"{name}.parquet", RUN_SCHEMAS[name],
-                              compression="zstd") as w:
-            for r in results:
-                safety.check()
-                # the parts are Arrow IPC files, read through a memory map without decoding:
-                # the stitch is the serial part of a parallel replay, and reading Parquet
-                # parts back cost 0.66 s of its 1.7 s on 2 M rows (measured); written in
-                # tables of about 1 M rows, as large row groups encode faster
-                with pa.memory_map(str(Path(r["part"]) / f"{name}.arrow")) as src:
-                    f = pa.ipc.open_file(src)
-                    buf: list[pa.RecordBatch] = []
-                    rows = 0
-                    for i in range(f.num_record_batches):
-                        b = f.get_batch(i)
-                        buf.append(b)
-                        rows += b.num_rows
-                        if rows >= 1 << 20:
-                            w.write_table(pa.Table.from_batches(buf, schema=RUN_SCHEMAS[name]))
-                            buf, rows = [], 0
-                    if buf:
-                        w.write_table(pa.Table.from_batches(buf, schema=RUN_SCHEMAS[name]))
+def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]],
+            joins: list[tuple[str, ParquetJoin]], bounds: list[int]) -> dict[str, Any]:
+    """Finish the run's files: the footers of ios.parquet (and drive_ops.parquet), whose
+    segments' parts are all appended; drive_busy.parquet from their own bins, summed; remove
+    the parts."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for _name, j in joins:
+        j.close()
+    join_s, join_cpu = time.perf_counter() - t0, time.thread_time() - c0
     # bins: each segment's own time range at its interval, summed at the final interval
     iv = max(int(r["bins"]["interval_ns"]) for r in results)
     t_end = max(r["t_end"] for r in results)
@@ -588,4 +606,4 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
     for p in tmp.glob(".seg-*"):
         shutil.rmtree(p, ignore_errors=True)
     return {"interval_ns": iv, "drive_ops": int(total["ops"].sum()), "bins_exact": exact,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, "join_s": join_s, "join_cpu_s": join_cpu}

@@ -241,19 +241,17 @@ def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap:
 
 
 class _RunWriter:
-    """Writes the run folder's Parquet files as results come (in a temporary folder); with
-    ``parts`` Arrow IPC files (``ios.arrow``, ``drive_ops.arrow``) instead, uncompressed: the
-    segments of a parallel replay, which the client reads back without decoding
-    (pipeline/parallel.py)."""
+    """Writes the run folder's Parquet files as results come (in a temporary folder; a
+    segment of a parallel replay writes its part the same way, and the parts are joined
+    without decoding: pipeline/parallel.py)."""
 
-    def __init__(self, folder: Path, record: bool, parts: bool = False):
+    def __init__(self, folder: Path, record: bool):
         self.folder = folder
 
         def writer(name: str) -> Any:
-            if parts:
-                return pa.ipc.new_file(folder / f"{name}.arrow", RUN_SCHEMAS[name])
+            # no page index (pyarrow's default): traces/parquet_join.py cannot move one
             return pq.ParquetWriter(folder / f"{name}.parquet", RUN_SCHEMAS[name],
-                                    compression="zstd")
+                                    compression="zstd", write_page_index=False)
 
         self.ios = writer("ios")
         self.ops = writer("drive_ops") if record else None
