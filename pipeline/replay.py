@@ -56,7 +56,7 @@ from blocklab.traces.schema import (
     RUN_SCHEMAS,
     SECTOR_BYTES,
 )
-from blocklab.traces.store import AtomicFolder, open_trace
+from blocklab.traces.store import AtomicFolder, open_trace, run_parquet_writer
 
 from . import __version__
 from . import runmeta as RM
@@ -249,9 +249,7 @@ class _RunWriter:
         self.folder = folder
 
         def writer(name: str) -> Any:
-            # no page index (pyarrow's default): traces/parquet_join.py cannot move one
-            return pq.ParquetWriter(folder / f"{name}.parquet", RUN_SCHEMAS[name],
-                                    compression="zstd", write_page_index=False)
+            return run_parquet_writer(folder / f"{name}.parquet", name)
 
         self.ios = writer("ios")
         self.ops = writer("drive_ops") if record else None

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blocklab.traces import parquet_join as PJ
+from blocklab.traces import store
 from blocklab.traces import thrift_compact as TC
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import RUN_SCHEMAS
@@ -166,10 +167,14 @@ def _table(schema: pa.Schema, n: int, seed: int, nulls: float) -> pa.Table:
     return pa.table([_column(f, n, rng, nulls) for f in schema], schema=schema)
 
 
-def _write(path: Path, t: pa.Table, groups: list[int], **options) -> Path:
-    """``t`` as Parquet, zstd as the run's files are, in write calls (row groups) of
-    ``groups`` rows and one of the rest."""
-    with pq.ParquetWriter(path, t.schema, compression="zstd", **options) as w:
+def _write(path: Path, t: pa.Table, groups: list[int], run: str | None = None,
+           **options) -> Path:
+    """``t`` as Parquet, in write calls (row groups) of ``groups`` rows and one of the rest:
+    with the run folder's writer of ``run`` (traces/store.py run_parquet_writer), else zstd
+    and ``options``."""
+    writer = store.run_parquet_writer(path, run) if run else pq.ParquetWriter(
+        path, t.schema, compression="zstd", **options)
+    with writer as w:
         a = 0
         for g in groups:
             if a < t.num_rows:
@@ -239,7 +244,8 @@ def _parts(draw):
         parts.append((n, cuts, draw(st.integers(0, 1 << 30)),
                       draw(st.sampled_from([0.0, 0.3, 1.0]))))
     options = draw(st.sampled_from([
-        {},  # the run writer's (pipeline/replay.py _RunWriter)
+        {"run": name} if name in ("ios", "drive_ops") else {},  # a run folder's writer
+        {},  # pyarrow's defaults: a dictionary for every column
         {"data_page_size": 64},  # many pages a column chunk
         {"use_dictionary": False, "data_page_version": "2.0"},
         {"write_page_checksum": True},
@@ -317,7 +323,7 @@ def test_truncate_takes_parts_back(tmp_path):
     """Append A, B, C; take B and C back; append C, B: the file is A, C, B."""
     schema = RUN_SCHEMAS["drive_ops"]
     ts = [_table(schema, n, s, 0.0) for n, s in ((100, 1), (50, 2), (80, 3))]
-    ps = [_write(tmp_path / f"p{i}.parquet", t, [33]) for i, t in enumerate(ts)]
+    ps = [_write(tmp_path / f"p{i}.parquet", t, [33], run="drive_ops") for i, t in enumerate(ts)]
     j = PJ.ParquetJoin(tmp_path / "j.parquet")
     for p in ps:
         j.append(p)
@@ -450,3 +456,22 @@ def test_a_damaged_footer_is_refused_by_name_or_joined(tmp_path_factory, data):
     except Exception:
         return  # the change was to a value only a reader checks (a page size, a codec...)
     assert _rows(pq.read_table(out).slice(60)) == _rows(part)
+
+
+@pytest.mark.parametrize("name", ["ios", "drive_ops"])
+def test_the_run_writer_encodings(tmp_path, name):
+    """A run folder's writer (traces/store.py): the times and request numbers delta encoded,
+    a dictionary only on the columns whose values repeat, statistics, no page index; as
+    DuckDB reads the footer."""
+    t = _table(RUN_SCHEMAS[name], 5000, 4, 0.0)
+    p = _write(tmp_path / "r.parquet", t, [2000], run=name)
+    assert _rows(pq.read_table(p)) == _rows(t)
+    con = duckdb.connect()
+    enc = dict(con.execute(f"SELECT path_in_schema, string_agg(DISTINCT encodings, ',') FROM "
+                           f"parquet_metadata('{p}') GROUP BY 1").fetchall())
+    delta = {c for c, e in enc.items() if "DELTA_BINARY_PACKED" in e}
+    dictionary = {c for c, e in enc.items() if "DICTIONARY" in e}
+    assert delta == set(store._RUN_DELTA[name])
+    assert dictionary == set(store._RUN_DICT[name]) - {"cache_hit", "write"}  # bools: RLE
+    assert con.execute(f"SELECT count(*) FROM parquet_metadata('{p}') WHERE stats_min_value IS NULL "
+                       "OR column_index_offset IS NOT NULL").fetchone() == (0,)
