@@ -49,12 +49,21 @@ know when its first request is issued), drive failures and background tasks (a r
 progress spans the whole run), and a trace that cannot be cut (fewer requests than two
 segments, or all arriving at once) are replayed serially, and the result says why.
 
-Output: the segments write their results to ``.seg-*`` folders inside the run folder's
-temporary (``replay``'s ``AtomicFolder``): the workers must see the output folder, as a
-sweep's must; the client then streams them, in order, into one ``ios.parquet`` (and
-``drive_ops.parquet``), writes the rest and renames the folder into place. Memory is bounded:
-parts are streamed batch by batch, and the overlaps kept for the check are at most
-``MAX_MARGIN`` requests per side.
+Output: each segment writes its kept rows as Parquet parts (``ios.parquet``, and
+``drive_ops.parquet``), with the serial replay's writer (``replay._RunWriter``: the schema,
+zstd, no page index), into a ``.seg-*`` folder inside the run folder's temporary
+(``replay``'s ``AtomicFolder``): the workers must see the output folder, as a sweep's must.
+So the encoding, which was the serial part when the client did it, runs on the workers, in
+parallel. The client joins the parts into one ``ios.parquet`` without decoding them
+(``traces/parquet_join.py``: each part's pages are copied as they are, and one footer lists
+every part's row groups with their byte offsets moved to where the pages now lie). It joins
+as results come: the parts of the segments from the first onwards whose results are in are
+appended in order while later segments still run; a segment that must run again (its cut's
+margin grew) is taken back out, with those after it, when its round starts, and appended
+again when its new result comes. The client then writes the footers, drive_busy.parquet and
+meta.json and renames the folder into place. Memory is bounded: pages never pass through
+the client (the footers' row groups do: a few hundred bytes each), and the overlaps kept for
+the check are at most ``MAX_MARGIN`` requests per side.
 """
 
 from __future__ import annotations
@@ -70,13 +79,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.parquet_join import ParquetJoin
 from blocklab.traces.safety import temporary_name
-from blocklab.traces.schema import OP_READ, OP_WRITE, RUN_SCHEMAS
+from blocklab.traces.schema import OP_READ, OP_WRITE
 from blocklab.traces.store import AtomicFolder, open_trace
 
 from . import driver as DR
@@ -139,7 +148,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     # the worker's process id in the name: a test kills the worker that writes it
     part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     part.mkdir(mode=0o700)
-    w = RP._RunWriter(part, seg.drive_ops, parts=True)
+    # Parquet, as the serial replay writes it: the worker encodes its own rows, and the client
+    # joins the parts without decoding them (traces/parquet_join.py)
+    w = RP._RunWriter(part, seg.drive_ops)
     head_n = seg.keep - seg.first  # warm-up: the overlap with the previous segment starts here
     # results of the requests replayed (index - first): start, done, hit, for the two overlaps
     # only: [first, keep + margin_before) and [keep_end - margin_after, end)
@@ -173,6 +184,7 @@ def run_segment(seg: Segment) -> dict[str, Any]:
             w.records(mine)
 
     started = time.perf_counter()
+    cpu = time.thread_time()
     try:
         drv.run(_segment_chunks(pf, seg, arr), sink, records if seg.drive_ops else None)
     finally:
@@ -180,8 +192,21 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     bins = drv.bins()
     return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
             "bins": bins, "t_end": t_end, "cache": drv.cache_state(),
-            "seconds": time.perf_counter() - started, "replayed": n,
-            "host": os.uname().nodename}
+            "seconds": time.perf_counter() - started, "cpu_s": time.thread_time() - cpu,
+            "replayed": n, "host": os.uname().nodename}
+
+
+def load_kernels(array: str, drive_ops: bool) -> float:
+    """Load the kernels a segment runs into this process, from the Numba cache the client
+    warmed, by replaying a few requests in memory on the array; returns the seconds it took.
+    (Run on every worker before the segments start.)"""
+    t0 = time.perf_counter()
+    cfg = load_array(array)
+    arr = build_array(cfg)
+    i = np.arange(8, dtype=np.int64)
+    DR.run_engine(arr, i * 1_000_000, i * 8 % max(arr.capacity - 8, 1), np.full(8, 8, np.int64),
+                  i % 2, drive_ops=drive_ops, settings=settings_for(cfg, record=drive_ops))
+    return time.perf_counter() - t0
 
 
 def _segment_chunks(pf: pq.ParquetFile, seg: Segment, arr: Any) -> Any:
@@ -400,6 +425,13 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
             return _serial(why, **kw)
         warm_s = warm_kernels()
         warm_cluster(client, local=cluster is not None)
+        # every worker process loads the kernels from the cache before the segments start
+        # (at once, each in its own process): otherwise each worker's first segment does, in
+        # the time the segments are measured by (1 to 3 s here, against a serial replay's
+        # process that has them)
+        t0 = time.perf_counter()
+        client.run(load_kernels, str(array), drive_ops, on_error="ignore")
+        warm_s += time.perf_counter() - t0
         return _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
                     speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, progress,
                     first_margin)
@@ -433,6 +465,7 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     folder = AtomicFolder(out)
     tmp = folder.tmp
     futures: list[Any] = []
+    joins: list[tuple[str, ParquetJoin]] = []
     try:
         def segment(k: int) -> Segment:
             first, end = cuts[k] - margin[k], cuts[k + 1] + margin[k + 1]
@@ -441,13 +474,39 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                            cuts[k + 1], end, (bounds[k], bounds[k + 1]), g,
                            ix.group_rows[g], ix.group_requests[g], str(tmp))
 
+        for name in ["ios"] + (["drive_ops"] if drive_ops else []):
+            joins.append((name, ParquetJoin(tmp / f"{name}.parquet")))
         results: dict[int, dict[str, Any]] = {}
         todo = list(range(S))
         checks: dict[int, CutCheck] = {}
         started = time.perf_counter()
         done_count = 0
         replayed = 0
+        joined = 0  # segments whose parts are in the run's files, in order
+        join_s = join_cpu = 0.0
+        pending: set[int] = set()
+
+        def join_ready() -> None:
+            """Append the parts of the segments that follow those joined, while their
+            results are in and not to be replaced in this round: the join overlaps the
+            segments still running. A segment replayed again later is taken back out
+            (with those after it) when its round starts."""
+            nonlocal joined, join_s, join_cpu
+            t0, c0 = time.perf_counter(), time.thread_time()
+            while joined < S and joined in results and joined not in pending:
+                safety.check()
+                for name, j in joins:
+                    j.append(Path(results[joined]["part"]) / f"{name}.parquet")
+                joined += 1
+            join_s += time.perf_counter() - t0
+            join_cpu += time.thread_time() - c0
+
         while todo:
+            if joined > todo[0]:
+                for _name, j in joins:
+                    j.truncate(todo[0])
+                joined = todo[0]
+            pending = set(todo)
             futures = [client.submit(run_segment, segment(k), key=f"blocklab-seg-{k}-"
                                      f"{uuid.uuid4().hex[:12]}", pure=False, retries=RETRIES)
                        for k in todo]
@@ -464,11 +523,13 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                 if old is not None:
                     shutil.rmtree(old["part"], ignore_errors=True)
                 results[r["index"]] = r
+                pending.discard(r["index"])
                 replayed += r["replayed"]
                 done_count += 1
                 if progress is not None:
                     progress(done_count, done_count + len(futures) - sum(
                         f.done() for f in futures))
+                join_ready()
             futures = []
             again: set[int] = set()
             for k in range(1, S):
@@ -481,7 +542,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
                     again |= {k - 1, k}
             todo = sorted(again)
         elapsed = time.perf_counter() - started
-        info = _stitch(tmp, arr, [results[k] for k in range(S)], drive_ops, bounds, ix.grid_ns)
+        assert joined == S, (joined, S)
+        info = _stitch(tmp, arr, [results[k] for k in range(S)], joins, bounds)
         overlap = sum(c.overlap for c in checks.values())
         identical = sum(c.identical for c in checks.values())
         par = {
@@ -496,7 +558,9 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
             "grid_ns": ix.grid_ns, "warm_s": warm_s,
             "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
             "segment_seconds": [results[k]["seconds"] for k in range(S)],
+            "segment_cpu_s": [results[k]["cpu_s"] for k in range(S)],
             "stitch_s": info["seconds"],
+            "join_s": join_s + info["join_s"], "join_cpu_s": join_cpu + info["join_cpu_s"],
         }
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
@@ -512,6 +576,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         if futures:
             with contextlib.suppress(Exception):
                 client.cancel(futures)
+        for _name, j in joins:
+            j.abort()
         raise folder.fail(e) from None
     from .query import run_query
 
@@ -524,34 +590,15 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     return res
 
 
-def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
-            bounds: list[int], grid_ns: int) -> dict[str, Any]:
-    """Stream the segments' parts, in order, into ios.parquet (and drive_ops.parquet), sum
-    their own bins into drive_busy.parquet, remove the parts."""
-    t0 = time.perf_counter()
-    files = ["ios"] + (["drive_ops"] if drive_ops else [])
-    for name in files:
-        with pq.ParquetWriter(tmp / f"{name}.parquet", RUN_SCHEMAS[name],
-                              compression="zstd") as w:
-            for r in results:
-                safety.check()
-                # the parts are Arrow IPC files, read through a memory map without decoding:
-                # the stitch is the serial part of a parallel replay, and reading Parquet
-                # parts back cost 0.66 s of its 1.7 s on 2 M rows (measured); written in
-                # tables of about 1 M rows, as large row groups encode faster
-                with pa.memory_map(str(Path(r["part"]) / f"{name}.arrow")) as src:
-                    f = pa.ipc.open_file(src)
-                    buf: list[pa.RecordBatch] = []
-                    rows = 0
-                    for i in range(f.num_record_batches):
-                        b = f.get_batch(i)
-                        buf.append(b)
-                        rows += b.num_rows
-                        if rows >= 1 << 20:
-                            w.write_table(pa.Table.from_batches(buf, schema=RUN_SCHEMAS[name]))
-                            buf, rows = [], 0
-                    if buf:
-                        w.write_table(pa.Table.from_batches(buf, schema=RUN_SCHEMAS[name]))
+def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]],
+            joins: list[tuple[str, ParquetJoin]], bounds: list[int]) -> dict[str, Any]:
+    """Finish the run's files: the footers of ios.parquet (and drive_ops.parquet), whose
+    segments' parts are all appended; drive_busy.parquet from their own bins, summed; remove
+    the parts."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for _name, j in joins:
+        j.close()
+    join_s, join_cpu = time.perf_counter() - t0, time.thread_time() - c0
     # bins: each segment's own time range at its interval, summed at the final interval
     iv = max(int(r["bins"]["interval_ns"]) for r in results)
     t_end = max(r["t_end"] for r in results)
@@ -588,4 +635,4 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]], drive_ops: bool,
     for p in tmp.glob(".seg-*"):
         shutil.rmtree(p, ignore_errors=True)
     return {"interval_ns": iv, "drive_ops": int(total["ops"].sum()), "bins_exact": exact,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, "join_s": join_s, "join_cpu_s": join_cpu}

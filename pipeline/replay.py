@@ -56,7 +56,7 @@ from blocklab.traces.schema import (
     RUN_SCHEMAS,
     SECTOR_BYTES,
 )
-from blocklab.traces.store import AtomicFolder, open_trace
+from blocklab.traces.store import AtomicFolder, open_trace, run_parquet_writer
 
 from . import __version__
 from . import runmeta as RM
@@ -241,19 +241,15 @@ def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap:
 
 
 class _RunWriter:
-    """Writes the run folder's Parquet files as results come (in a temporary folder); with
-    ``parts`` Arrow IPC files (``ios.arrow``, ``drive_ops.arrow``) instead, uncompressed: the
-    segments of a parallel replay, which the client reads back without decoding
-    (pipeline/parallel.py)."""
+    """Writes the run folder's Parquet files as results come (in a temporary folder; a
+    segment of a parallel replay writes its part the same way, and the parts are joined
+    without decoding: pipeline/parallel.py)."""
 
-    def __init__(self, folder: Path, record: bool, parts: bool = False):
+    def __init__(self, folder: Path, record: bool):
         self.folder = folder
 
         def writer(name: str) -> Any:
-            if parts:
-                return pa.ipc.new_file(folder / f"{name}.arrow", RUN_SCHEMAS[name])
-            return pq.ParquetWriter(folder / f"{name}.parquet", RUN_SCHEMAS[name],
-                                    compression="zstd")
+            return run_parquet_writer(folder / f"{name}.parquet", name)
 
         self.ios = writer("ios")
         self.ops = writer("drive_ops") if record else None

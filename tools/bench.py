@@ -453,7 +453,11 @@ def _print_parallel(pr: dict[str, float]) -> None:
           f"{pr['segment_requests_per_s'] / 1e6:.2f} M requests/s, margin "
           f"{pr['mean_margin']:.0f} requests a side; projected speed-up on 2 workers "
           f"{pr['projected_speedup_2']:.2f} x, on 100 workers {pr['projected_speedup_100']:.1f} x "
-          "(bounded by the serial stitch)")
+          "(bounded by the fixed cost, the margins and the stitch)")
+    print(f"    CPU: serial {pr['w1_cpu_s']:.2f} s; segments {pr['segment_cpu_s']:.2f} s "
+          f"(the longer {pr['segment_cpu_max_s']:.2f} s), the client joining their parts "
+          f"{pr['join_cpu_s']:.3f} s ({pr['join_s']:.3f} s wall); load average "
+          f"{pr['load_before']:.1f} before, {pr['load_after']:.1f} after")
 
 
 if __name__ == "__main__":

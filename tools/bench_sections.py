@@ -472,7 +472,10 @@ def parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
     writing its part) measured on the same cluster; and from these the speed-up on P workers
     of P segments: T_P = overhead + (n / P + 2 M) / rate + stitch, where rate is a worker's
     requests per second in a segment, M the mean margin the cuts ended with, and stitch the
-    (serial) time to write the segments' rows into one run folder."""
+    (serial) time from the last segment's end to a complete run folder. Beside the wall
+    times, the CPU seconds: the serial replay's (this process), the segments' (each worker
+    thread's) and the client's joining of the parts; and the 1-minute load average before and
+    after, as the machine is shared."""
     from distributed import Client, LocalCluster
 
     from blocklab.pipeline.cluster import numba_cache_base, warm_kernels
@@ -498,17 +501,24 @@ def parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
         (d / "a.toml").write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\n'
                                   'drive = "atlas10k"\n')
         warm_kernels()
-        t = time.perf_counter()
+        out["load_before"] = os.getloadavg()[0]
+        t, c = time.perf_counter(), time.process_time()
         replay(d / "t.parquet", d / "a.toml", d / "w1")
         out["w1_s"] = time.perf_counter() - t
+        out["w1_cpu_s"] = time.process_time() - c
         t = time.perf_counter()
         r = replay_parallel(d / "t.parquet", d / "a.toml", d / "w2", workers=2)
         out["w2_whole_s"] = time.perf_counter() - t
+        out["load_after"] = os.getloadavg()[0]
         par = r.parallel
         assert par is not None and par["segments"] == 2, par
         out["w2_s"] = r.elapsed_s + par["stitch_s"]  # segments and stitch (no cluster start)
         out["w2_segments_s"] = r.elapsed_s
         out["stitch_s"] = par["stitch_s"]
+        out["segment_cpu_s"] = float(sum(par["segment_cpu_s"]))
+        out["segment_cpu_max_s"] = float(max(par["segment_cpu_s"]))
+        out["join_s"] = par["join_s"]
+        out["join_cpu_s"] = par["join_cpu_s"]
         out["identical_fraction"] = par["identical_fraction"]
         out["speedup_2_over_1"] = out["w1_s"] / out["w2_s"]
         out["speedup_2_over_1_whole"] = out["w1_s"] / out["w2_whole_s"]
