@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
+from blocklab.traces import safety
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -201,3 +203,30 @@ def test_in_process_handlers_are_restored():
     assert res.exit_code == 0
     assert {s: signal.getsignal(s) for s in SIGNALS} == before
     assert os.getpid()  # the test process is untouched
+
+
+def test_a_signal_that_cuts_a_wait_for_a_helper_thread_does_not_hide_it():
+    """The scenario-SIGHUP case once died of a segmentation fault: the signal cut the wait for
+    the Parquet writer's thread, CPython 3.11's Thread.join then marked the running thread
+    stopped, and the clean-up closed the writer under it. safety.Worker's wait, cut the same
+    way, still knows the thread runs, and the clean-up's wait lasts until it has returned."""
+    release = threading.Event()
+    finished: list[bool] = []
+
+    def target() -> None:
+        release.wait()
+        time.sleep(0.05)  # the last row group's write, still going when the clean-up waits
+        finished.append(True)
+
+    worker = safety.Worker(target, "test-worker")
+    # the signal from another thread while the main thread waits, as a user's Ctrl-C
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGHUP))
+    with safety.signals_handled():
+        timer.start()
+        with pytest.raises(safety.Interrupted):
+            worker.join()
+    timer.join()
+    assert worker.is_alive() and not finished
+    release.set()
+    worker.join()  # the clean-up's wait
+    assert finished == [True] and not worker.is_alive()

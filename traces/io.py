@@ -9,7 +9,6 @@ import hashlib
 import lzma
 import os
 import queue
-import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .safety import critical
+from .safety import Worker, critical
 
 #: Bytes read per chunk: a few MB keeps the kernels busy and memory small.
 CHUNK_BYTES = 8 << 20
@@ -69,8 +68,7 @@ class _HashingReader:
         self.sha = hashlib.sha256()
         self.nbytes = 0
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
-        self._thread = threading.Thread(target=self._hash, name="sha256", daemon=True)
-        self._thread.start()
+        self._thread = Worker(self._hash, "sha256")
 
     def _hash(self) -> None:
         while (data := self._queue.get()) is not None:

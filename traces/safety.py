@@ -29,7 +29,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import BlocklabError
@@ -362,3 +362,38 @@ def signals_handled(restore: bool = True) -> Iterator[None]:
             for s, h in old.items():
                 signal.signal(s, h if h is not None else signal.SIG_DFL)
             _received.clear()  # a later call in this process starts afresh
+
+
+class Worker:
+    """A helper thread whose end a signal cannot hide (use instead of ``threading.Thread``
+    where the main thread waits for it in a clean-up).
+
+    CPython 3.11's ``Thread.join``, when a signal's exception cuts it while the thread still
+    runs, releases the thread's own state lock and marks it stopped (the handler added for
+    bpo-45274 in ``threading._wait_for_tstate_lock`` takes a lock it did not acquire for one
+    it did). Every later ``join`` then returns at once while the thread runs on: a stopped
+    ``blocklab scenario`` closed its Parquet writer under the thread still writing a row group
+    and died of a segmentation fault (tests/test_signals.py found it, one run in a few
+    hundred). Here the thread sets an event as its last act and ``join`` waits for that event:
+    a wait cut by a signal leaves the event as it was, so the clean-up's wait is a real one.
+    """
+
+    def __init__(self, target: Callable[[], None], name: str):
+        self._target = target
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._target()
+        finally:
+            self._done.set()
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+    def join(self) -> None:
+        """Wait until the target has returned (a signal's exception may cut the wait; a later
+        call waits again)."""
+        self._done.wait()

@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import shutil
-import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import BlocklabError
-from .safety import check, critical, os_error, output_lock, temporary_name
+from .safety import Worker, check, critical, os_error, output_lock, temporary_name
 from .schema import (
     COLUMNS,
     META_KEY,
@@ -277,8 +276,7 @@ class TraceWriter:
         # memory stays bounded when the disk is slower than the parser.
         self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._drain, name="parquet-writer", daemon=True)
-        self._thread.start()
+        self._thread = Worker(self._drain, "parquet-writer")
 
     @property
     def bytes_written(self) -> int:
