@@ -230,3 +230,34 @@ def test_a_signal_that_cuts_a_wait_for_a_helper_thread_does_not_hide_it():
     release.set()
     worker.join()  # the clean-up's wait
     assert finished == [True] and not worker.is_alive()
+
+
+def test_a_signal_while_numba_compiles_waits_until_the_kernel_is_loaded():
+    """A signal raised inside Numba can land in an llvmlite callback, where it is dropped and
+    LLVM goes on half done (the scenario-SIGHUP case once died of it in ``set_env``). The
+    signal is held until the kernel is compiled, then raised in the caller."""
+    from numba import njit
+    from numba.extending import overload
+
+    def arrives(x):  # pragma: no cover - only its overload runs
+        raise AssertionError
+
+    @overload(arrives)
+    def _arrives(x):  # runs while Numba types the kernel: the signal comes mid-compile
+        os.kill(os.getpid(), signal.SIGHUP)
+        return lambda x: x + 1
+
+    @njit
+    def kernel(x):
+        return arrives(x)
+
+    with safety.signals_handled():
+        with pytest.raises(safety.Interrupted) as e:
+            kernel(1)
+            time.sleep(2)  # the held signal is raised here, within milliseconds
+    assert len(kernel.signatures) == 1  # the compile was not cut
+    assert e.value.signum == signal.SIGHUP
+    where = [entry.frame.f_globals["__name__"] for entry in e.traceback]
+    assert where[-2:] == [__name__, "blocklab.traces.safety"], where  # in our code, by the retry
+    assert not [w for w in where if w.split(".")[0] in ("numba", "llvmlite")], where
+    assert kernel(2) == 3  # and the kernel works

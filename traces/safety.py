@@ -13,7 +13,9 @@ and ``AtomicFolder``):
 - **Signals.** SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` (a KeyboardInterrupt) in the
   main thread, so every ``except BaseException`` clean-up runs; the CLI exits 128 + signal.
   A signal that arrives while an output is being renamed into place (``critical``) is held
-  until the rename is done, so an output is never half replaced.
+  until the rename is done, so an output is never half replaced; one that arrives while Numba
+  loads or compiles a kernel is held until that kernel is loaded (an exception there can leave
+  LLVM half done and crash the process).
 - **Operating-system errors** become a ``BlocklabError`` naming the path and the cause (exit
   2), or a ``SystemFault`` (exit 1) for faults of the machine rather than of the request.
 """
@@ -31,6 +33,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import BlocklabError
 
@@ -285,6 +288,8 @@ _received: list[int] = []  # the signal that stopped this run (one at most)
 _critical = [0]
 _pending: list[int] = []
 _depth = [0]  # signals_handled nesting
+_raised = [False]  # Interrupted has been raised for the signal received
+_RETRY_S = 0.01  # a signal held while Numba loads a kernel is tried again this often
 
 
 def received() -> int | None:
@@ -292,14 +297,57 @@ def received() -> int | None:
     return _received[0] if _received else None
 
 
-def _handler(signum: int, frame: object) -> None:
+def _interrupt(signum: int) -> Interrupted:
+    _raised[0] = True
+    signal.setitimer(signal.ITIMER_REAL, 0)  # a held signal's retry is no longer needed
+    return Interrupted(signum)
+
+
+def _in_compiler(frame: Any) -> bool:
+    """Whether Numba or llvmlite is on the main thread's stack (loading or compiling a kernel).
+
+    An exception raised there is not safe: llvmlite calls back into Python from LLVM through
+    ctypes (the object cache's hooks), and an exception in such a callback is printed and
+    dropped, so LLVM goes on with a module it never got; Numba then writes a kernel's
+    environment pointer to the address of a global that does not exist (address 0) and the
+    process dies of a segmentation fault (numba/core/codegen.py ``set_env``; tests/test_signals.py
+    found it, about one stopped run in a hundred)."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.split(".", 1)[0] in ("numba", "llvmlite"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _hold() -> None:
+    """Try the held signal again in a moment (SIGALRM): a kernel loads in milliseconds from
+    the cache; one compiled afresh (a fresh install outside ``make setup``) holds the stop
+    until that kernel is compiled."""
+    signal.signal(signal.SIGALRM, _retry)
+    signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+
+
+def _retry(_signum: int, frame: Any) -> None:
+    if not _received or _raised[0] or _critical[0]:
+        return  # raised meanwhile (check()), or a critical section's end will raise it
+    if _in_compiler(frame):
+        _hold()
+        return
+    raise _interrupt(_received[0])
+
+
+def _handler(signum: int, frame: Any) -> None:
     if _received:
         return  # already stopping: let the clean-up finish
     _received.append(signum)
     if _critical[0]:
         _pending.append(signum)
         return
-    raise Interrupted(signum)
+    if _in_compiler(frame):
+        _hold()
+        return
+    raise _interrupt(signum)
 
 
 def check() -> None:
@@ -309,7 +357,7 @@ def check() -> None:
     call this per batch and before renaming an output into place: after a signal, no output
     appears."""
     if _received and not _critical[0]:
-        raise Interrupted(_received[0])
+        raise _interrupt(_received[0])
 
 
 def _unraisable(hook):  # type: ignore[no-untyped-def]
@@ -332,7 +380,7 @@ def critical(raise_at_end: bool = True) -> Iterator[None]:
     if not _critical[0] and _pending:
         sig = _pending.pop()
         if raise_at_end:
-            raise Interrupted(sig)
+            raise _interrupt(sig)
 
 
 @contextlib.contextmanager
@@ -344,8 +392,10 @@ def signals_handled(restore: bool = True) -> Iterator[None]:
         yield  # a worker thread, or handled already (blocklab's main, then its command)
         return
     old = {s: signal.getsignal(s) for s in SIGNALS}
+    old_alarm = signal.getsignal(signal.SIGALRM)  # _hold's retry uses SIGALRM
     _received.clear()
     _pending.clear()
+    _raised[0] = False
     for s in SIGNALS:
         # a signal ignored by the parent (nohup's SIGHUP, a background job's SIGINT) stays so
         if old[s] is not signal.SIG_IGN:
@@ -357,9 +407,10 @@ def signals_handled(restore: bool = True) -> Iterator[None]:
         yield
     finally:
         _depth[0] -= 1
+        signal.setitimer(signal.ITIMER_REAL, 0)  # no held signal's retry after the body
         if restore:
             sys.unraisablehook = hook
-            for s, h in old.items():
+            for s, h in {**old, signal.SIGALRM: old_alarm}.items():
                 signal.signal(s, h if h is not None else signal.SIG_DFL)
             _received.clear()  # a later call in this process starts afresh
 
