@@ -9,14 +9,8 @@ previous one was at position p is the number of marks after p. Positions are han
 per access; when they run out the live marks are renumbered 0..live-1 in order (compaction),
 so the tables hold O(distinct blocks), not O(trace).
 
-The marks are counted on three levels, each small enough for the level above it to stay in
-the processor's caches: the bitmap ``BM`` (one bit per position), the marks of each group of
-512 positions (one 64-byte line of ``BM``) in ``C1`` (uint16), and a Fenwick tree ``F2`` over
-the marks of each run of 16 such groups (8,192 positions). Marks after p = the bits after p in
-its line + the ``C1`` entries after its group in its run + the runs after its run (the tree).
-For 88 M positions ``C1`` is 344 KiB and ``F2`` 43 KiB, where a tree over 64-bit words would
-be 5.5 MiB; a short reuse (the common case) stays within a line or a run and does not touch
-the tree at all.
+The positions' marks, the hash table of tracked blocks and the heap of fixed-size sampling are
+``kernels/mrc_stack.py``'s (with the state's layout); this module feeds requests through them.
 
 Sampling is SHARDS (Waldspurger, Park, Garthwaite and Ahmad, "Efficient MRC Construction with
 SHARDS", FAST 2015): a block is tracked when ``hash(block) mod P < T`` (P = 2^24, rate
@@ -28,16 +22,14 @@ an earlier, higher rate is worth R_final/R_then of a count taken now (the paper 
 histogram at each change; weighting each count by 1/R when taken, and normalizing at the end,
 is the same).
 
-State is struct-of-arrays allocated by ``pipeline/mrc.py``: the hash table ``HT`` (one row per
-slot: the block's 64-bit hash, which identifies it since the hash is a bijection, and its
-position, ``EMPTY`` for a free slot; linear probing from the hash's top bits, backward-shift
-deletion; one 16-byte row, so a lookup costs one cache miss), ``BM``, ``C1`` and ``F2``, the
-marks before each group ``CB`` (scratch of ``compact``), the exact histogram
-``HE[2 * distance + op]`` or the log-binned weighted histogram ``HL[bin, op]`` of scaled distances,
-the heap ``HPV`` (hash values mod P) / ``HPK`` (hashes), and the scalars ``ST`` (int64) and
-``SW`` (float64). ``process`` returns the row at which it stopped: the number of rows when
-done, less when the tables must grow first (the wrapper grows them and calls again from
-there).
+State is struct-of-arrays allocated by ``pipeline/mrc.py``: the stack's tables
+(``kernels/mrc_stack.py``: the hash table ``HT``, the marks ``BM``, ``C1`` and ``F2``, their
+scratch ``CB``, the heap ``HPV`` / ``HPK``), the exact histogram ``HE[2 * distance + op]`` or
+the log-binned weighted histogram ``HL[bin, op]`` of scaled distances, the queue of a run
+(``QZ``, ``QO``, ``QR``, ``QD``, ``QS``, ``QF``: see ``process``), and the scalars ``ST``
+(int64) and ``SW`` (float64), laid out in ``kernels/mrc_stack.py``. ``process`` returns the
+row at which it stopped: the number of rows when done, less when the tables must grow first
+(the wrapper grows them and calls again from there).
 """
 
 from __future__ import annotations
@@ -49,43 +41,61 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from blocklab.kernels._jit import njit
+from blocklab.kernels.mrc_stack import (
+    EMPTY,
+    GROUP_BITS,
+    P_BITS,
+    RUN_BITS,
+    RUN_GROUPS_BITS,
+    S_ACC,
+    S_COLD,
+    S_COMPACT,
+    S_EVICT,
+    S_EXACT,
+    S_HEAP,
+    S_LIVE,
+    S_MAXLIVE,
+    S_POS,
+    S_REQ,
+    S_SMAX,
+    S_SMP,
+    S_T,
+    ST_N,
+    SW_N,
+    W_COLD,
+    W_TOT,
+    P,
+    _find,
+    _heap_push,
+    _ld,
+    _lower_threshold,
+    _mark,
+    _move,
+    _room,
+    _shift,
+    _since,
+    _st,
+    build_marks,
+    compact,
+    mix,
+    popcount,
+    rehash,
+)
 
-EMPTY = -1
-P_BITS = 24
-#: SHARDS' modulus P (the paper uses 2^24): rates are multiples of 2^-24.
-P = 1 << P_BITS
+# the curve's front door: what pipeline/mrc.py, tools/ and tests/ call (the state's layout and
+# the table functions are kernels/mrc_stack.py's, named here too)
+__all__ = ["BINS_PER_OCTAVE", "DEV_SHIFT", "EMPTY", "FILTER", "GROUP_BITS", "LOG_BINS", "P",
+           "P_BITS", "QUEUE", "RUN_BITS", "RUN_GROUPS_BITS", "S_ACC", "S_COLD", "S_COMPACT",
+           "S_EVICT", "S_EXACT", "S_HEAP", "S_LIVE", "S_MAXLIVE", "S_POS", "S_REQ", "S_SMAX",
+           "S_SMP", "S_T", "ST_N", "SW_N", "W_COLD", "W_TOT", "build_marks", "compact",
+           "log_bin", "mix", "popcount", "prefetch", "process", "rehash"]
+
 #: Log-binned histogram of scaled distances: bin b holds distances x with
 #: 2^(b/BINS_PER_OCTAVE) - 1 <= x < 2^((b+1)/BINS_PER_OCTAVE) - 1 (0.54 % wide).
 BINS_PER_OCTAVE = 128
 LOG_BINS = BINS_PER_OCTAVE * 64
 #: Device index shift in a block key: key = device index << DEV_SHIFT | block number.
 DEV_SHIFT = 47
-#: Positions per group (one 64-byte line of the bitmap) and groups per run (one F2 entry).
-GROUP_BITS = 9
-RUN_GROUPS_BITS = 4
-RUN_BITS = GROUP_BITS + RUN_GROUPS_BITS
-
-# ST: int64 scalars
-S_POS = 0  # positions handed out (the next is S_POS; capacity 64 * len(BM))
-S_LIVE = 1  # tracked blocks (marks)
-S_T = 2  # sampling threshold: a block is tracked when its hash value < T (T = P: all)
-S_HEAP = 3  # blocks in the heap (fixed size)
-S_SMAX = 4  # fixed size: most tracked blocks (0: fixed rate or exact)
-S_EXACT = 5  # 1: exact histogram HE (T = P), 0: sampled HL
-S_REQ = 6  # requests, by op: S_REQ + op
-S_ACC = 8  # block accesses, by op (all of them, tracked or not)
-S_SMP = 10  # tracked accesses, by op
-S_COLD = 12  # tracked first accesses (cold misses), by op
-S_COMPACT = 14  # compactions run
-S_EVICT = 15  # blocks dropped by lowering T (fixed size)
-S_MAXLIVE = 16  # most tracked blocks at once
-ST_N = 17
-# SW: float64 scalars (sampled: weights 1/R at the time)
-W_COLD = 0  # weighted cold misses, by op
-W_TOT = 2  # weighted tracked accesses, by op
-SW_N = 4
-
-_ONE = np.uint64(1)
 #: Queued block accesses per run of ``process`` (the length of QZ, QR, QD).
 QUEUE = 1024
 #: Requests a run of ``process`` filters at most (the length of QF).
@@ -113,303 +123,6 @@ def prefetch(typingctx, arr, i):
 
 
 @njit(inline="always", nrt=False)
-def mix(key):
-    """SplitMix64's finalizer (Steele, Lea and Flood, OOPSLA 2014): a well-spread 64-bit hash,
-    and a bijection, so the hash identifies the key."""
-    z = np.uint64(key) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@intrinsic
-def _ctpop(typingctx, x):
-    """LLVM's ``llvm.ctpop.i64``: one instruction on a processor with one."""
-    def codegen(context, builder, sig, args):
-        i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]),
-                                            "llvm.ctpop.i64")
-        return builder.call(fn, [args[0]])
-
-    return types.int64(x), codegen
-
-
-@njit(inline="always", nrt=False)
-def popcount(x):
-    """Set bits of a uint64."""
-    return _ctpop(np.uint64(x))
-
-
-# Array elements at an index known to be in range and not negative. Numba reads a signed
-# index as Python does (a negative one counts from the end), which costs a compare and an
-# add on every access and keeps short loops from being vectorized; an unsigned index does
-# not. (Measured on the exact kernel: the sum of a run's group counts became one scalar load
-# and insert per element.)
-@njit(inline="always", nrt=False)
-def _ld(A, i):
-    return A[np.uint64(i)]
-
-
-@njit(inline="always", nrt=False)
-def _st(A, i, v):
-    A[np.uint64(i)] = v
-
-
-@njit(inline="always", nrt=False)
-def _shift(HT):
-    """The shift that takes a hash to its home slot: its top log2(slots) bits. Top bits, so
-    that doubling the table sends slot s's keys to slots 2s and 2s+1 (``rehash`` streams)."""
-    n = HT.shape[0] >> 1
-    b = 0
-    while (np.int64(1) << b) < n:
-        b += 1
-    return np.uint64(64 - b)
-
-
-@njit(inline="always", nrt=False)
-def _find(HT, z, hsh):
-    """The slot holding hash ``z`` (uint64), or minus one minus the free slot where it would
-    go. Slot s is HT[2s] (the hash) and HT[2s+1] (the position, EMPTY when free)."""
-    hmask = (HT.shape[0] >> 1) - 1
-    s = np.int64(z >> hsh)
-    zi = np.int64(z)
-    while True:
-        if _ld(HT, 2 * s + 1) == EMPTY:
-            return -1 - s
-        if _ld(HT, 2 * s) == zi:
-            return s
-        s = (s + 1) & hmask
-
-
-@njit(nrt=False)
-def _delete(HT, s, hsh):
-    """Empty slot ``s`` (linear probing with backward-shift deletion: no tombstones)."""
-    hmask = (HT.shape[0] >> 1) - 1
-    j = s
-    while True:
-        j = (j + 1) & hmask
-        if HT[2 * j + 1] == EMPTY:
-            break
-        home = np.int64(np.uint64(HT[2 * j]) >> hsh)
-        # move j back to s unless its home lies cyclically in (s, j]
-        if (s <= j and (home <= s or home > j)) or (s > j and home <= s and home > j):
-            HT[2 * s] = HT[2 * j]
-            HT[2 * s + 1] = HT[2 * j + 1]
-            s = j
-    HT[2 * s + 1] = EMPTY
-
-
-@njit(nrt=False)
-def rehash(HT, NT):
-    """Copy every key of HT into the empty table NT (twice or more the slots). Homes are the
-    hashes' top bits, so slot order is home order in both tables: NT is written in order."""
-    hsh = _shift(NT)
-    for s in range(HT.shape[0] >> 1):
-        if HT[2 * s + 1] != EMPTY:
-            t = -1 - _find(NT, np.uint64(HT[2 * s]), hsh)
-            NT[2 * t] = HT[2 * s]
-            NT[2 * t + 1] = HT[2 * s + 1]
-
-
-@njit(inline="always", nrt=False)
-def _fw_add(F2, r, v):
-    """v more marks in run r (0-based; F2 is 1-based)."""
-    m = F2.shape[0] - 1
-    r += 1
-    while r <= m:
-        _st(F2, r, _ld(F2, r) + v)
-        r += r & -r
-
-
-@njit(inline="always", nrt=False)
-def _fw_prefix(F2, r):
-    """Marks in runs 0..r-1."""
-    s = np.int64(0)
-    while r > 0:
-        s += _ld(F2, r)
-        r &= r - 1
-    return s
-
-
-@njit(inline="always", nrt=False)
-def _mark(BM, C1, F2, p):
-    w = p >> 6
-    _st(BM, w, _ld(BM, w) | (_ONE << np.uint64(p & 63)))
-    g = p >> GROUP_BITS
-    _st(C1, g, _ld(C1, g) + 1)
-    _fw_add(F2, p >> RUN_BITS, 1)
-
-
-@njit(inline="always", nrt=False)
-def _unmark(BM, C1, F2, p):
-    w = p >> 6
-    _st(BM, w, _ld(BM, w) & ~(_ONE << np.uint64(p & 63)))
-    g = p >> GROUP_BITS
-    _st(C1, g, _ld(C1, g) - 1)
-    _fw_add(F2, p >> RUN_BITS, -1)
-
-
-@njit(inline="always", nrt=False)
-def _since(BM, C1, F2, p, t, live):
-    """Marks at positions p+1 .. t-1 (the mark at p set, none at t or after; ``live`` marks
-    in all): the marks after p in its line, the groups after p's in its run, the runs after
-    p's. The first two are sums of fixed length (8 words, 16 groups) with the earlier
-    entries masked out, without branches; entries past t are empty."""
-    wp = p >> 6
-    line = wp & -8
-    k = wp & 7
-    s = popcount(_ld(BM, wp) >> np.uint64(p & 63) >> _ONE)
-    for x in range(8):
-        s += popcount(_ld(BM, line + x)) & -np.int64(x > k)
-    gp = p >> GROUP_BITS
-    run = gp & -16
-    h = gp & 15
-    for x in range(16):
-        s += np.int64(_ld(C1, run + x)) & -np.int64(x > h)
-    rp = p >> RUN_BITS
-    if rp != t >> RUN_BITS:
-        s += live - _fw_prefix(F2, rp + 1)
-    return s
-
-
-@njit(inline="always", nrt=False)
-def _move(BM, C1, F2, p, t):
-    """Move a mark from position p to position t > p; the tree is touched only when the two
-    lie in different runs, and its nodes that count both runs are left alone (the two climbs
-    stop where they meet)."""
-    wp = p >> 6
-    _st(BM, wp, _ld(BM, wp) & ~(_ONE << np.uint64(p & 63)))
-    wt = t >> 6
-    _st(BM, wt, _ld(BM, wt) | (_ONE << np.uint64(t & 63)))
-    gp = p >> GROUP_BITS
-    gt = t >> GROUP_BITS
-    _st(C1, gp, _ld(C1, gp) - 1)
-    _st(C1, gt, _ld(C1, gt) + 1)
-    i = (p >> RUN_BITS) + 1
-    j = (t >> RUN_BITS) + 1
-    if i == j:
-        return
-    m = F2.shape[0] - 1
-    while i != j and i <= m:
-        if i < j:
-            _st(F2, i, _ld(F2, i) - 1)
-            i += i & -i
-        else:
-            _st(F2, j, _ld(F2, j) + 1)
-            j += j & -j
-    while j <= m and i != j:
-        _st(F2, j, _ld(F2, j) + 1)
-        j += j & -j
-
-
-@njit(nrt=False)
-def build_marks(BM, C1, F2, live):
-    """BM, C1 and F2 with one mark at each of the positions 0..live-1 (O(len BM))."""
-    nw = BM.shape[0]
-    for w in range(nw):
-        lo = w * 64
-        if lo + 64 <= live:
-            BM[w] = ~np.uint64(0)
-        elif lo < live:
-            BM[w] = (_ONE << np.uint64(live - lo)) - _ONE
-        else:
-            BM[w] = 0
-    gsz = np.int64(1) << GROUP_BITS
-    for g in range(C1.shape[0]):
-        C1[g] = min(gsz, max(0, live - g * gsz))
-    m = F2.shape[0] - 1
-    rsz = np.int64(1) << RUN_BITS
-    for j in range(1, m + 1):
-        F2[j] = min(rsz, max(0, live - (j - 1) * rsz))
-    for j in range(1, m + 1):
-        q = j + (j & -j)
-        if q <= m:
-            F2[q] += F2[j]
-
-
-@njit(nrt=False)
-def compact(ST, HT, BM, C1, F2, CB):
-    """Renumber the marks 0..live-1 in position order.
-
-    A mark's new position is its rank, the marks before it: ``CB`` (one entry per group,
-    filled here in one pass) plus the bits before it in its line. The hash table is walked
-    slot by slot and each position replaced by its rank, so the table is read and written in
-    order rather than at random, and no key needs to be kept per position."""
-    pos = ST[S_POS]
-    q = 0
-    for g in range((pos + (1 << GROUP_BITS) - 1) >> GROUP_BITS):
-        CB[g] = q
-        q += np.int64(C1[g])
-    for s in range(HT.shape[0] >> 1):
-        p = _ld(HT, 2 * s + 1)
-        if p != EMPTY:
-            w = p >> 6
-            r = _ld(CB, p >> GROUP_BITS)
-            for x in range(w & -8, w):
-                r += popcount(_ld(BM, x))
-            _st(HT, 2 * s + 1, r + popcount(_ld(BM, w) & ((_ONE << np.uint64(p & 63)) - _ONE)))
-    ST[S_POS] = q
-    ST[S_COMPACT] += 1
-    build_marks(BM, C1, F2, q)
-
-
-@njit(inline="always", nrt=False)
-def _heap_push(HPV, HPK, ST, v, k):
-    i = ST[S_HEAP]
-    ST[S_HEAP] = i + 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if HPV[parent] >= v:
-            break
-        HPV[i] = HPV[parent]
-        HPK[i] = HPK[parent]
-        i = parent
-    HPV[i] = v
-    HPK[i] = k
-
-
-@njit(nrt=False)
-def _heap_pop(HPV, HPK, ST):
-    """Remove the top (largest hash value) of the heap and return its hash."""
-    top = HPK[0]
-    n = ST[S_HEAP] - 1
-    ST[S_HEAP] = n
-    v = HPV[n]
-    k = HPK[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and HPV[c + 1] > HPV[c]:
-            c += 1
-        if HPV[c] <= v:
-            break
-        HPV[i] = HPV[c]
-        HPK[i] = HPK[c]
-        i = c
-    if n > 0:
-        HPV[i] = v
-        HPK[i] = k
-    return top
-
-
-@njit(nrt=False)
-def _lower_threshold(ST, HT, BM, C1, F2, HPV, HPK, hsh):
-    """Fixed size, one block too many: T becomes the largest tracked hash value, and every
-    block at or above it is dropped."""
-    t = HPV[0]
-    ST[S_T] = t
-    while ST[S_HEAP] > 0 and HPV[0] >= t:
-        z = np.uint64(_heap_pop(HPV, HPK, ST))
-        s = _find(HT, z, hsh)
-        _unmark(BM, C1, F2, HT[2 * s + 1])
-        _delete(HT, s, hsh)
-        ST[S_LIVE] -= 1
-        ST[S_EVICT] += 1
-
-
-@njit(inline="always", nrt=False)
 def log_bin(x):
     """The HL bin of a scaled distance x >= 0."""
     b = np.int64(np.log2(1.0 + x) * BINS_PER_OCTAVE)
@@ -423,35 +136,6 @@ def _blocks(s, ns, bsec, sh):
     if sh >= 0:
         return s >> sh, (s + ns - 1) >> sh
     return s // bsec, (s + ns - 1) // bsec
-
-
-@njit(inline="always", nrt=False)
-def _fits(blocks, HT):
-    """Whether the hash table holds ``blocks`` blocks: at most 3/4 of its slots used (linear
-    probing's mean probe for a missing key, (1 + 1/(1-a)^2)/2, is 8.5 slots at a = 3/4, and
-    four slots share a 64-byte line; the table is 16 bytes a slot, the largest table)."""
-    return 4 * blocks <= 3 * (HT.shape[0] >> 1)
-
-
-@njit(inline="always", nrt=False)
-def _positions_for(ST, HT, BM, C1, F2, CB, nb):
-    """Positions for ``nb`` more accesses, renumbering them when they ran out; False when
-    the position tables must grow first: renumbering would leave less than 3/4 of them
-    free (positions are cheap, and a renumbering walks the hash table), or too few."""
-    cap = BM.shape[0] * 64
-    if ST[S_POS] + nb <= cap:
-        return True
-    if 4 * ST[S_LIVE] > cap:
-        return False
-    compact(ST, HT, BM, C1, F2, CB)
-    return ST[S_POS] + nb <= cap
-
-
-@njit(inline="always", nrt=False)
-def _room(ST, HT, BM, C1, F2, CB, nb):
-    """Room for ``nb`` more blocks (compacting the positions when they ran out); False when
-    the tables must grow first."""
-    return _positions_for(ST, HT, BM, C1, F2, CB, nb) and _fits(ST[S_LIVE] + nb, HT)
 
 
 @njit(inline="always", nrt=False)
@@ -670,6 +354,178 @@ def _queue_simple(dev, sector, nsec, op, i, j, sh, ST, QZ, QO, QR):
 
 
 @njit(nrt=False)
+def _queue_filtered(dev, sector, nsec, op, i, n, win, bsec, sh, Tu, ST, QZ, QO, QR, QF):
+    """Block a power of two sectors, a threshold ``Tu``: ``_filter`` rows ``i..`` (up to
+    ``win``, at most ``len(QF)``), then queue the blocks of the marked rows (``QZ``, ``QO``,
+    ``QR``; only the tracked ones stay queued) while the queue holds a whole request; the
+    filtered rows after the last one queued are counted back out. Returns (the row after
+    the run, entries queued, the next run's window: shorter when the queue filled early,
+    longer when it was less than half full)."""
+    qcap = QZ.shape[0]
+    nq = 0
+    j = i
+    jf = min(n, i + min(win, QF.shape[0]))
+    _filter(dev, sector, nsec, op, i, jf, sh, Tu, ST, QF)
+    while j < jf:
+        if _ld(QF, j - i) == 0:
+            j += 1
+            continue
+        s = sector[j]
+        first = s >> sh
+        nb = ((s + nsec[j] - 1) >> sh) - first + 1
+        if nq + nb > qcap:
+            break
+        base = np.int64(dev[j]) << DEV_SHIFT
+        o = np.int64(op[j])
+        for b in range(first, first + nb):
+            z = mix(base | b)
+            _st(QZ, nq, z)
+            _st(QO, nq, o)
+            _st(QR, nq, j)
+            nq += np.int64((z & np.uint64(P - 1)) < Tu)
+        j += 1
+    if j < jf:
+        _count(sector, nsec, op, j, jf, bsec, sh, ST, -1)
+        win = max(64, j - i)
+    elif 2 * nq < qcap:
+        win = min(QF.shape[0], 2 * win)
+    return j, nq, win
+
+
+@njit(nrt=False)
+def _queue_requests(dev, sector, nsec, op, i, n, bsec, sh, Tu, ST, QZ, QO, QR):
+    """Any block size: queue the blocks of rows ``i..`` request by request (only the tracked
+    ones stay queued), counting each request and its block accesses by op, while the queue
+    holds a whole request. Returns (the row after the run, entries queued)."""
+    qcap = QZ.shape[0]
+    nq = 0
+    j = i
+    while j < n:
+        o = np.int64(op[j])
+        ns = nsec[j]
+        if o > 1 or ns <= 0:
+            j += 1
+            continue
+        first, last = _blocks(sector[j], ns, bsec, sh)
+        nb = last - first + 1
+        if nq + nb > qcap:
+            break
+        base = np.int64(dev[j]) << DEV_SHIFT
+        for b in range(first, last + 1):
+            z = mix(base | b)
+            _st(QZ, nq, z)
+            _st(QO, nq, o)
+            _st(QR, nq, j)
+            nq += np.int64((z & np.uint64(P - 1)) < Tu)
+        ST[S_REQ + o] += 1
+        ST[S_ACC + o] += nb
+        j += 1
+    return j, nq
+
+
+@njit(nrt=False)
+def _alone(dev, sector, nsec, op, i, bsec, sh, Tu, exact, smax, ST, SW, HT, BM, C1, F2, CB,
+           HE, HL, HPV, HPK, hsh):
+    """Row ``i``, a request of more blocks than the queue holds (not counted yet), alone,
+    block by block. False, with nothing done, when the tables must grow first."""
+    o = np.int64(op[i])
+    first, last = _blocks(sector[i], nsec[i], bsec, sh)
+    base = np.int64(dev[i]) << DEV_SHIFT
+    need = last - first + 1
+    if smax == 0:
+        # exact or a fixed rate: room for its tracked blocks, as a queued request
+        need = 0
+        for b in range(first, last + 1):
+            need += np.int64((mix(base | b) & np.uint64(P - 1)) < Tu)
+    if not _room(ST, HT, BM, C1, F2, CB, need):
+        return False
+    for b in range(first, last + 1):
+        z = mix(base | b)
+        ST[S_ACC + o] += 1
+        T = ST[S_T]
+        if np.int64(z & np.uint64(P - 1)) >= T:
+            continue
+        w = 1.0 if exact else P / T
+        d = _access(z, o, w, exact, smax, ST, SW, HT, BM, C1, F2, HL, HPV, HPK, hsh)
+        if exact and d >= 0:
+            HE[2 * d + o] += 1
+    ST[S_REQ + o] += 1
+    return True
+
+
+@njit(nrt=False)
+def _run_segments(nq, exact, T, ST, SW, HT, BM, C1, F2, CB, HE, HL, QZ, QO, QR, QD, QS, hsh):
+    """Exact or a fixed rate (threshold ``T``): the ``nq`` queued accesses, in segments for
+    ``_run_fast``. Returns (-1, -1) when all are done, else the entry and the row of the
+    request the tables must grow before.
+
+    Before each request, room for its tracked blocks (its queued entries): positions,
+    renumbered when they run out (``_positions_for``), and hash slots (``_fits``), else the
+    tables grow first. In a segment of whole requests that ends before the entry that would
+    not get a position and before the tables could be short, no request needs anything:
+    such segments go to ``_run_fast``, and the request at the end of one is checked alone
+    (with the counts of the moment), so that renumbering and growth come at the same request
+    whatever the queue's length."""
+    w = 1.0 if exact else P / T
+    e = 0
+    while e < nq:
+        end = min(nq, e + BM.shape[0] * 64 - ST[S_POS],
+                  e + 3 * (HT.shape[0] >> 1) // 4 - ST[S_LIVE])
+        if end < nq:
+            while end > e and _ld(QR, end - 1) == _ld(QR, end):
+                end -= 1
+        if end == e:
+            end = e + 1
+            while end < nq and _ld(QR, end) == _ld(QR, e):
+                end += 1
+            if not _room(ST, HT, BM, C1, F2, CB, end - e):
+                return e, _ld(QR, e)
+        _run_fast(e, end, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS, hsh)
+        e = end
+    return -1, -1
+
+
+@njit(nrt=False)
+def _run_sized(nq, exact, smax, sector, nsec, bsec, sh, ST, SW, HT, BM, C1, F2, CB, HL, HPV,
+               HPK, QZ, QO, QR, QD, hsh):
+    """Fixed size: the ``nq`` queued accesses one by one, the tables checked at each request
+    and each block against the threshold of the moment (an untracked one gets ``QD`` -1).
+    Returns (-1, -1) when all are done, else the entry and the row of the request the tables
+    must grow before."""
+    # the queued blocks' hash slots are fetched from memory together, not one miss at a time
+    # as each access needs its slot
+    for e in range(nq):
+        prefetch(HT, 2 * np.int64(_ld(QZ, e) >> hsh))
+    row = -1
+    for e in range(nq):
+        r = QR[e]
+        o = QO[e]
+        if r != row:
+            row = r
+            first, last = _blocks(sector[r], nsec[r], bsec, sh)
+            if not _room(ST, HT, BM, C1, F2, CB, last - first + 1):
+                return e, row
+        T = ST[S_T]
+        z = QZ[e]
+        if np.int64(z & np.uint64(P - 1)) >= T:
+            QD[e] = -1
+            continue
+        w = 1.0 if exact else P / T
+        QD[e] = _access(z, o, w, exact, smax, ST, SW, HT, BM, C1, F2, HL, HPV, HPK, hsh)
+    return -1, -1
+
+
+@njit(nrt=False)
+def _add_exact(HE, QD, QO, m):
+    """The exact distances of queued entries ``0..m-1`` into the histogram (a first access,
+    -1, adds 0 to row 0)."""
+    for e in range(m):
+        d = _ld(QD, e)
+        k = 2 * max(d, 0) + _ld(QO, e)
+        _st(HE, k, _ld(HE, k) + np.int64(d >= 0))
+
+
+@njit(nrt=False)
 def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL, HPV, HPK,
             QZ, QO, QR, QD, QS, QF):
     """Feed requests ``i0..`` (device index, first sector, sectors, op 0 read / 1 write; other
@@ -684,17 +540,21 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL,
     - sampled, block a power of two sectors: ``_filter`` marks the rows (up to ``len(QF)``)
       that have a tracked block or more than one block, counting requests and accesses by
       op in one vectorized loop, so that an untracked request costs a few instructions; the
-      marked rows' tracked blocks are queued;
-    - else (other block sizes, requests of several blocks) request by request.
+      marked rows' tracked blocks are queued (``_queue_filtered``);
+    - else (other block sizes, requests of several blocks) request by request
+      (``_queue_requests``).
 
     Exact or at a fixed rate (no block is dropped), ``_run_fast`` processes the run in
-    segments that need no renumbering and no growth (see below); at a fixed size the run
-    goes access by access, the tables checked at each request, and a queued block is
-    checked again against the threshold of the moment (it can fall within a run). Exact
-    distances (``QD``) are added to the histogram after the run, so that its cache misses
-    overlap. A run ends when the queue is full, at a request boundary (the rows after it
-    are counted back out); a request of more blocks than the queue holds is processed
-    alone, block by block.
+    segments that need no renumbering and no growth (``_run_segments``); at a fixed size the
+    run goes access by access, the tables checked at each request, and a queued block is
+    checked again against the threshold of the moment (it can fall within a run:
+    ``_run_sized``). Exact distances (``QD``) are added to the histogram after the run, so
+    that its cache misses overlap (``_add_exact``). A run ends when the queue is full, at a
+    request boundary (the rows after it are counted back out); a request of more blocks than
+    the queue holds is processed alone, block by block (``_alone``).
+
+    The helpers are called once per run (up to ``len(QZ)`` accesses), not per access, so
+    they are plain calls; the per-access steps inside them are inlined.
 
     Returns the row it stopped at: ``len(op)`` when done; less when the tables must grow
     before that row (its blocks might not fit).
@@ -716,144 +576,29 @@ def process(dev, sector, nsec, op, i0, bsec, ST, SW, HT, BM, C1, F2, CB, HE, HL,
     while i < n:
         T = ST[S_T]
         Tu = np.uint64(T)
-        nq = 0
-        j = i
         if T == P and sh >= 0 and \
                 _queue_simple(dev, sector, nsec, op, i, min(n, i + qcap), sh, ST, QZ, QO, QR):
             j = min(n, i + qcap)
             nq = j - i
         elif sh >= 0:
-            jf = min(n, i + min(win, QF.shape[0]))
-            _filter(dev, sector, nsec, op, i, jf, sh, Tu, ST, QF)
-            while j < jf:
-                if _ld(QF, j - i) == 0:
-                    j += 1
-                    continue
-                s = sector[j]
-                first = s >> sh
-                nb = ((s + nsec[j] - 1) >> sh) - first + 1
-                if nq + nb > qcap:
-                    break
-                base = np.int64(dev[j]) << DEV_SHIFT
-                o = np.int64(op[j])
-                for b in range(first, first + nb):
-                    z = mix(base | b)
-                    _st(QZ, nq, z)
-                    _st(QO, nq, o)
-                    _st(QR, nq, j)
-                    nq += np.int64((z & np.uint64(P - 1)) < Tu)
-                j += 1
-            if j < jf:
-                _count(sector, nsec, op, j, jf, bsec, sh, ST, -1)
-                win = max(64, j - i)
-            elif 2 * nq < qcap:
-                win = min(QF.shape[0], 2 * win)
+            j, nq, win = _queue_filtered(dev, sector, nsec, op, i, n, win, bsec, sh, Tu, ST,
+                                         QZ, QO, QR, QF)
         else:
-            while j < n:
-                o = np.int64(op[j])
-                ns = nsec[j]
-                if o > 1 or ns <= 0:
-                    j += 1
-                    continue
-                first, last = _blocks(sector[j], ns, bsec, sh)
-                nb = last - first + 1
-                if nq + nb > qcap:
-                    break
-                base = np.int64(dev[j]) << DEV_SHIFT
-                for b in range(first, last + 1):
-                    z = mix(base | b)
-                    _st(QZ, nq, z)
-                    _st(QO, nq, o)
-                    _st(QR, nq, j)
-                    nq += np.int64((z & np.uint64(P - 1)) < Tu)
-                ST[S_REQ + o] += 1
-                ST[S_ACC + o] += nb
-                j += 1
+            j, nq = _queue_requests(dev, sector, nsec, op, i, n, bsec, sh, Tu, ST, QZ, QO, QR)
         if j == i and j < n:
-            # one request of more blocks than the queue holds: alone, block by block (it is
-            # not counted yet)
-            o = np.int64(op[i])
-            first, last = _blocks(sector[i], nsec[i], bsec, sh)
-            base = np.int64(dev[i]) << DEV_SHIFT
-            need = last - first + 1
-            if smax == 0:
-                # exact or a fixed rate: room for its tracked blocks, as a queued request
-                need = 0
-                for b in range(first, last + 1):
-                    need += np.int64((mix(base | b) & np.uint64(P - 1)) < Tu)
-            if not _room(ST, HT, BM, C1, F2, CB, need):
+            if not _alone(dev, sector, nsec, op, i, bsec, sh, Tu, exact, smax, ST, SW, HT, BM,
+                          C1, F2, CB, HE, HL, HPV, HPK, hsh):
                 return i
-            for b in range(first, last + 1):
-                z = mix(base | b)
-                ST[S_ACC + o] += 1
-                T = ST[S_T]
-                if np.int64(z & np.uint64(P - 1)) >= T:
-                    continue
-                w = 1.0 if exact else P / T
-                d = _access(z, o, w, exact, smax, ST, SW, HT, BM, C1, F2, HL, HPV, HPK, hsh)
-                if exact and d >= 0:
-                    HE[2 * d + o] += 1
-            ST[S_REQ + o] += 1
             i += 1
             continue
-        stop = -1
-        row = -1
         if smax == 0:
-            # Exact or a fixed rate: before each request, room for its tracked blocks (its
-            # queued entries, q): positions, renumbered when they run out
-            # (_positions_for), and hash slots (_fits), else the tables grow first. In a
-            # segment of whole requests that ends before the entry that would not get a
-            # position and before the tables could be short, no request needs anything:
-            # such segments go to _run_fast, and the request at the end of one is checked
-            # alone (with the counts of the moment), so that renumbering and growth come at
-            # the same request whatever the queue's length.
-            w = 1.0 if exact else P / T
-            e = 0
-            while e < nq:
-                end = min(nq, e + BM.shape[0] * 64 - ST[S_POS],
-                          e + 3 * (HT.shape[0] >> 1) // 4 - ST[S_LIVE])
-                if end < nq:
-                    while end > e and _ld(QR, end - 1) == _ld(QR, end):
-                        end -= 1
-                if end == e:
-                    end = e + 1
-                    while end < nq and _ld(QR, end) == _ld(QR, e):
-                        end += 1
-                    if not _room(ST, HT, BM, C1, F2, CB, end - e):
-                        stop = e
-                        row = _ld(QR, e)
-                        break
-                _run_fast(e, end, exact, w, ST, SW, HT, BM, C1, F2, HE, HL, QZ, QO, QD, QS,
-                          hsh)
-                e = end
+            stop, row = _run_segments(nq, exact, T, ST, SW, HT, BM, C1, F2, CB, HE, HL, QZ,
+                                      QO, QR, QD, QS, hsh)
         else:
-            # the queued blocks' hash slots are fetched from memory together, not one miss
-            # at a time as each access needs its slot
-            for e in range(nq):
-                prefetch(HT, 2 * np.int64(_ld(QZ, e) >> hsh))
-            for e in range(nq):
-                r = QR[e]
-                o = QO[e]
-                if r != row:
-                    row = r
-                    first, last = _blocks(sector[r], nsec[r], bsec, sh)
-                    if not _room(ST, HT, BM, C1, F2, CB, last - first + 1):
-                        stop = e
-                        break
-                T = ST[S_T]
-                z = QZ[e]
-                if np.int64(z & np.uint64(P - 1)) >= T:
-                    QD[e] = -1
-                    continue
-                w = 1.0 if exact else P / T
-                QD[e] = _access(z, o, w, exact, smax, ST, SW, HT, BM, C1, F2, HL, HPV, HPK,
-                                hsh)
+            stop, row = _run_sized(nq, exact, smax, sector, nsec, bsec, sh, ST, SW, HT, BM, C1,
+                                   F2, CB, HL, HPV, HPK, QZ, QO, QR, QD, hsh)
         if exact:
-            # a first access (-1) adds 0 to row 0
-            for e in range(nq if stop < 0 else stop):
-                d = _ld(QD, e)
-                k = 2 * max(d, 0) + _ld(QO, e)
-                _st(HE, k, _ld(HE, k) + np.int64(d >= 0))
+            _add_exact(HE, QD, QO, nq if stop < 0 else stop)
         if stop >= 0:
             _count(sector, nsec, op, row, j, bsec, sh, ST, -1)
             return row

@@ -1,13 +1,14 @@
 """``blocklab cache mrc``: the LRU miss-ratio curve of a trace, exact or sampled (SHARDS).
 
 The trace is read in batches of Parquet rows (device, sector, size_bytes, op) in file order
-(the arrival order) and fed to ``kernels/mrc.py``: one access per cache block a read or a
-write touches (blocks of ``block_bytes``, aligned; discards, flushes and other ops are left
-out). The exact curve keeps every distinct block (memory grows with the working set, about
-40 to 80 bytes per block); the sampled estimate tracks a spatial sample of blocks: a fixed rate
-(memory grows with rate x working set) or a fixed number of blocks (memory bounded whatever
-the trace). Reads and writes share one LRU stack (a write makes its block most recent, as in
-a cache that holds written data) and are counted apart.
+(the arrival order) and fed to ``kernels/mrc.py`` (its tables: ``kernels/mrc_stack.py``): one
+access per cache block a read or a write touches (blocks of ``block_bytes``, aligned;
+discards, flushes and other ops are left out). The exact curve keeps every distinct block
+(memory grows with the working set, about 40 to 80 bytes per block); the sampled estimate
+tracks a spatial sample of blocks: a fixed rate (memory grows with rate x working set) or a
+fixed number of blocks (memory bounded whatever the trace). Reads and writes share one LRU
+stack (a write makes its block most recent, as in a cache that holds written data) and are
+counted apart.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Sampling:
 
 
 class Stack:
-    """The LRU stack's tables (kernels/mrc.py), grown when the working set outgrows them."""
+    """The LRU stack's tables (kernels/mrc_stack.py), grown when the working set outgrows them."""
 
     def __init__(self, sampling: Sampling, m: int = 1 << 12, queue: int | None = None,
                  filter_rows: int | None = None):
@@ -98,7 +99,7 @@ class Stack:
 
     def _positions(self, m: int) -> None:
         """Position tables for ``m`` positions (a power of two, at least a group; ``C1`` holds
-        at least one whole run, which ``K._since`` reads)."""
+        at least one whole run, which ``_since`` of kernels/mrc_stack.py reads)."""
         m = max(m, 1 << K.GROUP_BITS)  # a whole line of the bitmap
         runs = -(-m >> K.RUN_BITS)
         self.BM = np.zeros(m // 64, np.uint64)
@@ -107,8 +108,9 @@ class Stack:
         self.CB = np.zeros(m >> K.GROUP_BITS, np.int64)  # compaction's scratch
 
     def _slots(self, slots: int) -> None:
-        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used: K._fits),
-        and the exact histogram's rows for every distance that allows (below 3/4 slots)."""
+        """A hash table of ``slots`` slots (a power of two; at most 3/4 of them used:
+        ``_fits`` of kernels/mrc_stack.py), and the exact histogram's rows for every distance
+        that allows (below 3/4 slots)."""
         old = self.HT
         self.HT = np.empty(2 * slots, np.int64)  # slot s: HT[2s] hash, HT[2s+1] position
         self.HT[1::2] = K.EMPTY
@@ -140,7 +142,7 @@ class Stack:
         if 4 * live > m or need > m:
             # positions: 8 x the blocks (a position costs 0.26 bytes: bitmap, C1, F2, CB),
             # so that compactions (a walk of the hash table each) come at most every 3 x
-            # the blocks' accesses (K._positions_for)
+            # the blocks' accesses (kernels/mrc_stack.py _positions_for)
             while m < 8 * need:
                 m *= 2
             self._positions(m)

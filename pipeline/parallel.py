@@ -445,123 +445,204 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         shutil.rmtree(temporary_name(Path(output)), ignore_errors=True)
 
 
+@dataclasses.dataclass
+class _Cuts:
+    """The cuts of a parallel replay (see the module docstring) and their margins, which
+    grow round by round where a cut's neighbours disagree."""
+
+    cuts: list[int]  # segment k keeps requests [cuts[k], cuts[k + 1])
+    bounds: list[int]  # segment k owns bins and drive operations in [bounds[k], bounds[k + 1])
+    limit: list[int]  # the largest margin of cut k (1..S-1): at most a neighbour's length
+    margin: list[int]  # requests replayed by both neighbours on each side of cut k
+    rounds: list[int]  # times the margin of cut k has doubled
+
+    @classmethod
+    def plan(cls, ix: TraceIndex, lines: list[int], first_margin: int) -> _Cuts:
+        n = ix.requests
+        cuts = [0] + [int(ix.first_at[g]) for g in lines] + [n]
+        bounds = [-1] + [g * ix.grid_ns for g in lines] + [1 << 62]
+        S = len(cuts) - 1
+        limit = [0] + [min(cuts[k] - cuts[k - 1], cuts[k + 1] - cuts[k], MAX_MARGIN)
+                       for k in range(1, S)] + [0]
+        margin = [0] + [min(first_margin, limit[k]) for k in range(1, S)] + [0]
+        return cls(cuts, bounds, limit, margin, [0] * (S + 1))
+
+    @property
+    def segments(self) -> int:
+        return len(self.cuts) - 1
+
+    def segment(self, k: int, ix: TraceIndex, trace: Path, array: Path, speed: float,
+                wrap: bool, drive_ops: bool, tmp: Path) -> Segment:
+        """Segment k with the margins of this round."""
+        cuts, margin = self.cuts, self.margin
+        first, end = cuts[k] - margin[k], cuts[k + 1] + margin[k + 1]
+        g = int(np.searchsorted(ix.group_requests, first, side="right")) - 1
+        return Segment(k, str(trace), str(array), speed, wrap, drive_ops, first, cuts[k],
+                       cuts[k + 1], end, (self.bounds[k], self.bounds[k + 1]), g,
+                       ix.group_rows[g], ix.group_requests[g], str(tmp))
+
+    def check(self, results: dict[int, dict[str, Any]], checks: dict[int, CutCheck]) -> list[int]:
+        """Compare each cut's neighbours (into ``checks``); double the margin of each cut
+        whose overlap disagrees, while it may grow; return the segments to replay again."""
+        again: set[int] = set()
+        for k in range(1, self.segments):
+            a, b = results[k - 1], results[k]
+            nk, same, diff = _compare(a["tail"], b["head"], self.margin[k])
+            checks[k] = CutCheck(self.cuts[k], self.bounds[k], self.margin[k], nk, same, diff,
+                                 self.rounds[k] + 1)
+            if same < nk and self.margin[k] < self.limit[k] and \
+                    self.rounds[k] + 1 < MAX_ROUNDS:
+                self.margin[k] = min(2 * self.margin[k], self.limit[k])
+                self.rounds[k] += 1
+                again |= {k - 1, k}
+        return sorted(again)
+
+
+class _Joins:
+    """The run's Parquet files, joined from the segments' parts in segment order as their
+    results come (see the module docstring), and the time spent joining."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, ParquetJoin]] = []
+        self.joined = 0  # segments whose parts are in the run's files, in order
+        self.seconds = self.cpu_s = 0.0
+
+    def open(self, tmp: Path, drive_ops: bool) -> None:
+        for name in ["ios"] + (["drive_ops"] if drive_ops else []):
+            self.files.append((name, ParquetJoin(tmp / f"{name}.parquet")))
+
+    def rewind(self, k: int) -> None:
+        """Take segment k and those after it back out (they are to be replayed again)."""
+        if self.joined > k:
+            for _name, j in self.files:
+                j.truncate(k)
+            self.joined = k
+
+    def ready(self, results: dict[int, dict[str, Any]], pending: set[int], S: int) -> None:
+        """Append the parts of the segments that follow those joined, while their results
+        are in and not to be replaced in this round: the join overlaps the segments still
+        running. A segment replayed again later is taken back out (with those after it)
+        when its round starts."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        while self.joined < S and self.joined in results and self.joined not in pending:
+            safety.check()
+            for name, j in self.files:
+                j.append(Path(results[self.joined]["part"]) / f"{name}.parquet")
+            self.joined += 1
+        self.seconds += time.perf_counter() - t0
+        self.cpu_s += time.thread_time() - c0
+
+    def abort(self) -> None:
+        for _name, j in self.files:
+            j.abort()
+
+
+class _Rounds:
+    """The segments' results, round by round, as Dask returns them."""
+
+    def __init__(self, client: Any, trace: Path,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.client = client
+        self.trace = trace
+        self.progress = progress
+        self.results: dict[int, dict[str, Any]] = {}
+        self.futures: list[Any] = []  # the round's, while it runs
+        self.done = 0  # segments finished, reruns included
+        self.replayed = 0  # requests replayed: warm-ups, tails and reruns included
+
+    def run(self, segments: list[Segment], joins: _Joins, S: int) -> None:
+        """Submit one round's segments and take their results as they come (a segment's
+        earlier result and its parts are replaced), joining the parts that are ready."""
+        from distributed import as_completed
+
+        from .cluster import first_line
+
+        pending = {seg.index for seg in segments}
+        self.futures = futures = [
+            self.client.submit(run_segment, seg, key=f"blocklab-seg-{seg.index}-"
+                               f"{uuid.uuid4().hex[:12]}", pure=False, retries=RETRIES)
+            for seg in segments]
+        for fut in as_completed(futures, loop=self.client.loop):
+            safety.check()
+            try:
+                r = fut.result()
+            except BlocklabError:
+                raise
+            except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
+                raise BlocklabError(f"{self.trace}: a segment of the parallel replay failed: "
+                                    f"{type(e).__name__}: {first_line(e)}") from None
+            old = self.results.get(r["index"])
+            if old is not None:
+                shutil.rmtree(old["part"], ignore_errors=True)
+            self.results[r["index"]] = r
+            pending.discard(r["index"])
+            self.replayed += r["replayed"]
+            self.done += 1
+            if self.progress is not None:
+                self.progress(self.done, self.done + len(futures) - sum(
+                    f.done() for f in futures))
+            joins.ready(self.results, pending, S)
+        self.futures = []
+
+    def cancel(self) -> None:
+        if self.futures:
+            with contextlib.suppress(Exception):
+                self.client.cancel(self.futures)
+
+
+def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
+                     joins: _Joins, info: dict[str, Any], ix: TraceIndex, nworkers: int,
+                     scheduler: str, warm_s: float) -> dict[str, Any]:
+    """meta.json ``parallel``: the segments, the cuts' self-checks and the times."""
+    S = cuts.segments
+    results = rounds.results
+    overlap = sum(c.overlap for c in checks.values())
+    identical = sum(c.identical for c in checks.values())
+    return {
+        "segments": S, "workers": nworkers, "scheduler": scheduler,
+        "requests_replayed": rounds.replayed,  # warm-ups, tails and reruns included
+        "overlap_requests": overlap, "identical_fraction": identical / overlap
+        if overlap else 1.0,
+        "max_latency_diff_ns": max((c.max_latency_diff_ns for c in checks.values()),
+                                   default=0),
+        "agreed": identical == overlap,
+        "drive_busy_exact": info["bins_exact"],
+        "grid_ns": ix.grid_ns, "warm_s": warm_s,
+        "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
+        "segment_seconds": [results[k]["seconds"] for k in range(S)],
+        "segment_cpu_s": [results[k]["cpu_s"] for k in range(S)],
+        "stitch_s": info["seconds"],
+        "join_s": joins.seconds + info["join_s"], "join_cpu_s": joins.cpu_s + info["join_cpu_s"],
+    }
+
+
 def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, tasks: Any,
          trace: Path, array: Path, out: Path, speed: float, wrap: bool, drive_ops: bool,
          nworkers: int, scheduler: str, warm_s: float,
          progress: Callable[[int, int], None] | None, first_margin: int) -> RP.ReplayResult:
-    from distributed import as_completed
-
-    from .cluster import first_line
-
     n = ix.requests
-    cuts = [0] + [int(ix.first_at[g]) for g in lines] + [n]
-    bounds = [-1] + [g * ix.grid_ns for g in lines] + [1 << 62]
-    S = len(cuts) - 1
-    # the margin of cut k (1..S-1) on each side: at most a neighbour's length
-    limit = [0] + [min(cuts[k] - cuts[k - 1], cuts[k + 1] - cuts[k], MAX_MARGIN)
-                   for k in range(1, S)] + [0]
-    margin = [0] + [min(first_margin, limit[k]) for k in range(1, S)] + [0]
-    rounds = [0] * (S + 1)
+    cuts = _Cuts.plan(ix, lines, first_margin)
+    S = cuts.segments
     folder = AtomicFolder(out)
     tmp = folder.tmp
-    futures: list[Any] = []
-    joins: list[tuple[str, ParquetJoin]] = []
+    rounds = _Rounds(client, trace, progress)
+    joins = _Joins()
     try:
-        def segment(k: int) -> Segment:
-            first, end = cuts[k] - margin[k], cuts[k + 1] + margin[k + 1]
-            g = int(np.searchsorted(ix.group_requests, first, side="right")) - 1
-            return Segment(k, str(trace), str(array), speed, wrap, drive_ops, first, cuts[k],
-                           cuts[k + 1], end, (bounds[k], bounds[k + 1]), g,
-                           ix.group_rows[g], ix.group_requests[g], str(tmp))
-
-        for name in ["ios"] + (["drive_ops"] if drive_ops else []):
-            joins.append((name, ParquetJoin(tmp / f"{name}.parquet")))
-        results: dict[int, dict[str, Any]] = {}
+        joins.open(tmp, drive_ops)
         todo = list(range(S))
         checks: dict[int, CutCheck] = {}
         started = time.perf_counter()
-        done_count = 0
-        replayed = 0
-        joined = 0  # segments whose parts are in the run's files, in order
-        join_s = join_cpu = 0.0
-        pending: set[int] = set()
-
-        def join_ready() -> None:
-            """Append the parts of the segments that follow those joined, while their
-            results are in and not to be replaced in this round: the join overlaps the
-            segments still running. A segment replayed again later is taken back out
-            (with those after it) when its round starts."""
-            nonlocal joined, join_s, join_cpu
-            t0, c0 = time.perf_counter(), time.thread_time()
-            while joined < S and joined in results and joined not in pending:
-                safety.check()
-                for name, j in joins:
-                    j.append(Path(results[joined]["part"]) / f"{name}.parquet")
-                joined += 1
-            join_s += time.perf_counter() - t0
-            join_cpu += time.thread_time() - c0
-
         while todo:
-            if joined > todo[0]:
-                for _name, j in joins:
-                    j.truncate(todo[0])
-                joined = todo[0]
-            pending = set(todo)
-            futures = [client.submit(run_segment, segment(k), key=f"blocklab-seg-{k}-"
-                                     f"{uuid.uuid4().hex[:12]}", pure=False, retries=RETRIES)
-                       for k in todo]
-            for fut in as_completed(futures, loop=client.loop):
-                safety.check()
-                try:
-                    r = fut.result()
-                except BlocklabError:
-                    raise
-                except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
-                    raise BlocklabError(f"{trace}: a segment of the parallel replay failed: "
-                                        f"{type(e).__name__}: {first_line(e)}") from None
-                old = results.get(r["index"])
-                if old is not None:
-                    shutil.rmtree(old["part"], ignore_errors=True)
-                results[r["index"]] = r
-                pending.discard(r["index"])
-                replayed += r["replayed"]
-                done_count += 1
-                if progress is not None:
-                    progress(done_count, done_count + len(futures) - sum(
-                        f.done() for f in futures))
-                join_ready()
-            futures = []
-            again: set[int] = set()
-            for k in range(1, S):
-                a, b = results[k - 1], results[k]
-                nk, same, diff = _compare(a["tail"], b["head"], margin[k])
-                checks[k] = CutCheck(cuts[k], bounds[k], margin[k], nk, same, diff, rounds[k] + 1)
-                if same < nk and margin[k] < limit[k] and rounds[k] + 1 < MAX_ROUNDS:
-                    margin[k] = min(2 * margin[k], limit[k])
-                    rounds[k] += 1
-                    again |= {k - 1, k}
-            todo = sorted(again)
+            joins.rewind(todo[0])
+            rounds.run([cuts.segment(k, ix, trace, array, speed, wrap, drive_ops, tmp)
+                        for k in todo], joins, S)
+            todo = cuts.check(rounds.results, checks)
         elapsed = time.perf_counter() - started
-        assert joined == S, (joined, S)
-        info = _stitch(tmp, arr, [results[k] for k in range(S)], joins, bounds)
-        overlap = sum(c.overlap for c in checks.values())
-        identical = sum(c.identical for c in checks.values())
-        par = {
-            "segments": S, "workers": nworkers, "scheduler": scheduler,
-            "requests_replayed": replayed,  # warm-ups, tails and reruns included
-            "overlap_requests": overlap, "identical_fraction": identical / overlap
-            if overlap else 1.0,
-            "max_latency_diff_ns": max((c.max_latency_diff_ns for c in checks.values()),
-                                       default=0),
-            "agreed": identical == overlap,
-            "drive_busy_exact": info["bins_exact"],
-            "grid_ns": ix.grid_ns, "warm_s": warm_s,
-            "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
-            "segment_seconds": [results[k]["seconds"] for k in range(S)],
-            "segment_cpu_s": [results[k]["cpu_s"] for k in range(S)],
-            "stitch_s": info["seconds"],
-            "join_s": join_s + info["join_s"], "join_cpu_s": join_cpu + info["join_cpu_s"],
-        }
+        assert joins.joined == S, (joins.joined, S)
+        results = [rounds.results[k] for k in range(S)]
+        info = _stitch(tmp, arr, results, joins.files, cuts.bounds)
+        par = _parallel_record(cuts, checks, rounds, joins, info, ix, nworkers, scheduler,
+                               warm_s)
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
                            RM.RunOptions(speed=speed, closed_loop=0, think_us=0.0, wrap=wrap,
@@ -573,11 +654,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         RM.write(tmp, dataclasses.replace(meta, parallel=par))
         folder.commit(0o600)
     except BaseException as e:
-        if futures:
-            with contextlib.suppress(Exception):
-                client.cancel(futures)
-        for _name, j in joins:
-            j.abort()
+        rounds.cancel()
+        joins.abort()
         raise folder.fail(e) from None
     from .query import run_query
 

@@ -96,11 +96,33 @@ def _ingest(tmp: Path) -> None:
         ingest([str(sample)], str(tmp / "ingest.parquet"))
 
 
+def _mrc(tmp: Path) -> None:
+    """The miss-ratio-curve kernels (kernels/mrc.py, kernels/mrc_stack.py), through the
+    command's own call: exact, then sampled at a fixed size with the error against exact, on
+    more distinct blocks than the first tables hold, so that they grow (renumbering,
+    rehashing)."""
+    from blocklab.pipeline.mrc import mrc
+    from blocklab.traces import store
+
+    n = 6000
+    cols = store.empty_columns(n)
+    cols.update(time_ns=np.arange(n, dtype=np.int64) * 1000, device=np.zeros(n, np.uint32),
+                sector=(np.arange(n, dtype=np.int64) * 7919 % 5000) * 8,
+                size_bytes=np.full(n, 4096, np.int64), op=(np.arange(n) % 2).astype(np.uint8),
+                flags=np.zeros(n, np.uint16))
+    path = tmp / "mrc.parquet"
+    with store.TraceWriter(path, store.TraceMeta(source_format="warm")) as w:
+        w.write(store.columns_to_batch(cols))
+    mrc(path)
+    mrc(path, sample_size=256, error=True)
+
+
 #: The kernel families, in the order they compile, with what a person is told.
 FAMILIES: list[tuple[str, Callable[[Path], None]]] = [
     ("replay engine and HDD model", _replay_hdd),
     ("generators, SSDs, pools, failures and rebuilds", _generators_and_failures),
     ("trace parsers", _ingest),
+    ("miss-ratio curves", _mrc),
 ]
 
 
