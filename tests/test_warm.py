@@ -24,5 +24,5 @@ def test_warm_runs_every_family_and_stamps_the_cache(tmp_path, monkeypatch):
 def test_families_name_every_kind_of_kernel():
     names = " ".join(n for n, _f in warm.FAMILIES)
     for kind in ("engine", "HDD", "generators", "SSD", "pools", "failures", "parsers",
-                 "miss-ratio"):
+                 "miss-ratio", "risk"):
         assert kind in names

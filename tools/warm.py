@@ -117,12 +117,27 @@ def _mrc(tmp: Path) -> None:
     mrc(path, sample_size=256, error=True)
 
 
+def _risk(tmp: Path) -> None:
+    """The data-loss kernels (kernels/risk.py) through ``blocklab risk``'s own call: RAID-6
+    groups and a pool from their TOML with a stated window, with and without latent sector
+    errors and scrubbing."""
+    from blocklab.pipeline.risk import risk
+
+    arr = _toml(tmp / "risk.toml", '[[group]]\nname = "g"\nlayout = "raid6"\nwidth = 6\n'
+                'count = 2\ndrive = "savvio_15k3_300g"\n[[group]]\nname = "p"\n'
+                'layout = "ddp"\nwidth = 11\npreservation = 1\npiece = "64MiB"\n'
+                'drive = "intel_s3700_800g"\n')
+    risk([str(arr)], window_s=3600.0, trials=64)
+    risk([str(arr)], window_s=3600.0, trials=64, ure="1e-15", scrub_interval="168h")
+
+
 #: The kernel families, in the order they compile, with what a person is told.
 FAMILIES: list[tuple[str, Callable[[Path], None]]] = [
     ("replay engine and HDD model", _replay_hdd),
     ("generators, SSDs, pools, failures and rebuilds", _generators_and_failures),
     ("trace parsers", _ingest),
     ("miss-ratio curves", _mrc),
+    ("data-loss risk", _risk),
 ]
 
 
