@@ -290,6 +290,16 @@ def _count(sector, nsec, op, i, j, bsec, sh, ST, sign):
         ST[S_ACC + o] += sign * (last - first + 1)
 
 
+@njit(inline="always", nrt=False)
+def _row(op, nsec, sector, r, sh):
+    """Row ``r``'s op and sectors, and the blocks it touches: the first and how many (a block
+    is 2^sh sectors)."""
+    s = _ld(sector, r)
+    ns = _ld(nsec, r)
+    first = s >> sh
+    return np.int64(_ld(op, r)), ns, first, ((s + ns - 1) >> sh) - first + 1
+
+
 @njit(nrt=False)
 def _filter(dev, sector, nsec, op, i, j, sh, Tu, ST, QF):
     """Rows i..j-1 (block a power of two sectors): QF[r - i] = 1 for a read or write that
@@ -303,11 +313,7 @@ def _filter(dev, sector, nsec, op, i, j, sh, Tu, ST, QF):
     a1 = np.int64(0)
     m = np.uint64(P - 1)
     for r in range(i, j):
-        o = np.int64(_ld(op, r))
-        ns = _ld(nsec, r)
-        s = _ld(sector, r)
-        first = s >> sh
-        nb = ((s + ns - 1) >> sh) - first + 1
+        o, ns, first, nb = _row(op, nsec, sector, r, sh)
         ok = (o <= 1) & (ns > 0)
         z = mix((np.int64(_ld(dev, r)) << DEV_SHIFT) | first)
         look = ok & (((z & m) < Tu) | (nb != 1))
@@ -333,11 +339,7 @@ def _queue_simple(dev, sector, nsec, op, i, j, sh, ST, QZ, QO, QR):
     a = np.int64(0)
     bad = np.int64(0)
     for r in range(i, j):
-        o = np.int64(_ld(op, r))
-        ns = _ld(nsec, r)
-        s = _ld(sector, r)
-        first = s >> sh
-        nb = ((s + ns - 1) >> sh) - first + 1
+        o, ns, first, nb = _row(op, nsec, sector, r, sh)
         bad |= np.int64((o > 1) | (ns <= 0) | (nb != 1))
         _st(QZ, r - i, mix((np.int64(_ld(dev, r)) << DEV_SHIFT) | first))
         _st(QO, r - i, o)

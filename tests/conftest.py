@@ -46,18 +46,21 @@ def golden_runs(golden_work: Path) -> dict[str, Path]:
     return golden.runs_of(golden_work)
 
 
-def local_cluster():
-    """A real Dask LocalCluster (two single-threaded worker processes on loopback, the kernel
-    cache shared with this process), for a module's fixture to reach by its address as it
-    would a user's cluster; the caller closes it."""
+@pytest.fixture(scope="module")
+def cluster():
+    """A real Dask LocalCluster for the module (two single-threaded worker processes on
+    loopback, the kernel cache shared with this process), which the commands reach by its
+    address as they would a user's cluster."""
     from distributed import LocalCluster
 
     from blocklab.pipeline.cluster import numba_cache_base
 
-    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None,
-                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                        env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                     dashboard_address=None,
+                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                     env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+    yield c
+    c.close()
 
 
 def read_rows(path) -> list[dict]:

@@ -24,8 +24,6 @@ from blocklab.pipeline.replay import replay, run_engine, settings_for
 from blocklab.traces import store
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
-from .conftest import local_cluster
-
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
 BLOCKLAB = [sys.executable, "-c", "from blocklab.pipeline.cli import main; main()"]
@@ -83,14 +81,6 @@ def work(tmp_path_factory) -> Path:
         np.int64), seed=3)
     write_trace(d / "one.parquet", np.array([5_000_000]), batches=1)
     return d
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """One real LocalCluster for the module (conftest.local_cluster); the replays reach it by its address, as they would a user's cluster."""
-    c = local_cluster()
-    yield c
-    c.close()
 
 
 def table(run: Path, name: str):

@@ -27,7 +27,7 @@ from blocklab.pipeline.replay import replay
 from blocklab.pipeline.sweep import load_sweep, numba_cache_base, run_sweep, toml_text
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
-from .conftest import local_cluster, needs
+from .conftest import needs
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -62,14 +62,6 @@ def work(tmp_path_factory) -> Path:
     write_trace(d / "u.parquet", 200, 6_000_000, seed=2)
     (d / "base.toml").write_text(BASE)
     return d
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """One real LocalCluster for the module (conftest.local_cluster); run_sweep reaches it by its address, as it would a user's cluster."""
-    c = local_cluster()
-    yield c
-    c.close()
 
 
 def sweep_file(d: Path, name: str, body: str) -> Path:
