@@ -36,19 +36,7 @@ padding. Bits 0-31 of the action mean what they mean in version 7; bits 32 and u
 from __future__ import annotations
 
 from ._jit import njit
-from .pairing import (
-    TE_ACT,
-    TE_AUX,
-    TE_BYTES,
-    TE_DEV,
-    TE_ERR,
-    TE_FLAGS,
-    TE_NCOLS,
-    TE_OP,
-    TE_PID,
-    TE_SECTOR,
-    TE_TIME,
-)
+from .pairing import put_event
 
 MAGIC = 0x65617400
 HDR7 = 48
@@ -237,17 +225,8 @@ def decode(buf, pos, swap, events, notes, last_time, at_eof):
             aux = _be64(buf, pdu)
         elif base == 15 and pdu + 16 <= end:  # remap: sector_from
             aux = _be64(buf, pdu + 8)
-        o = ne * TE_NCOLS  # events is the flattened matrix: no 2-D stride multiply per store
-        events[o + TE_TIME] = t
-        events[o + TE_DEV] = dev
-        events[o + TE_ACT] = base
-        events[o + TE_OP] = op
-        events[o + TE_FLAGS] = flags
-        events[o + TE_SECTOR] = sector
-        events[o + TE_BYTES] = nbytes
-        events[o + TE_PID] = pid
-        events[o + TE_ERR] = err - 65536 if err >= 32768 else err  # negative errno as u16
-        events[o + TE_AUX] = aux
+        put_event(events, ne, t, dev, base, op, flags, sector, nbytes, pid,
+                  err - 65536 if err >= 32768 else err, aux)  # a negative errno as u16
         ne += 1
         pos = end
     return ne, nn, pos, OK, pos, last_time

@@ -39,6 +39,23 @@ from ._jit import njit
 TE_TIME, TE_DEV, TE_ACT, TE_OP, TE_FLAGS, TE_SECTOR, TE_BYTES, TE_PID, TE_ERR, TE_AUX = range(10)
 TE_NCOLS = 10
 
+
+@njit(inline="always", nrt=False)
+def put_event(events, k, t, dev, act, op, flags, sector, nbytes, pid, err, aux):
+    """Trace event ``k`` into the flattened event matrix (``TE_NCOLS`` values a row: no 2-D
+    stride multiply per store), as every parser writes its events."""
+    o = k * TE_NCOLS
+    events[o + TE_TIME] = t
+    events[o + TE_DEV] = dev
+    events[o + TE_ACT] = act
+    events[o + TE_OP] = op
+    events[o + TE_FLAGS] = flags
+    events[o + TE_SECTOR] = sector
+    events[o + TE_BYTES] = nbytes
+    events[o + TE_PID] = pid
+    events[o + TE_ERR] = err
+    events[o + TE_AUX] = aux
+
 # Actions: the numbers of the kernel's __BLK_TA_* codes.
 A_QUEUE, A_BACKMERGE, A_FRONTMERGE, A_GETRQ, A_SLEEPRQ, A_REQUEUE = 1, 2, 3, 4, 5, 6
 A_ISSUE, A_COMPLETE, A_PLUG, A_UNPLUG_IO, A_UNPLUG_TIMER, A_INSERT = 7, 8, 9, 10, 11, 12

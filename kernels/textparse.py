@@ -11,19 +11,7 @@ from __future__ import annotations
 
 from ._jit import njit
 from .bytescan import is_digit, line_end, parse_fixed, parse_uint, skip_spaces, token_end
-from .pairing import (
-    TE_ACT,
-    TE_AUX,
-    TE_BYTES,
-    TE_DEV,
-    TE_ERR,
-    TE_FLAGS,
-    TE_NCOLS,
-    TE_OP,
-    TE_PID,
-    TE_SECTOR,
-    TE_TIME,
-)
+from .pairing import put_event
 
 OK = 0
 BAD_LINE = 1  # not the expected shape
@@ -286,17 +274,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
 @njit(inline="always", nrt=False)
 def _put(events, comms, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux, cs, ce):
     """Event ``ne`` into the flattened event matrix, its process-name span into ``comms``."""
-    o = ne * TE_NCOLS
-    events[o + TE_TIME] = t
-    events[o + TE_DEV] = dev
-    events[o + TE_ACT] = act
-    events[o + TE_OP] = op
-    events[o + TE_FLAGS] = flags
-    events[o + TE_SECTOR] = sector
-    events[o + TE_BYTES] = nbytes
-    events[o + TE_PID] = pid
-    events[o + TE_ERR] = err
-    events[o + TE_AUX] = aux
+    put_event(events, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux)
     comms[2 * ne] = cs
     comms[2 * ne + 1] = ce
 

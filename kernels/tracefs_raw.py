@@ -23,19 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .pairing import (
-    TE_ACT,
-    TE_AUX,
-    TE_BYTES,
-    TE_DEV,
-    TE_ERR,
-    TE_FLAGS,
-    TE_NCOLS,
-    TE_OP,
-    TE_PID,
-    TE_SECTOR,
-    TE_TIME,
-)
+from .pairing import put_event
 from .textparse import MAX_SECTORS, _empty_flush, rwbs
 
 # Layout table columns (one row per event kind; offsets within the payload, -1 = absent).
@@ -129,17 +117,9 @@ def _decode_event(buf, d, layout, r, ts, events, comms, ne):
         cs = d + layout[r + L_COMM]
         ce = _cstr_end(buf, cs, layout[r + L_COMM_LEN])
     op, flags = _empty_flush(op, flags, nsec, act)
-    q = ne * TE_NCOLS
-    events[q + TE_TIME] = ts
-    events[q + TE_DEV] = _u32(buf, d + layout[r + L_DEV])
-    events[q + TE_ACT] = act
-    events[q + TE_OP] = op
-    events[q + TE_FLAGS] = flags
-    events[q + TE_SECTOR] = _u64(buf, d + layout[r + L_SECTOR])
-    events[q + TE_BYTES] = nsec << 9
-    events[q + TE_PID] = _i32(buf, d + layout[r + L_PID])
-    events[q + TE_ERR] = err
-    events[q + TE_AUX] = aux
+    put_event(events, ne, ts, _u32(buf, d + layout[r + L_DEV]), act, op, flags,
+              _u64(buf, d + layout[r + L_SECTOR]), nsec << 9, _i32(buf, d + layout[r + L_PID]),
+              err, aux)
     comms[2 * ne] = cs
     comms[2 * ne + 1] = ce
     return OK, 0
