@@ -87,6 +87,11 @@ app.add_typer(scenario_app, name="scenario")
 out = Console()
 err = Console(stderr=True)
 
+#: ``--timeout`` of the commands that reach a Dask cluster (replay --workers/--scheduler, sweep)
+ClusterTimeout = Annotated[float, typer.Option(
+    "--timeout", min=0.1, help="Seconds to wait for --scheduler to answer (and for "
+    "--workers to join).")]
+
 
 def _fail(e: Exception) -> None:
     # one line, even when a library's message (pyarrow's, DuckDB's) has several

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, _kernels_ready, app, err, out
+from ._app import ClusterTimeout, _fail, _kernels_ready, app, err, out
 
 
 @app.command()
@@ -55,9 +55,7 @@ def replay(
     segments: Annotated[int | None, typer.Option(
         "--segments", min=1, help="With --workers or --scheduler: time segments (default: "
         "one per worker).")] = None,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", min=0.1, help="Seconds to wait for --scheduler to answer (and for "
-        "--workers to join).")] = 10.0,
+    timeout: ClusterTimeout = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace against an array (layout, drives, controller and cache; failures and

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, _kernels_ready, err, out, sweep_app
+from ._app import ClusterTimeout, _fail, _kernels_ready, err, out, sweep_app
 
 # --------------------------------------------------------------------------------------------
 # blocklab sweep
@@ -64,9 +64,7 @@ def sweep_run(
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Local cluster: worker processes (default: one per core). "
         "With --scheduler: wait until the cluster has this many workers.")] = None,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", min=0.1, help="Seconds to wait for --scheduler to answer (and for "
-        "--workers to join).")] = 10.0,
+    timeout: ClusterTimeout = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run every point of a sweep (one replay per point) on Dask distributed. Exit status 1
