@@ -19,7 +19,7 @@ import pytest
 from blocklab.pipeline.cluster import numba_cache_base
 from blocklab.pipeline.model.array import build_array
 from blocklab.pipeline.model.config import load_array
-from blocklab.pipeline.parallel import replay_parallel
+from blocklab.pipeline.parallel import TraceIndex, choose_cuts, replay_parallel
 from blocklab.pipeline.replay import replay, run_engine, settings_for
 from blocklab.traces import store
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
@@ -269,3 +269,37 @@ def test_sigterm_leaves_no_run_folder(work, tmp_path):
     assert p.returncode == 128 + signal.SIGTERM, err
     assert "nothing half-written" in err
     assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def _index(t_ns: np.ndarray, grid_ns: int) -> TraceIndex:
+    """A TraceIndex of arrivals ``t_ns`` on a grid (as index_trace builds from a file)."""
+    lines = int(t_ns[-1]) // grid_ns + 2
+    first = np.searchsorted(t_ns, np.arange(lines, dtype=np.int64) * grid_ns)
+    gap = np.where((first > 0) & (first < len(t_ns)),
+                   t_ns[np.minimum(first, len(t_ns) - 1)] - t_ns[np.maximum(first - 1, 0)], -1)
+    return TraceIndex(requests=len(t_ns), rows=len(t_ns), grid_ns=grid_ns, group_rows=[0],
+                      group_requests=[0], first_at=first.astype(np.int64), gap_before=gap,
+                      backwards=False)
+
+
+@pytest.mark.parametrize("segments", [2, 3, 4])
+def test_cuts_balance_the_segments_and_seek_idle_points(segments):
+    """The longest segment is the parallel replay's critical path: on Poisson arrivals the
+    cuts split the requests evenly (each segment within 3 % of its share), on a wide gap (at
+    least half the widest within a quarter segment of the split); on bursts with quiet between
+    them every cut starts a burst."""
+    rng = np.random.default_rng(segments)
+    t = np.cumsum(rng.exponential(1e6, 200_000)).astype(np.int64)
+    ix = _index(t, 2_000_000)
+    lines = choose_cuts(ix, segments)
+    cuts = [0] + [int(ix.first_at[g]) for g in lines] + [ix.requests]
+    sizes = np.diff(cuts)
+    assert len(sizes) == segments and np.all(np.abs(sizes / (ix.requests / segments) - 1) < 0.03)
+    per = ix.requests / segments
+    for k, g in enumerate(lines, 1):
+        window = np.abs(ix.first_at - k * per) <= per / 4
+        assert ix.gap_before[g] >= ix.gap_before[window].max() / 2
+    b = bursts(40, 80, 300_000, 1_000_000_000)
+    ixb = _index(b, 50_000_000)
+    for g in choose_cuts(ixb, segments):
+        assert ixb.first_at[g] % 80 == 0 and ixb.gap_before[g] > 900_000_000
