@@ -454,6 +454,10 @@ def _print_parallel(pr: dict[str, float]) -> None:
           f"{pr['mean_margin']:.0f} requests a side; projected speed-up on 2 workers "
           f"{pr['projected_speedup_2']:.2f} x, on 100 workers {pr['projected_speedup_100']:.1f} x "
           "(bounded by the fixed cost, the margins and the stitch)")
+    print(f"    machine: one serial replay alone on a worker {pr['ceiling_alone_s']:.1f} s, two at "
+          f"once on the two {pr['ceiling_pair_s']:.1f} s: {pr['ceiling']:.2f} x the throughput "
+          f"of one (2.0 x with both cores free), the most 2 workers can give here; the "
+          f"speed-up above is {pr['speedup_2_over_1'] / pr['ceiling']:.0%} of it")
     print(f"    CPU: serial {pr['w1_cpu_s']:.2f} s; segments {pr['segment_cpu_s']:.2f} s "
           f"(the longer {pr['segment_cpu_max_s']:.2f} s), the client joining their parts "
           f"{pr['join_cpu_s']:.3f} s ({pr['join_s']:.3f} s wall); load average "
