@@ -39,11 +39,14 @@ WITH p AS (
     FROM r JOIN span ON span.run = r.run, p
     GROUP BY ALL
 ), queue AS (
-    -- each request adds the part of its time in progress that falls in the interval
-    SELECT r.run, r.device, g.k,
-           sum(least(r.c, (g.k + 1) * p.iv) - greatest(r.a, g.k * p.iv)) AS queue_ns
-    FROM r, p, LATERAL generate_series(r.a // p.iv, (r.c - 1) // p.iv) AS g(k)
-    WHERE r.c > r.a
+    -- each request adds the part of its time in progress that falls in the interval; the
+    -- intervals are unnested in the select list: a LATERAL generate_series is joined back to
+    -- the distinct requests in a hash table, which holds every request (measured on this
+    -- part alone over 3 M requests: out of memory under 40 MB; unnested, 0.6 s under 40 MB)
+    SELECT run, device, k, sum(least(c, (k + 1) * iv) - greatest(a, k * iv)) AS queue_ns
+    FROM (SELECT r.run, r.device, r.a, r.c, p.iv,
+                 unnest(generate_series(r.a // p.iv, (r.c - 1) // p.iv)) AS k
+          FROM r, p WHERE r.c > r.a)
     GROUP BY ALL
 ), ordered AS (
     SELECT run, device, a, c,
