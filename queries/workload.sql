@@ -52,28 +52,30 @@ WITH p AS (
     SELECT tb.rid, (r.time_ns - tb.t0) // tb.w AS k, r.time_ns, r.device, r.op, r.sector,
            r.end_sector, r.size_bytes
     FROM r JOIN tb ON tb.run = r.run
+), sq AS (  -- one row per run, device and operation (read, write): a number
+    SELECT row_number() OVER () AS sid, *
+    FROM (SELECT DISTINCT rid, device, op FROM rt WHERE op IN (0, 1))
+), srt AS (
+    SELECT sq.sid, rt.k, rt.time_ns, rt.sector, rt.end_sector
+    FROM rt JOIN sq ON sq.rid = rt.rid AND sq.device = rt.device AND sq.op = rt.op
 ), seq_last AS (  -- the end of the previous bucket's last request of each device and operation
-    SELECT rid, device, op, k,
-           lag(last_end) OVER (PARTITION BY rid, device, op ORDER BY k) AS before_end
-    FROM (SELECT rid, device, op, k,
-                 max_by(end_sector, (time_ns, sector, end_sector)) AS last_end
-          FROM rt WHERE op IN (0, 1) GROUP BY ALL)
+    SELECT sid, k, lag(last_end) OVER (PARTITION BY sid ORDER BY k) AS before_end
+    FROM (SELECT sid, k, max_by(end_sector, (time_ns, sector, end_sector)) AS last_end
+          FROM srt GROUP BY ALL)
 ), seq_rows AS (
-    SELECT rid, device, op, k, 0 AS first, time_ns, sector, end_sector FROM rt
-        WHERE op IN (0, 1)
+    SELECT sid, k, 0 AS first, time_ns, sector, end_sector FROM srt
     UNION ALL
-    SELECT rid, device, op, k, -1, NULL, NULL, before_end FROM seq_last
-        WHERE before_end IS NOT NULL
+    SELECT sid, k, -1, NULL, NULL, before_end FROM seq_last WHERE before_end IS NOT NULL
 ), seqs AS (
     -- requests of the same device and operation in (time, sector) order; ties of both in
     -- the order of their end, as a file sorted by all three lists them
     SELECT tb.run,
            avg(CASE WHEN sector = prev_end THEN 1.0 ELSE 0.0 END) AS sequential_fraction
-    FROM (SELECT rid, first, sector,
-                 lag(end_sector) OVER (PARTITION BY rid, device, op, k
+    FROM (SELECT sid, first, sector,
+                 lag(end_sector) OVER (PARTITION BY sid, k
                                        ORDER BY first, time_ns, sector, end_sector) AS prev_end
           FROM seq_rows) x
-    JOIN tb ON tb.rid = x.rid
+    JOIN sq ON sq.sid = x.sid JOIN tb ON tb.rid = sq.rid
     WHERE first = 0
     GROUP BY tb.run
 ), gap_rows AS (  -- each bucket's arrivals after a row with the earlier buckets' last arrival
