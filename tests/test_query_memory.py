@@ -2,8 +2,9 @@
 50 MB limit (BLOCKLAB_DUCKDB_MEMORY) on one thread, each checked against NumPy on the same
 requests: idle-times, iostat, workload and rebuild-windows. Before their rewrites each failed
 here (Out of Memory: windows over a device's or run's whole stream, a LATERAL join holding
-every request, a hash join built on ios), and now each answers under 40 MB here too; tests/test_exact_quantiles.py does the same for latency-summary. One thread, because
-DuckDB's memory for an operator grows with its threads.
+every request, a hash join built on ios), and now each answers under 40 MB here too;
+tests/test_exact_quantiles.py does the same for latency-summary. One thread, because DuckDB's
+memory for an operator grows with its threads.
 """
 
 from __future__ import annotations
