@@ -18,26 +18,27 @@ WITH p AS (
 ), ends AS (
     SELECT run, "group", drive, event, time_ns FROM events
     WHERE event IN ('rebuild_start', 'rebuild_end')
+), fe AS (
+    -- each failure's rebuild start and end: the first at or after it of its drive, else of
+    -- its group. Joins and aggregates, not correlated subqueries: DuckDB estimated those at
+    -- 10^11 rows and built its hash join of the windows and ios on ios, which held every
+    -- request (a replay of 3 M requests with a failure: out of memory under 100 MB)
+    SELECT f.run, f.failure,
+           coalesce(min(e.time_ns) FILTER (WHERE e.event = 'rebuild_start'
+                                             AND e.drive = f.drive),
+                    min(e.time_ns) FILTER (WHERE e.event = 'rebuild_start')) AS start_ns,
+           coalesce(min(e.time_ns) FILTER (WHERE e.event = 'rebuild_end' AND e.drive = f.drive),
+                    min(e.time_ns) FILTER (WHERE e.event = 'rebuild_end')) AS end_ns
+    FROM f LEFT JOIN ends e
+        ON e.run = f.run AND e."group" = f."group" AND e.time_ns >= f.failure_ns
+    GROUP BY f.run, f.failure
+), run_span AS (
+    SELECT run, max(complete_ns) AS run_end_ns, min(arrival_ns) AS run_start_ns
+    FROM ios GROUP BY run
 ), w AS (
-    SELECT
-        f.*,
-        coalesce(
-            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
-               AND e.event = 'rebuild_start' AND e.drive = f.drive
-               AND e.time_ns >= f.failure_ns),
-            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
-               AND e.event = 'rebuild_start' AND e.time_ns >= f.failure_ns))
-            AS start_ns,
-        coalesce(
-            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
-               AND e.event = 'rebuild_end' AND e.drive = f.drive
-               AND e.time_ns >= f.failure_ns),
-            (SELECT min(e.time_ns) FROM ends e WHERE e.run = f.run AND e."group" = f."group"
-               AND e.event = 'rebuild_end' AND e.time_ns >= f.failure_ns))
-            AS end_ns,
-        (SELECT max(complete_ns) FROM ios WHERE ios.run = f.run) AS run_end_ns,
-        (SELECT min(arrival_ns) FROM ios WHERE ios.run = f.run) AS run_start_ns
-    FROM f
+    SELECT f.*, fe.start_ns, fe.end_ns, rs.run_end_ns, rs.run_start_ns
+    FROM f JOIN fe ON fe.run = f.run AND fe.failure = f.failure
+    LEFT JOIN run_span rs ON rs.run = f.run
 ), spans AS (
     SELECT
         w.*,

@@ -33,56 +33,127 @@ WITH p AS (
         avg(size_bytes) FILTER (WHERE op IN (0, 1))            AS mean_size,
         (max(time_ns) - min(time_ns)) / 1e9                    AS duration_s
     FROM r GROUP BY run
+), tb AS (
+    -- In bounded memory: a window partitioned by run or device alone ran out of DuckDB's
+    -- memory limit (3 M requests under 100 MB), so every window here is over a bucket of a
+    -- run's requests by arrival time (or of a device's ranges by sector), about 256 rows
+    -- each and at most 2^20 buckets, or over one row per bucket; a bucket's windows start
+    -- from a row that carries what its earlier buckets left (their last arrival, the end of
+    -- the last request of the same device and operation, the reach of their sector ranges).
+    -- One row per run: a number, first arrival, bucket width, and the mean gap between
+    -- arrivals rounded down (the gaps add up to the last arrival less the first).
+    SELECT row_number() OVER () AS rid, *
+    FROM (SELECT run, min(time_ns) AS t0,
+                 (max(time_ns) - min(time_ns)) // least(greatest(count(*) // 256, 1), 1048576)
+                     + 1 AS w,
+                 (max(time_ns) - min(time_ns)) // greatest(count(*) - 1, 1) AS m
+          FROM r GROUP BY run)
+), rt AS (
+    SELECT tb.rid, (r.time_ns - tb.t0) // tb.w AS k, r.time_ns, r.device, r.op, r.sector,
+           r.end_sector, r.size_bytes
+    FROM r JOIN tb ON tb.run = r.run
+), sq AS (  -- one row per run, device and operation (read, write): a number
+    SELECT row_number() OVER () AS sid, *
+    FROM (SELECT DISTINCT rid, device, op FROM rt WHERE op IN (0, 1))
+), srt AS (
+    SELECT sq.sid, rt.k, rt.time_ns, rt.sector, rt.end_sector
+    FROM rt JOIN sq ON sq.rid = rt.rid AND sq.device = rt.device AND sq.op = rt.op
+), seq_last AS (  -- the end of the previous bucket's last request of each device and operation
+    SELECT sid, k, lag(last_end) OVER (PARTITION BY sid ORDER BY k) AS before_end
+    FROM (SELECT sid, k, max_by(end_sector, (time_ns, sector, end_sector)) AS last_end
+          FROM srt GROUP BY ALL)
+), seq_rows AS (
+    SELECT sid, k, 0 AS first, time_ns, sector, end_sector FROM srt
+    UNION ALL
+    SELECT sid, k, -1, NULL, NULL, before_end FROM seq_last WHERE before_end IS NOT NULL
 ), seqs AS (
-    SELECT run,
+    -- requests of the same device and operation in (time, sector) order; ties of both in
+    -- the order of their end, as a file sorted by all three lists them
+    SELECT tb.run,
            avg(CASE WHEN sector = prev_end THEN 1.0 ELSE 0.0 END) AS sequential_fraction
-    FROM (SELECT run, sector,
-                 lag(end_sector) OVER (PARTITION BY run, device, op
-                                       ORDER BY time_ns, sector) AS prev_end
-          FROM r WHERE op IN (0, 1))
-    GROUP BY run
+    FROM (SELECT sid, first, sector,
+                 lag(end_sector) OVER (PARTITION BY sid, k
+                                       ORDER BY first, time_ns, sector, end_sector) AS prev_end
+          FROM seq_rows) x
+    JOIN sq ON sq.sid = x.sid JOIN tb ON tb.rid = sq.rid
+    WHERE first = 0
+    GROUP BY tb.run
+), gap_rows AS (  -- each bucket's arrivals after a row with the earlier buckets' last arrival
+    SELECT rid, k, 0 AS first, time_ns FROM rt
+    UNION ALL
+    SELECT rid, k, -1, before_t
+    FROM (SELECT rid, k, max(t_max) OVER (PARTITION BY rid ORDER BY k
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS before_t
+          FROM (SELECT rid, k, max(time_ns) AS t_max FROM rt GROUP BY ALL))
+    WHERE before_t IS NOT NULL
 ), gap AS (
-    SELECT * FROM (SELECT run, time_ns - lag(time_ns) OVER (PARTITION BY run ORDER BY time_ns) AS g
-                   FROM r)
-    WHERE g IS NOT NULL
+    SELECT tb.run, x.g, x.g - tb.m AS d
+    FROM (SELECT rid, first,
+                 time_ns - lag(time_ns) OVER (PARTITION BY rid, k ORDER BY first, time_ns) AS g
+          FROM gap_rows) x
+    JOIN tb ON tb.rid = x.rid
+    WHERE first = 0 AND g IS NOT NULL
 ), gap_q AS (
     SELECT gap.run AS g, gap.g / 1e6 AS x FROM gap
 ), gq AS (  -- exact, in bounded memory (queries/_macros.sql)
     SELECT g AS run, list(value ORDER BY q) AS q FROM exact_quantiles('gap_q', [0.5, 0.99])
     GROUP BY g
 ), gaps AS (
+    -- cv: the population standard deviation from exact sums of the gaps less m (d), not
+    -- stddev_pop, whose floating-point sums depend on the order DuckDB's threads meet the
+    -- rows: var = mean(d^2) - mean(d)^2, where 0 <= mean(d) < 1
     SELECT a.run, a.mean_ms, a.cv, gq.q, a.max_ms
-    FROM (SELECT run, avg(g) / 1e6 AS mean_ms, stddev_pop(g) / avg(g) AS cv,
+    FROM (SELECT run, avg(g) / 1e6 AS mean_ms,
+                 sqrt(greatest(CAST(sum(CAST(d AS HUGEINT) * d) AS DOUBLE) / count(*)
+                               - pow(CAST(sum(d) AS DOUBLE) / count(*), 2), 0)) / avg(g) AS cv,
                  max(g) / 1e6 AS max_ms
           FROM gap GROUP BY run) a
     LEFT JOIN gq ON gq.run = a.run
 ), ws_in AS (
-    SELECT run, 'all' AS kind, device, sector AS s, end_sector AS e FROM r
+    SELECT rid, 0 AS kind, device, sector AS s, end_sector AS e FROM rt
         WHERE op IN (0, 1) AND size_bytes > 0
     UNION ALL
-    SELECT run, CASE op WHEN 0 THEN 'read' ELSE 'write' END, device, sector, end_sector FROM r
+    SELECT rid, 1 + op, device, sector, end_sector FROM rt
         WHERE op IN (0, 1) AND size_bytes > 0
-), ws_runs AS (
-    -- a new island of addressed sectors starts where no earlier range (in sector order)
-    -- reaches
-    SELECT run, kind, device, s, e,
-           max(e) OVER (PARTITION BY run, kind, device ORDER BY s, e
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-    FROM ws_in
-), ws_isl AS (
-    SELECT run, kind, device, s, e,
-           sum(CASE WHEN reach IS NULL OR s > reach THEN 1 ELSE 0 END)
-               OVER (PARTITION BY run, kind, device ORDER BY s, e ROWS UNBOUNDED PRECEDING)
-               AS island
-    FROM ws_runs
-), ws AS (
-    SELECT run,
-           coalesce(sum(hi - lo) FILTER (WHERE kind = 'all'), 0) * 512   AS all_bytes,
-           coalesce(sum(hi - lo) FILTER (WHERE kind = 'read'), 0) * 512  AS read_bytes,
-           coalesce(sum(hi - lo) FILTER (WHERE kind = 'write'), 0) * 512 AS write_bytes
-    FROM (SELECT run, kind, device, island, min(s) AS lo, max(e) AS hi
-          FROM ws_isl GROUP BY ALL)
-    GROUP BY run
+), wsd AS (  -- one row per run, kind (0 all, 1 read, 2 write) and device: sector buckets
+    SELECT row_number() OVER () AS id, *
+    FROM (SELECT rid, kind, device, min(s) AS s0, max(e) AS e1,
+                 (max(s) - min(s)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
+          FROM ws_in GROUP BY ALL)
+), wsk AS (
+    SELECT wsd.id, (ws_in.s - wsd.s0) // wsd.w AS k, ws_in.s, ws_in.e
+    FROM ws_in JOIN wsd ON wsd.rid = ws_in.rid AND wsd.kind = ws_in.kind
+                       AND wsd.device = ws_in.device
+), ws_rows AS (  -- each bucket's ranges after a row with the earlier buckets' reach
+    SELECT id, k, 0 AS first, s, e FROM wsk
+    UNION ALL
+    SELECT id, k, -1, NULL, before_e
+    FROM (SELECT id, k, max(e_max) OVER (PARTITION BY id ORDER BY k
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS before_e
+          FROM (SELECT id, k, max(e) AS e_max FROM wsk GROUP BY ALL))
+    WHERE before_e IS NOT NULL
+), ws_gaps AS (
+    -- sectors between islands of addressed sectors: a new island starts where no earlier
+    -- range (in sector order) reaches
+    SELECT id, sum(s - reach) AS gap_sectors
+    FROM (SELECT id, first, s,
+                 max(e) OVER (PARTITION BY id, k ORDER BY first, s, e
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+          FROM ws_rows)
+    WHERE first = 0 AND s > reach
+    GROUP BY id
+), ws AS (  -- the union of the ranges: each device's span less its gaps
+    SELECT tb.run,
+           coalesce(sum(u) FILTER (WHERE kind = 0), 0) * 512 AS all_bytes,
+           coalesce(sum(u) FILTER (WHERE kind = 1), 0) * 512 AS read_bytes,
+           coalesce(sum(u) FILTER (WHERE kind = 2), 0) * 512 AS write_bytes
+    FROM (SELECT wsd.rid, wsd.kind,
+                 CAST(wsd.e1 - wsd.s0 AS HUGEINT) - coalesce(ws_gaps.gap_sectors, 0) AS u
+          FROM wsd LEFT JOIN ws_gaps ON ws_gaps.id = wsd.id) d
+    JOIN tb ON tb.rid = d.rid
+    GROUP BY tb.run
 ), summary AS (
     SELECT b.run, 1 AS sec, 'summary' AS section, u.k, u.item, u.value
     FROM basic b
@@ -116,15 +187,20 @@ WITH p AS (
           FROM r WHERE op IN (0, 1))
     GROUP BY run, bucket
 ), hot AS (
+    -- the top extents of each run kept by arg_min (a heap of `top` rows per run), not a
+    -- window over every extent of the run
     SELECT run, 3 AS sec, 'hottest_extents' AS section, place AS k,
-           CAST(device AS VARCHAR) || ':' || CAST(first_sector AS VARCHAR) AS item,
-           CAST(n AS DOUBLE) AS value
-    FROM (SELECT run, device, first_sector, n,
-                 row_number() OVER (PARTITION BY run ORDER BY n DESC, device, first_sector)
-                     AS place
-          FROM (SELECT run, device, sector // p.extent_sectors * p.extent_sectors
-                           AS first_sector, count(*) AS n
-                FROM r, p WHERE op IN (0, 1) GROUP BY ALL)), p
+           CAST(x.device AS VARCHAR) || ':' || CAST(x.first_sector AS VARCHAR) AS item,
+           CAST(x.n AS DOUBLE) AS value
+    FROM (SELECT run, unnest(l) AS x, generate_subscripts(l, 1) AS place
+          FROM (SELECT run,
+                       arg_min({'device': device, 'first_sector': first_sector, 'n': n},
+                               {'n': -n, 'device': device, 'first_sector': first_sector},
+                               greatest((SELECT top FROM p), 1)) AS l
+                FROM (SELECT run, device, sector // p.extent_sectors * p.extent_sectors
+                                 AS first_sector, count(*) AS n
+                      FROM r, p WHERE op IN (0, 1) GROUP BY ALL)
+                GROUP BY run)), p
     WHERE place <= p.top
 )
 SELECT run, section, item, value FROM (

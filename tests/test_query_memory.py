@@ -1,0 +1,173 @@
+"""The named queries that ran out of DuckDB's memory limit, over three million requests under a
+50 MB limit (BLOCKLAB_DUCKDB_MEMORY) on one thread, each checked against NumPy on the same
+requests: idle-times, iostat, workload and rebuild-windows. Before their rewrites each failed
+here (Out of Memory: windows over a device's or run's whole stream, a LATERAL join holding
+every request, a hash join built on ios), and now each answers under 40 MB here too;
+tests/test_exact_quantiles.py does the same for latency-summary. One thread, because DuckDB's
+memory for an operator grows with its threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blocklab.pipeline.query import connect, find_sources, named
+
+from .golden import event, make_run
+
+N = 3_000_000
+IV = 1_000_000_000  # iostat interval, ns
+EXTENT = 2048  # sectors (extent_kib 1024)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    """A run of N requests: Poisson arrivals (100 us apart on average; 300 s), log-normal
+    latencies (median 22 us: busy and idle periods alike), reads and writes of 4 and 64 KiB
+    over 2^25 sectors, a third of them following on from the request before (same operation,
+    the next sector); a drive failure a third in, its rebuild to two thirds, with progress
+    events between."""
+    rng = np.random.default_rng(21)
+    arr = np.cumsum(rng.exponential(100_000, N)).astype(np.int64)
+    lat = rng.lognormal(10, 1.5, N).astype(np.int64)
+    op = rng.integers(0, 2, N).astype(np.uint8)
+    size = rng.choice(np.array([4096, 65536]), N)
+    sector = rng.integers(0, 1 << 22, N) * 8
+    follow = np.flatnonzero(rng.random(N - 1) < 0.33) + 1
+    follow = follow[np.diff(follow, prepend=-1) > 1]  # never two in a row
+    op[follow] = op[follow - 1]
+    sector[follow] = sector[follow - 1] + size[follow - 1] // 512
+    t0, t1 = int(arr[-1]) // 3, 2 * int(arr[-1]) // 3
+    events = [event(t0, "failure", drive=1), event(t0 + 1000, "rebuild_start", drive=1)]
+    events += [{**event(t0 + (t1 - t0) * k // 10, "rebuild_progress", drive=1),
+                "fraction": k / 10} for k in range(1, 10)]
+    events.append(event(t1, "rebuild_end", drive=1))
+    run = make_run(tmp_path_factory.mktemp("mem") / "run",
+                   {"arrival_ns": arr, "latency_ns": lat, "op": op, "size_bytes": size,
+                    "sector": sector}, events=events)
+    return run, {"a": arr, "c": arr + lat, "lat": lat, "op": op, "size": size, "sector": sector,
+                 "t0": np.int64(t0), "t1": np.int64(t1)}
+
+
+def ask(run: Path, name: str, monkeypatch, **params) -> list[dict]:
+    monkeypatch.setenv("BLOCKLAB_DUCKDB_MEMORY", "50MB")
+    sources = find_sources([run])
+    con = connect(sources, threads=1)
+    try:
+        rows = named(con, name, sources, {k: str(v) for k, v in params.items()}).to_pylist()
+    finally:
+        con.close()
+    return rows
+
+
+def idle_gaps(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Idle periods: in (arrival, completion) order, the time from the latest completion so
+    far to an arrival after it."""
+    o = np.lexsort((c, a))
+    a, c = a[o], c[o]
+    before = np.maximum.accumulate(c)[:-1]
+    nxt = a[1:]
+    return (nxt - before)[nxt > before]
+
+
+def test_idle_times(big, monkeypatch):
+    run, r = big
+    g = idle_gaps(r["a"], r["c"])
+    (row,) = ask(run, "idle-times", monkeypatch)
+    span = int(r["c"].max() - r["a"].min())
+    assert row["idle_periods"] == len(g) and row["busy_periods"] == len(g) + 1
+    assert row["idle_s"] == int(g.sum()) / 1e9
+    assert row["busy_s"] == (span - int(g.sum())) / 1e9
+    assert row["max_ms"] == g.max() / 1e6
+    for col, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+        assert row[col] == pytest.approx(np.quantile(g, q) / 1e6, rel=1e-12)
+    assert row["<0.1ms"] == int((g < 100_000).sum())
+    assert row["0.1-1ms"] == int(((g >= 100_000) & (g < 1_000_000)).sum())
+
+
+def test_iostat(big, monkeypatch):
+    run, r = big
+    rows = ask(run, "iostat", monkeypatch)
+    a, c, op = r["a"], r["c"], r["op"]
+    last = (int(c.max()) - 1) // IV
+    assert [x["t_s"] for x in rows] == [k * IV / 1e9 for k in range(last + 1)]
+    length = np.array([x["interval_s"] for x in rows]) * 1e9
+    k = np.minimum(c // IV, last)
+    reads = np.bincount(k[op == 0], minlength=last + 1)
+    assert np.array_equal(np.round([x["r/s"] for x in rows] * length / 1e9), reads)
+    # busy time: the span less the idle periods; time in progress: every request's latency
+    g = idle_gaps(a, c)
+    busy = sum(x["%util"] / 100 * x["interval_s"] for x in rows)
+    assert busy == pytest.approx((c.max() - a.min() - g.sum()) / 1e9, rel=1e-9)
+    queue = sum(x["aqu-sz"] * x["interval_s"] for x in rows)
+    assert queue == pytest.approx((c - a).sum() / 1e9, rel=1e-9)
+    # per interval: the busy periods (a sweep in arrival order) cut at the intervals' bounds
+    o = np.lexsort((c, a))
+    sa, sc = a[o], c[o]
+    reach = np.maximum.accumulate(sc)
+    starts = np.flatnonzero(np.r_[True, sa[1:] > reach[:-1]])
+    s, e = sa[starts], np.r_[reach[starts[1:] - 1], reach[-1]]
+    busy_k = np.zeros(last + 1, np.int64)
+    one = (s // IV == (e - 1) // IV) & (e > s)
+    np.add.at(busy_k, s[one] // IV, e[one] - s[one])
+    for s0, e0 in zip(s[~one & (e > s)].tolist(), e[~one & (e > s)].tolist(), strict=True):
+        for kk in range(s0 // IV, (e0 - 1) // IV + 1):
+            busy_k[kk] += min(e0, (kk + 1) * IV) - max(s0, kk * IV)
+    util = np.array([x["%util"] for x in rows])
+    assert np.allclose(util, 100 * busy_k / length, rtol=1e-12, atol=1e-9)
+
+
+def test_workload(big, monkeypatch):
+    run, r = big
+    rows = ask(run, "workload", monkeypatch)
+    got = {(x["section"], x["item"]): x["value"] for x in rows}
+    a, op, sector, size = r["a"], r["op"], r["sector"], r["size"]
+    end = sector + (size + 511) // 512
+    assert got[("summary", "requests")] == N
+    seq = 0
+    for o in (0, 1):  # one device: the previous request of the same operation, in time order
+        m = op == o
+        oo = np.lexsort((end[m], sector[m], a[m]))
+        s, e = sector[m][oo], end[m][oo]
+        seq += int((s[1:] == e[:-1]).sum())
+    assert got[("summary", "sequential_fraction")] == pytest.approx(seq / N, rel=1e-12)
+    gaps = np.diff(np.sort(a))
+    assert got[("summary", "interarrival_mean_ms")] == pytest.approx(gaps.mean() / 1e6,
+                                                                     rel=1e-12)
+    assert got[("summary", "interarrival_cv")] == pytest.approx(gaps.std() / gaps.mean(),
+                                                                rel=1e-12)
+    for item, q in (("interarrival_p50_ms", 0.5), ("interarrival_p99_ms", 0.99)):
+        assert got[("summary", item)] == pytest.approx(np.quantile(gaps, q) / 1e6, rel=1e-12)
+
+    def union_bytes(s: np.ndarray, e: np.ndarray) -> int:
+        o = np.lexsort((e, s))
+        s, e = s[o], e[o]
+        reach = np.maximum.accumulate(e)
+        new = np.r_[True, s[1:] > reach[:-1]]
+        gaps = (s[1:] - reach[:-1])[new[1:]]
+        return 512 * int(reach[-1] - s[0] - gaps.sum())
+
+    assert got[("summary", "working_set_bytes")] == union_bytes(sector, end)
+    assert got[("summary", "working_set_read_bytes")] == union_bytes(sector[op == 0],
+                                                                     end[op == 0])
+    ext, n = np.unique(sector // EXTENT * EXTENT, return_counts=True)
+    top = np.lexsort((ext, -n))[:10]
+    hot = [(x["item"], x["value"]) for x in rows if x["section"] == "hottest_extents"]
+    assert hot == [(f"0:{ext[i]}", float(n[i])) for i in top]
+
+
+def test_rebuild_windows(big, monkeypatch):
+    run, r = big
+    (row,) = ask(run, "rebuild-windows", monkeypatch)
+    c, lat = r["c"], r["lat"]
+    inside = (c >= r["t0"]) & (c < r["t1"])
+    before = c < r["t0"]
+    assert row["window_requests"] == int(inside.sum())
+    assert row["before_requests"] == int(before.sum())
+    assert row["window_p99_ms"] == pytest.approx(np.quantile(lat[inside], 0.99) / 1e6,
+                                                 rel=1e-12)
+    assert row["before_p99_ms"] == pytest.approx(np.quantile(lat[before], 0.99) / 1e6,
+                                                 rel=1e-12)
