@@ -13,40 +13,18 @@ WITH r AS (
     FROM device_ios
     WHERE complete_ns IS NOT NULL AND complete_ns >= arrival_ns
       AND ($device = '' OR device = $device)
-), dev AS (
-    -- In bounded memory: a window partitioned by device alone ran out of DuckDB's memory limit
-    -- (measured: 3 M requests under 80 MB, 10 M under 100 MB), so every window here is over a
-    -- time bucket of a device (about 256 requests, up to 2^20 buckets) or over one row per
-    -- bucket. An idle period ends at a request that arrives after every earlier one (in
-    -- arrival order) completed, and began at the latest of those completions (prev_end):
-    -- prev_end is a running max over the request's bucket that starts from the last completion
-    -- of the buckets before it. Busy periods are the idle periods + 1; busy time is the span
-    -- from first arrival to last completion less the idle time.
-    --
-    -- One row per device: a number, first arrival, last completion, bucket width.
+), dev AS (  -- one row per device, numbered: its first arrival and last completion
     SELECT row_number() OVER () AS id, *
-    FROM (SELECT run, device, min(devno) AS devno, min(a) AS a0, max(c) AS c1,
-                 (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
+    FROM (SELECT run, device, min(devno) AS devno, min(a) AS a0, max(c) AS c1
           FROM r GROUP BY run, device)
-), rk AS (
-    SELECT dev.id, r.a, r.c, (r.a - dev.a0) // dev.w AS k
-    FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
-), bk AS (  -- per bucket: the last completion of the buckets before it
-    SELECT id, k,
-           max(c_max) OVER (PARTITION BY id ORDER BY k
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_c
-    FROM (SELECT id, k, max(c) AS c_max FROM rk GROUP BY ALL)
-), seq AS (  -- each bucket's requests after a first row that carries before_c
-    SELECT id, k, 0 AS first, a, c FROM rk
-    UNION ALL
-    SELECT id, k, -1, NULL, before_c FROM bk WHERE before_c IS NOT NULL
-), pv AS (
-    SELECT id, first, a,
-           max(c) OVER (PARTITION BY id, k ORDER BY first, a, c
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM seq
+), ra AS (
+    SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
 ), gaps AS (
-    SELECT id, a - prev_end AS idle FROM pv WHERE first = 0 AND a > prev_end
+    -- an idle period ends at a request that arrives after every earlier one completed, and
+    -- began at the latest of those completions, in bounded memory (idle_gaps,
+    -- queries/_macros.sql); busy periods are the idle periods + 1, busy time the span from
+    -- first arrival to last completion less the idle time
+    SELECT g AS id, e - s AS idle FROM idle_gaps('ra')
 ), qv AS (
     SELECT id AS g, idle AS x FROM gaps
 ), qs AS (  -- exact, in bounded memory (queries/_macros.sql)

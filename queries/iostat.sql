@@ -48,37 +48,16 @@ WITH p AS (
                  unnest(generate_series(r.a // p.iv, (r.c - 1) // p.iv)) AS k
           FROM r, p WHERE r.c > r.a)
     GROUP BY ALL
-), dev AS (
-    -- %util in bounded memory: a window partitioned by device alone ran out of DuckDB's
-    -- memory limit (3 M requests under 60 MB), so busy time is the device's span from first
-    -- arrival to last completion less its idle gaps, found as idle-times.sql finds them: a
-    -- gap ends at a request that arrives after every earlier one completed and began at the
-    -- latest of those completions (prev_end: a running max over the request's time bucket of
-    -- about 256 requests, started from the last completion of the buckets before it).
-    -- One row per device: a number, first arrival, last completion, bucket width.
+), dev AS (  -- one row per device, numbered: its first arrival and last completion
     SELECT row_number() OVER () AS id, *
-    FROM (SELECT run, device, min(a) AS a0, max(c) AS c1,
-                 (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
-          FROM r GROUP BY run, device)
-), rk AS (
-    SELECT dev.id, r.a, r.c, (r.a - dev.a0) // dev.w AS k
-    FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
-), bk AS (  -- per bucket: the last completion of the buckets before it
-    SELECT id, k,
-           max(c_max) OVER (PARTITION BY id ORDER BY k
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_c
-    FROM (SELECT id, k, max(c) AS c_max FROM rk GROUP BY ALL)
-), seq AS (  -- each bucket's requests after a first row that carries before_c
-    SELECT id, k, 0 AS first, a, c FROM rk
-    UNION ALL
-    SELECT id, k, -1, NULL, before_c FROM bk WHERE before_c IS NOT NULL
-), pv AS (
-    SELECT id, first, a,
-           max(c) OVER (PARTITION BY id, k ORDER BY first, a, c
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM seq
+    FROM (SELECT run, device, min(a) AS a0, max(c) AS c1 FROM r GROUP BY run, device)
+), ra AS (
+    SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
 ), gaps AS (
-    SELECT id, prev_end AS s, a AS e FROM pv WHERE first = 0 AND a > prev_end
+    -- %util in bounded memory: busy time is the device's span from first arrival to last
+    -- completion less its idle gaps (idle_gaps, queries/_macros.sql: a window over a
+    -- device's whole stream ran out of DuckDB's memory limit, 3 M requests under 60 MB)
+    SELECT g AS id, s, e FROM idle_gaps('ra')
 ), util AS (
     -- busy time in each interval: the device's span from its first arrival to its last
     -- completion less its idle gaps, each cut at the interval's bounds
