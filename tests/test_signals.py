@@ -205,31 +205,28 @@ def test_in_process_handlers_are_restored():
     assert os.getpid()  # the test process is untouched
 
 
-def test_a_signal_that_cuts_a_wait_for_a_helper_thread_does_not_hide_it():
-    """The scenario-SIGHUP case once died of a segmentation fault: the signal cut the wait for
-    the Parquet writer's thread, CPython 3.11's Thread.join then marked the running thread
-    stopped, and the clean-up closed the writer under it. safety.Worker's wait, cut the same
-    way, still knows the thread runs, and the clean-up's wait lasts until it has returned."""
-    release = threading.Event()
+def test_a_signal_during_a_wait_for_a_helper_thread_is_raised_once_it_returned():
+    """A stopped scenario once died of a segmentation fault (the signal cut Thread.join, which
+    then marked the running Parquet writer's thread stopped, and the clean-up closed the
+    writer under it), and once hung (the signal cut an Event.wait inside threading's code
+    and left its lock taken). safety.Worker's wait lets no signal into threading's code: the
+    signal is raised when the thread has returned, and the next wait returns at once."""
     finished: list[bool] = []
 
     def target() -> None:
-        release.wait()
-        time.sleep(0.05)  # the last row group's write, still going when the clean-up waits
+        time.sleep(0.3)  # the last row group's write, still going when the signal comes
         finished.append(True)
 
     worker = safety.Worker(target, "test-worker")
     # the signal from another thread while the main thread waits, as a user's Ctrl-C
-    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGHUP))
+    timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGHUP))
     with safety.signals_handled():
         timer.start()
         with pytest.raises(safety.Interrupted):
             worker.join()
+        assert finished == [True] and not worker.is_alive()  # raised after the thread ended
+        worker.join()  # the clean-up's wait
     timer.join()
-    assert worker.is_alive() and not finished
-    release.set()
-    worker.join()  # the clean-up's wait
-    assert finished == [True] and not worker.is_alive()
 
 
 def test_a_signal_while_numba_compiles_waits_until_the_kernel_is_loaded():

@@ -41,6 +41,15 @@ def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
             max(1, decode_threads()), thread_name_prefix="blocklab-decode"))
     return _POOL[0]
 
+def result_of(fut: concurrent.futures.Future) -> Any:
+    """``fut.result()`` with a signal held until the result is there (one chunk's decode:
+    milliseconds), then raised: a signal's exception raised inside concurrent.futures'
+    condition can leave its lock taken, and the pool's thread then blocks for ever on its
+    way out (see safety.Worker)."""
+    with critical():
+        return fut.result()
+
+
 _MAGICS = {
     b"\x1f\x8b": "gzip",
     b"\x28\xb5\x2f\xfd": "zstd",

@@ -416,17 +416,21 @@ def signals_handled(restore: bool = True) -> Iterator[None]:
 
 
 class Worker:
-    """A helper thread whose end a signal cannot hide (use instead of ``threading.Thread``
-    where the main thread waits for it in a clean-up).
+    """A helper thread the main thread can wait for in a clean-up, whatever signal comes (use
+    instead of ``threading.Thread`` there).
 
-    CPython 3.11's ``Thread.join``, when a signal's exception cuts it while the thread still
-    runs, releases the thread's own state lock and marks it stopped (the handler added for
-    bpo-45274 in ``threading._wait_for_tstate_lock`` takes a lock it did not acquire for one
-    it did). Every later ``join`` then returns at once while the thread runs on: a stopped
-    ``blocklab scenario`` closed its Parquet writer under the thread still writing a row group
-    and died of a segmentation fault (tests/test_signals.py found it, one run in a few
-    hundred). Here the thread sets an event as its last act and ``join`` waits for that event:
-    a wait cut by a signal leaves the event as it was, so the clean-up's wait is a real one.
+    A signal's exception raised inside Python's threading code breaks it. CPython 3.11's
+    ``Thread.join``, cut while the thread still runs, releases the thread's own state lock and
+    marks it stopped (the handler added for bpo-45274 in ``threading._wait_for_tstate_lock``),
+    so a later join returns at once while the thread runs on: a stopped ``blocklab scenario``
+    closed its Parquet writer under the thread still writing a row group and died of a
+    segmentation fault. An ``Event.wait`` cut between taking its condition's lock and entering
+    the ``with`` that releases it leaves the lock taken, so the next wait (and the thread's
+    own ``set``) blocks for ever: a stopped scenario hung that way. (tests/test_signals.py
+    found both, each about once in a hundred runs.) So the thread sets an event as its last
+    act, and ``join`` waits for it inside ``critical``: a signal that comes meanwhile is held,
+    and raised once the thread has returned. The wait is for the end of what the thread was
+    doing (a row group's encoding, a chunk's hash): bounded, and short.
     """
 
     def __init__(self, target: Callable[[], None], name: str):
@@ -445,6 +449,6 @@ class Worker:
         return not self._done.is_set()
 
     def join(self) -> None:
-        """Wait until the target has returned (a signal's exception may cut the wait; a later
-        call waits again)."""
-        self._done.wait()
+        """Wait until the target has returned; a signal that came meanwhile is raised then."""
+        with critical():
+            self._done.wait()

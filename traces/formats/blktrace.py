@@ -12,7 +12,7 @@ import numpy as np
 
 from blocklab.kernels import blktrace_decode as D
 from blocklab.kernels import pairing as K
-from blocklab.traces.io import CHUNK_BYTES, Input, decode_pool, decode_threads
+from blocklab.traces.io import CHUNK_BYTES, Input, decode_pool, decode_threads, result_of
 
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
@@ -133,7 +133,7 @@ class _Decoder:
         """Decode the next chunk of the file into ``pending``."""
         job = self._next if self._next is not None else self._read()
         self._next = None
-        first = job.result.result() if job.result is not None else self._run(job)
+        first = result_of(job.result) if job.result is not None else self._run(job)
         self._finish(job, first)
         if self.prefetch and not self.eof:
             # the next chunk decodes while this one is paired; its kernel starts from this

@@ -11,7 +11,15 @@ import numpy as np
 
 from blocklab.kernels import pairing as K
 from blocklab.kernels import textparse as T
-from blocklab.traces.io import Input, decode_pool, decode_threads, line_at, next_line, text_chunks
+from blocklab.traces.io import (
+    Input,
+    decode_pool,
+    decode_threads,
+    line_at,
+    next_line,
+    result_of,
+    text_chunks,
+)
 
 from .base import ReadContext
 from .paired import ProcessNames
@@ -62,7 +70,7 @@ def text_events(
     while job is not None:
         buf, first_line, events, comms = job.buf, job.first_line, job.events, job.comms
         if job.result is not None:
-            result = job.result.result()
+            result = result_of(job.result)
         else:
             result = run(buf, 0, events.reshape(-1), comms.reshape(-1), last)
         filled = 0
