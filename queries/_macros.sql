@@ -56,28 +56,30 @@ SELECT t.g, t.q, CAST(a.x AS DOUBLE) + (t.pos - t.lo) * (CAST(z.x AS DOUBLE) - a
 FROM t JOIN rv a ON a.g IS NOT DISTINCT FROM t.g AND a.r = t.lo
        JOIN rv z ON z.g IS NOT DISTINCT FROM t.g AND z.r = t.hi;
 
--- idle_gaps(src): the idle gaps of each group g (a device of a run, numbered) of the table or
--- CTE named src (columns g, a: arrival ns, c: completion ns >= a), one row (g, s, e) per gap:
--- a gap ends at a request that arrives (e = its arrival) after every request that arrived
--- before it completed, and began at the latest of those completions (s); the time before the
--- first arrival and after the last completion is not a gap. idle-times and iostat's %util
--- read their busy and idle periods from it.
+-- interval_gaps(src): the gaps between the intervals [a, c) of each group g (a number) of the
+-- table or CTE named src (columns g, a, c with c >= a), one row (g, s, e) per gap, in the
+-- order of a: a gap ends at an interval that starts (e = its a) after every interval that
+-- started before it ended, and began at the latest of their ends (s); the time before the
+-- first start and after the last end is not a gap. With a request's arrival and completion
+-- these are a device's idle periods (idle-times, iostat's %util); with a request's first and
+-- end sector, the sectors between the islands a device's requests address (workload's
+-- working set).
 --
 -- In bounded memory: a window partitioned by a group alone holds the group's whole stream
 -- and ran out of DuckDB's memory limit (3 M requests under 60-80 MB, 10 M under 100 MB), so
--- every window here is over a time bucket of a group (about 256 requests, up to 2^20
--- buckets) or over one row per bucket: s is a running max of completions over the request's
--- bucket, started from a first row that carries the last completion of the buckets before.
-CREATE OR REPLACE MACRO idle_gaps(src) AS TABLE
+-- every window here is over a bucket of a group's starts (about 256 intervals, up to 2^20
+-- buckets) or over one row per bucket: s is a running max of ends over the interval's
+-- bucket, started from a first row that carries the last end of the buckets before.
+CREATE OR REPLACE MACRO interval_gaps(src) AS TABLE
 WITH r AS (
     SELECT g, a, c FROM query_table(src)
-), w AS (  -- per group: first arrival and bucket width
+), w AS (  -- per group: first start and bucket width
     SELECT g, min(a) AS a0,
            (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
     FROM r GROUP BY g
 ), rk AS (
     SELECT r.g, r.a, r.c, (r.a - w.a0) // w.w AS k FROM r JOIN w ON w.g = r.g
-), bk AS (  -- per bucket: the last completion of the buckets before it
+), bk AS (  -- per bucket: the last end of the buckets before it
     SELECT g, k,
            max(c_max) OVER (PARTITION BY g ORDER BY k
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_c

@@ -21,10 +21,10 @@ WITH r AS (
     SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
 ), gaps AS (
     -- an idle period ends at a request that arrives after every earlier one completed, and
-    -- began at the latest of those completions, in bounded memory (idle_gaps,
+    -- began at the latest of those completions, in bounded memory (interval_gaps,
     -- queries/_macros.sql); busy periods are the idle periods + 1, busy time the span from
     -- first arrival to last completion less the idle time
-    SELECT g AS id, e - s AS idle FROM idle_gaps('ra')
+    SELECT g AS id, e - s AS idle FROM interval_gaps('ra')
 ), qv AS (
     SELECT id AS g, idle AS x FROM gaps
 ), qs AS (  -- exact, in bounded memory (queries/_macros.sql)

@@ -55,9 +55,9 @@ WITH p AS (
     SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
 ), gaps AS (
     -- %util in bounded memory: busy time is the device's span from first arrival to last
-    -- completion less its idle gaps (idle_gaps, queries/_macros.sql: a window over a
+    -- completion less its idle gaps (interval_gaps, queries/_macros.sql: a window over a
     -- device's whole stream ran out of DuckDB's memory limit, 3 M requests under 60 MB)
-    SELECT g AS id, s, e FROM idle_gaps('ra')
+    SELECT g AS id, s, e FROM interval_gaps('ra')
 ), util AS (
     -- busy time in each interval: the device's span from its first arrival to its last
     -- completion less its idle gaps, each cut at the interval's bounds

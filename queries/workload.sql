@@ -116,34 +116,17 @@ WITH p AS (
     UNION ALL
     SELECT rid, 1 + op, device, sector, end_sector FROM rt
         WHERE op IN (0, 1) AND size_bytes > 0
-), wsd AS (  -- one row per run, kind (0 all, 1 read, 2 write) and device: sector buckets
+), wsd AS (  -- one row per run, kind (0 all, 1 read, 2 write) and device: its span
     SELECT row_number() OVER () AS id, *
-    FROM (SELECT rid, kind, device, min(s) AS s0, max(e) AS e1,
-                 (max(s) - min(s)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
-          FROM ws_in GROUP BY ALL)
-), wsk AS (
-    SELECT wsd.id, (ws_in.s - wsd.s0) // wsd.w AS k, ws_in.s, ws_in.e
+    FROM (SELECT rid, kind, device, min(s) AS s0, max(e) AS e1 FROM ws_in GROUP BY ALL)
+), wsr AS (
+    SELECT wsd.id AS g, ws_in.s AS a, ws_in.e AS c
     FROM ws_in JOIN wsd ON wsd.rid = ws_in.rid AND wsd.kind = ws_in.kind
                        AND wsd.device = ws_in.device
-), ws_rows AS (  -- each bucket's ranges after a row with the earlier buckets' reach
-    SELECT id, k, 0 AS first, s, e FROM wsk
-    UNION ALL
-    SELECT id, k, -1, NULL, before_e
-    FROM (SELECT id, k, max(e_max) OVER (PARTITION BY id ORDER BY k
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                     AS before_e
-          FROM (SELECT id, k, max(e) AS e_max FROM wsk GROUP BY ALL))
-    WHERE before_e IS NOT NULL
 ), ws_gaps AS (
     -- sectors between islands of addressed sectors: a new island starts where no earlier
-    -- range (in sector order) reaches
-    SELECT id, sum(s - reach) AS gap_sectors
-    FROM (SELECT id, first, s,
-                 max(e) OVER (PARTITION BY id, k ORDER BY first, s, e
-                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-          FROM ws_rows)
-    WHERE first = 0 AND s > reach
-    GROUP BY id
+    -- range (in sector order) reaches, in bounded memory (interval_gaps, queries/_macros.sql)
+    SELECT g AS id, sum(e - s) AS gap_sectors FROM interval_gaps('wsr') GROUP BY g
 ), ws AS (  -- the union of the ranges: each device's span less its gaps
     SELECT tb.run,
            coalesce(sum(u) FILTER (WHERE kind = 0), 0) * 512 AS all_bytes,
