@@ -258,3 +258,30 @@ def test_a_signal_while_numba_compiles_waits_until_the_kernel_is_loaded():
     assert where[-2:] == [__name__, "blocklab.traces.safety"], where  # in our code, by the retry
     assert not [w for w in where if w.split(".")[0] in ("numba", "llvmlite")], where
     assert kernel(2) == 3  # and the kernel works
+
+
+def test_a_signal_held_for_numba_is_not_lost_in_a_critical_section_after_it():
+    """A signal held while a kernel compiled, whose retry comes while a critical section runs
+    (taking a lock, renaming an output), is raised after that section, not dropped."""
+    from numba import njit
+    from numba.extending import overload
+
+    def arrives(x):  # pragma: no cover - only its overload runs
+        raise AssertionError
+
+    @overload(arrives)
+    def _arrives(x):
+        os.kill(os.getpid(), signal.SIGHUP)
+        return lambda x: x * 2
+
+    @njit
+    def kernel(x):
+        return arrives(x)
+
+    with safety.signals_handled():
+        with pytest.raises(safety.Interrupted):
+            kernel(1)  # the signal is held while it compiles, then retried every 10 ms
+            with safety.critical():  # entered within microseconds of the kernel's return
+                time.sleep(0.1)  # the retry comes here: held on
+            time.sleep(2)  # raised here, once the section is over
+    assert kernel(3) == 6

@@ -41,6 +41,7 @@ def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
             max(1, decode_threads()), thread_name_prefix="blocklab-decode"))
     return _POOL[0]
 
+
 def result_of(fut: concurrent.futures.Future) -> Any:
     """``fut.result()`` with a signal held until the result is there (one chunk's decode:
     milliseconds), then raised: a signal's exception raised inside concurrent.futures'

@@ -329,11 +329,11 @@ def _hold() -> None:
 
 
 def _retry(_signum: int, frame: Any) -> None:
-    if not _received or _raised[0] or _critical[0]:
-        return  # raised meanwhile (check()), or a critical section's end will raise it
-    if _in_compiler(frame):
-        _hold()
-        return
+    if not _received or _raised[0]:
+        return  # raised meanwhile (check())
+    if _critical[0] or _in_compiler(frame):
+        _hold()  # not here either: try again (a critical section's end raises only what
+        return  # came while it ran, not a signal held from before it)
     raise _interrupt(_received[0])
 
 
