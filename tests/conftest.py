@@ -48,17 +48,14 @@ def golden_runs(golden_work: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A real Dask LocalCluster for the module (two single-threaded worker processes on
-    loopback, the kernel cache shared with this process), which the commands reach by its
-    address as they would a user's cluster."""
-    from distributed import LocalCluster
+    """A real Dask LocalCluster for the module, as ``replay --workers 2`` and ``sweep`` make
+    one (pipeline/cluster.py connect: two single-threaded worker processes on loopback, the
+    kernel cache shared with this process), which the commands reach by its address as they
+    would a user's cluster."""
+    from blocklab.pipeline.cluster import connect
 
-    from blocklab.pipeline.cluster import numba_cache_base
-
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                     dashboard_address=None,
-                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                     env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
+    client, c = connect(None, 2, 10.0)
+    client.close()  # the commands bring their own client
     yield c
     c.close()
 

@@ -477,8 +477,8 @@ def _machine_ceiling(client: Any, d: Path) -> dict[str, float]:
     """What two workers can give on this machine at this moment: the same serial replay on
     one worker alone, then on both workers at once (no coordination between them at all);
     ``ceiling`` = 2 x alone / the slower of the pair, 2.0 where both cores are free. A shared
-    or throttled machine gives less (this project's VM: two CPU-bound processes at once ran
-    1.1-1.6 x the throughput of one), and no parallel replay can beat it."""
+    or throttled machine gives less (this project's VM gave 0.98 to 1.99 x within minutes), and
+    no parallel replay can beat it."""
     workers = sorted(client.scheduler_info()["workers"])
     args = (str(d / "t.parquet"), str(d / "a.toml"))
     alone = client.submit(timed_replay, *args, str(d / "ceiling-0"), workers=[workers[0]],
@@ -502,9 +502,7 @@ def parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
     times, the CPU seconds: the serial replay's (this process), the segments' (each worker
     thread's) and the client's joining of the parts; and the 1-minute load average before and
     after, as the machine is shared."""
-    from distributed import Client, LocalCluster
-
-    from blocklab.pipeline.cluster import numba_cache_base, warm_kernels
+    from blocklab.pipeline.cluster import connect, warm_kernels
     from blocklab.pipeline.parallel import Segment, replay_parallel, run_segment
     from blocklab.pipeline.replay import replay
     from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
@@ -553,11 +551,7 @@ def parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
         rate = par["requests_replayed"] / sum(par["segment_seconds"])
         out["segment_requests_per_s"] = rate
         # the fixed cost of one segment: tasks of one request each, on a cluster already up
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None,
-                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                               env={"NUMBA_CACHE_DIR": numba_cache_base()}, silence_logs=40)
-        client = Client(cluster, set_as_default=False)
+        client, cluster = connect(None, 2, 10.0)  # the local cluster replay --workers 2 makes
         try:
             (d / "parts").mkdir()
             seg = Segment(0, str(d / "t.parquet"), str(d / "a.toml"), 1.0, False, False, 0, 0,
