@@ -24,9 +24,28 @@ the replay kernels from an empty cache (``python -m blocklab.tools.warm``): 39 c
 of them such duplicates (``_job_ops`` four times, the HDD ``service`` and ``_ra_bus`` twice, a
 RAID-6 planner six times), 466 s; without them 297 s (same machine, same day).
 
-The same holds for ``inline="always"``: every call site gets its own copy of the callee (and of
-everything it inlines), and compile time grows faster than the code. ``kernels/engine/loop.py``'s
-event loop therefore calls its heavy helpers from one place each (``_to_drives``, ``_finish``).
+A small helper is marked ``@njit(forceinline=True)``: LLVM inlines it at every call site (its
+``alwaysinline`` attribute), after Numba has typed and lowered it once, for its one signature.
+Numba's own ``inline="always"``, which this codebase used before, inlines at the level of
+Numba's IR instead: every call site gets a copy of the callee's IR (and of everything it
+inlines) that is typed and lowered again, so compile time grew much faster than the code. On
+the replay kernels from an empty cache (``python -m blocklab.tools.warm``, same machine, same
+hour): 157 s with ``inline="always"``, 53 s with ``forceinline=True``, and the kernels run as
+fast (replay throughput within 2-5 %, the same results to the last bit); without either
+(plain calls, LLVM left to decide) 43 s but replay 2.4 times slower, because LLVM's inliner
+declines most of these helpers (each array argument is passed as seven scalars). The house
+options set ``forceinline=False`` explicitly: Numba lets a kernel that does not say inherit the
+flag from the kernel that called it first, which would inline a heavy helper (``_to_drives``)
+into the small one that calls it. ``kernels/engine/loop.py``'s event loop still calls its
+heavy helpers from one place each (``_to_drives``, ``_finish``): every inlined copy is code
+LLVM optimizes again.
+
+A private kernel (its name starts with ``_``) is compiled without the two wrappers Numba adds
+so that Python can call a kernel (the CPython and the C-callable entry points): only kernels
+call it, and the wrappers were a sixth of the replay kernels' compile (53 s -> 44 s, the same
+code run). Called from Python, Numba would jump to a missing wrapper and crash the process, so
+such a kernel's dispatcher (``_Private``) refuses the call with a TypeError instead. A kernel
+the pipeline or a test calls has a public name.
 """
 
 from __future__ import annotations
@@ -58,7 +77,7 @@ def _cache_dir() -> str:
 
 numba.config.CACHE_DIR = _cache_dir()
 
-_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
+_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", forceinline=False)
 
 
 class _Kernel(registry.CPUDispatcher):
@@ -71,14 +90,28 @@ class _Kernel(registry.CPUDispatcher):
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
 
+class _Private(_Kernel):
+    """A private kernel, compiled without the wrappers that let Python call it (Numba would
+    call through a missing entry point): a call from Python is refused instead."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.py_func.__module__}.{self.py_func.__name__} is a private "
+                        "kernel, which only kernels can call (kernels/_jit.py)")
+
+
 def njit(*args, **kwargs):
-    """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(inline="always")``."""
+    """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(forceinline=True)``."""
     opts = dict(_OPTIONS)
     if not kwargs.pop("nrt", True):
         opts["_nrt"] = False
     opts.update(kwargs)
 
     def make(func):
+        if func.__name__.startswith("_"):
+            # only kernels call it: no wrappers for Python (see the module docstring)
+            disp = numba.njit(**opts, no_cpython_wrapper=True, no_cfunc_wrapper=True)(func)
+            disp.__class__ = _Private
+            return disp
         disp = numba.njit(**opts)(func)
         disp.__class__ = _Kernel  # (the same object layout: only the typing of calls changes)
         return disp
@@ -94,3 +127,9 @@ def cache_folder() -> str:
     """The folder compiled kernels are cached in (keyed on the kernel sources: ``_cache_dir``),
     for the pipeline's warm-up stamp (tools/warm.py); the pipeline does not import Numba."""
     return str(numba.config.CACHE_DIR)
+
+
+def use_cache_folder(folder: str) -> None:
+    """Cache kernels in ``folder`` exactly (a second compiling process of tools/warm.py, which
+    must fill its parent's folder). Only kernels defined after this call use it."""
+    numba.config.CACHE_DIR = folder

@@ -83,14 +83,14 @@ OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH, OP_OTHER = 0, 1, 2, 3, 4
 MAX_BYTES = 1 << 40
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u16(buf, p, swap):
     if swap:
         return (buf[p] << 8) | buf[p + 1]
     return buf[p] | (buf[p + 1] << 8)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u32(buf, p, swap):
     b0 = buf[p] & 0xFF
     b1 = buf[p + 1] & 0xFF
@@ -101,7 +101,7 @@ def _u32(buf, p, swap):
     return b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u64(buf, p, swap):
     lo = _u32(buf, p, swap)
     hi = _u32(buf, p + 4, swap)
@@ -110,12 +110,12 @@ def _u64(buf, p, swap):
     return (hi << 32) | lo
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _be32(buf, p):
     return _u32(buf, p, True)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _be64(buf, p):
     return _u64(buf, p, True)
 

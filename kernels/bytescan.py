@@ -11,26 +11,26 @@ NL = 10
 CR = 13
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def is_digit(c):
     return 48 <= c <= 57
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def skip_spaces(buf, i, end):
     while i < end and (buf[i] == SPACE or buf[i] == TAB or buf[i] == CR):
         i += 1
     return i
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def line_end(buf, i, n):
     while i < n and buf[i] != NL:
         i += 1
     return i
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def parse_uint(buf, i, end):
     """Digits at ``i`` -> (value, next position); position -1 when there is no digit."""
     v = 0
@@ -43,7 +43,7 @@ def parse_uint(buf, i, end):
     return v, j  # 20 digits wrap like u64 -> int64 (18446744073709551615 is -1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def parse_int(buf, i, end):
     """Optionally signed whole number."""
     neg = False
@@ -56,7 +56,7 @@ def parse_int(buf, i, end):
     return v, j
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def parse_fixed(buf, i, end, digits):
     """Decimal ``123.456`` as an integer scaled by 10**digits (extra digits truncated).
 
@@ -99,7 +99,7 @@ def parse_fixed(buf, i, end, digits):
     return v, j
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def token_end(buf, i, end):
     """End of the non-blank token starting at ``i``."""
     while i < end and buf[i] != SPACE and buf[i] != TAB and buf[i] != CR:
@@ -107,7 +107,7 @@ def token_end(buf, i, end):
     return i
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def fnv1a(buf, i, j):
     """64-bit FNV-1a hash of buf[i:j] (used to identify process names without decoding)."""
     h = -3750763034362895579  # 0xCBF29CE484222325 as int64

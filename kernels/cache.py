@@ -52,7 +52,7 @@ def init_heads(S: np.ndarray, base: int, lines: int) -> None:
     S[base + CH_FREE] = 0 if lines else NONE
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def mask(lo, hi):
     """Bits lo .. hi-1 set (0 <= lo < hi <= 64)."""
     n = hi - lo
@@ -61,14 +61,14 @@ def mask(lo, hi):
     return ((np.int64(1) << n) - 1) << lo
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _slot0(HT, key):
     # Fibonacci hashing of the key onto the power-of-two table
     return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)) & (
         HT.shape[0] - 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def find(HT, key):
     """The line holding ``key``, or NONE."""
     m = HT.shape[0] - 1
@@ -158,7 +158,7 @@ def _append(CL, S, b, line, w):
         S[b + CN_CLEAN] += 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def room(S, b):
     """Lines that can be taken now (free, or clean and evictable)."""
     return S[b + CN_FREE] + S[b + CN_CLEAN]

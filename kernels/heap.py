@@ -29,7 +29,7 @@ def grown(h: np.ndarray, size: int, capacity: int) -> np.ndarray:
     return out
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def less(h, i, j):
     if h[i, 0] != h[j, 0]:
         return h[i, 0] < h[j, 0]
@@ -38,7 +38,7 @@ def less(h, i, j):
     return h[i, 2] < h[j, 2]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _before(t, kind, seq, h, j):
     """Whether the entry (t, kind, seq) comes before row ``j``."""
     if t != h[j, 0]:
@@ -48,7 +48,7 @@ def _before(t, kind, seq, h, j):
     return seq < h[j, 2]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _after(t, kind, seq, h, j):
     """Whether the entry (t, kind, seq) comes after row ``j``."""
     if t != h[j, 0]:
@@ -58,7 +58,7 @@ def _after(t, kind, seq, h, j):
     return seq > h[j, 2]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _move(h, dst, src):
     h[dst, 0] = h[src, 0]
     h[dst, 1] = h[src, 1]
@@ -66,7 +66,7 @@ def _move(h, dst, src):
     h[dst, 3] = h[src, 3]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def push(h, size, t, kind, seq, ident):
     """Insert an event; returns the new size. The caller keeps room (it raises when full).
     The new entry's place is found first (its parents move down into the hole) and it is
@@ -88,7 +88,7 @@ def push(h, size, t, kind, seq, ident):
     return size + 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def pop(h, size):
     """Remove the top event (read it from row 0 first); returns the new size. The last entry
     sinks from the top through a hole (children move up) and is written once."""

@@ -122,14 +122,14 @@ def prefetch(typingctx, arr, i):
     return types.void(arr, i), codegen
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def log_bin(x):
     """The HL bin of a scaled distance x >= 0."""
     b = np.int64(np.log2(1.0 + x) * BINS_PER_OCTAVE)
     return b if b < LOG_BINS else LOG_BINS - 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _blocks(s, ns, bsec, sh):
     """First and last block of a request of ``ns`` sectors at sector ``s``: a shift when the
     block is a power of two sectors (an arithmetic shift is floor division, negatives too)."""
@@ -138,7 +138,7 @@ def _blocks(s, ns, bsec, sh):
     return s // bsec, (s + ns - 1) // bsec
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _access(z, o, w, exact, smax, ST, SW, HT, BM, C1, F2, HL, HPV, HPK, hsh):
     """One tracked access of the block of hash ``z``, with every scalar in ``ST`` and ``SW``
     (the general path: any sampling, the tables checked request by request); returns its
@@ -180,7 +180,7 @@ AHEAD_SLOT = 24
 AHEAD_LINE = 10
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _peek(HT, BM, QZ, QS, e, hsh):
     """Look access e up ahead of time: its slot (or -1 when its block is not in the table
     yet) into QS, and its bitmap line prefetched."""
@@ -290,7 +290,7 @@ def _count(sector, nsec, op, i, j, bsec, sh, ST, sign):
         ST[S_ACC + o] += sign * (last - first + 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _row(op, nsec, sector, r, sh):
     """Row ``r``'s op and sectors, and the blocks it touches: the first and how many (a block
     is 2^sh sectors)."""

@@ -67,7 +67,7 @@ SW_N = 4
 _ONE = np.uint64(1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def mix(key):
     """SplitMix64's finalizer (Steele, Lea and Flood, OOPSLA 2014): a well-spread 64-bit hash,
     and a bijection, so the hash identifies the key."""
@@ -89,7 +89,7 @@ def _ctpop(typingctx, x):
     return types.int64(x), codegen
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def popcount(x):
     """Set bits of a uint64."""
     return _ctpop(np.uint64(x))
@@ -100,17 +100,17 @@ def popcount(x):
 # add on every access and keeps short loops from being vectorized; an unsigned index does
 # not. (Measured on the exact kernel: the sum of a run's group counts became one scalar load
 # and insert per element.)
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _ld(A, i):
     return A[np.uint64(i)]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _st(A, i, v):
     A[np.uint64(i)] = v
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _shift(HT):
     """The shift that takes a hash to its home slot: its top log2(slots) bits. Top bits, so
     that doubling the table sends slot s's keys to slots 2s and 2s+1 (``rehash`` streams)."""
@@ -121,7 +121,7 @@ def _shift(HT):
     return np.uint64(64 - b)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _find(HT, z, hsh):
     """The slot holding hash ``z`` (uint64), or minus one minus the free slot where it would
     go. Slot s is HT[2s] (the hash) and HT[2s+1] (the position, EMPTY when free)."""
@@ -166,7 +166,7 @@ def rehash(HT, NT):
             NT[2 * t + 1] = HT[2 * s + 1]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _fw_add(F2, r, v):
     """v more marks in run r (0-based; F2 is 1-based)."""
     m = F2.shape[0] - 1
@@ -176,7 +176,7 @@ def _fw_add(F2, r, v):
         r += r & -r
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _fw_prefix(F2, r):
     """Marks in runs 0..r-1."""
     s = np.int64(0)
@@ -186,7 +186,7 @@ def _fw_prefix(F2, r):
     return s
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _mark(BM, C1, F2, p):
     w = p >> 6
     _st(BM, w, _ld(BM, w) | (_ONE << np.uint64(p & 63)))
@@ -195,7 +195,7 @@ def _mark(BM, C1, F2, p):
     _fw_add(F2, p >> RUN_BITS, 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _unmark(BM, C1, F2, p):
     w = p >> 6
     _st(BM, w, _ld(BM, w) & ~(_ONE << np.uint64(p & 63)))
@@ -204,7 +204,7 @@ def _unmark(BM, C1, F2, p):
     _fw_add(F2, p >> RUN_BITS, -1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _since(BM, C1, F2, p, t, live):
     """Marks at positions p+1 .. t-1 (the mark at p set, none at t or after; ``live`` marks
     in all): the marks after p in its line, the groups after p's in its run, the runs after
@@ -227,7 +227,7 @@ def _since(BM, C1, F2, p, t, live):
     return s
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _move(BM, C1, F2, p, t):
     """Move a mark from position p to position t > p; the tree is touched only when the two
     lie in different runs, and its nodes that count both runs are left alone (the two climbs
@@ -308,7 +308,7 @@ def compact(ST, HT, BM, C1, F2, CB):
     build_marks(BM, C1, F2, q)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _heap_push(HPV, HPK, ST, v, k):
     i = ST[S_HEAP]
     ST[S_HEAP] = i + 1
@@ -364,7 +364,7 @@ def _lower_threshold(ST, HT, BM, C1, F2, HPV, HPK, hsh):
         ST[S_EVICT] += 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _fits(blocks, HT):
     """Whether the hash table holds ``blocks`` blocks: at most 3/4 of its slots used (linear
     probing's mean probe for a missing key, (1 + 1/(1-a)^2)/2, is 8.5 slots at a = 3/4, and
@@ -372,7 +372,7 @@ def _fits(blocks, HT):
     return 4 * blocks <= 3 * (HT.shape[0] >> 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _positions_for(ST, HT, BM, C1, F2, CB, nb):
     """Positions for ``nb`` more accesses, renumbering them when they ran out; False when
     the position tables must grow first: renumbering would leave less than 3/4 of them
@@ -386,7 +386,7 @@ def _positions_for(ST, HT, BM, C1, F2, CB, nb):
     return ST[S_POS] + nb <= cap
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _room(ST, HT, BM, C1, F2, CB, nb):
     """Room for ``nb`` more blocks (compacting the positions when they ran out); False when
     the tables must grow first."""

@@ -40,7 +40,7 @@ TE_TIME, TE_DEV, TE_ACT, TE_OP, TE_FLAGS, TE_SECTOR, TE_BYTES, TE_PID, TE_ERR, T
 TE_NCOLS = 10
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def put_event(events, k, t, dev, act, op, flags, sector, nbytes, pid, err, aux):
     """Trace event ``k`` into the flattened event matrix (``TE_NCOLS`` values a row: no 2-D
     stride multiply per store), as every parser writes its events."""
@@ -118,7 +118,7 @@ def new_state(capacity: int = 1 << 12):
     return ent, keys, vals, devk, devv, free, st
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _mix(key, mask):
     """Slot of a key: MurmurHash3's 64-bit finalizer, so that every key bit (kind and device
     in the high bits too) moves the slot; a multiply alone leaves the low bits blind to them."""
@@ -130,12 +130,12 @@ def _mix(key, mask):
     return x & mask
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _key(kind, didx, sector):
     return (kind << 62) | (didx << 48) | (sector & SECTOR_MASK)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _dev_index(devk, devv, st, dev):
     """Small index of a device (or flush pseudo-device) key; -1 when the table is full."""
     mask = devk.shape[0] - 1
@@ -152,7 +152,7 @@ def _dev_index(devk, devv, st, dev):
     return devv[i]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _find(keys, vals, key):
     mask = keys.shape[0] - 1
     i = _mix(key, mask)
@@ -165,7 +165,7 @@ def _find(keys, vals, key):
         i = (i + 1) & mask
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _insert(keys, vals, st, key, entry):
     mask = keys.shape[0] - 1
     i = _mix(key, mask)
@@ -176,7 +176,7 @@ def _insert(keys, vals, st, key, entry):
     st[ST_USED] += 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _remove(keys, vals, st, key, entry):
     """Delete ``entry``'s slot under ``key`` (not a twin's), shifting the run back after it."""
     mask = keys.shape[0] - 1
@@ -232,7 +232,7 @@ def rehash(ent, keys, vals, st):
             _insert(keys, vals, st, _key(KIND_BIO, d, ent[b + F_START]), e)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _alloc(ent, free, st):
     top = st[ST_FREE_TOP] - 1
     st[ST_FREE_TOP] = top
@@ -248,7 +248,7 @@ def _alloc(ent, free, st):
     return e
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _release(ent, keys, vals, free, st, e):
     b = e * NF
     d = ent[b + F_DIDX]
@@ -263,7 +263,7 @@ def _release(ent, keys, vals, free, st, e):
     st[ST_LIVE] -= 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _promote(ent, keys, vals, st, e):
     """A bio becomes a request: index it by start and end instead of as a bio."""
     b = e * NF
@@ -274,7 +274,7 @@ def _promote(ent, keys, vals, st, e):
     _insert(keys, vals, st, _key(KIND_END, d, ent[b + F_END]), e)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector):
     e = _alloc(ent, free, st)
     b = e * NF
@@ -300,7 +300,7 @@ def _new_entry(ent, keys, vals, free, st, events, p, stage, t, dev, didx, sector
     return e
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _emit(out, n, ent, e, t_complete, err, extra_flags):
     b = e * NF
     o = n * R_NCOLS
@@ -322,7 +322,7 @@ def _emit(out, n, ent, e, t_complete, err, extra_flags):
     out[o + R_SEQ] = ent[b + F_SEQ]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector):
     """The request starting at the event's sector: found, promoted from a bio, or created."""
     e = _find(keys, vals, _key(KIND_START, didx, sector))
@@ -340,7 +340,7 @@ def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx
     return e
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _on_queue(ent, keys, vals, free, st, events, p, t, dev, didx, sector, nbytes):
     """Q: a new bio; or the queueing of a remapped bio (its marker becomes the bio), or the
     remainder of a split queued again."""
@@ -361,7 +361,7 @@ def _on_queue(ent, keys, vals, free, st, events, p, t, dev, didx, sector, nbytes
         _new_entry(ent, keys, vals, free, st, events, p, S_BIO, t, dev, didx, sector)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _on_merge(ent, keys, vals, free, st, act, t, didx, sector, nbytes):
     """M or F: the bio joins the request it extends at the back or the front (its queue time
     the earlier of the two); the bio's own entry goes."""
@@ -393,7 +393,7 @@ def _on_merge(ent, keys, vals, free, st, act, t, didx, sector, nbytes):
         ent[b + F_LAST] = t
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _on_split(ent, keys, vals, free, st, t, didx, sector, new_sector):
     """X: the bio (or request) at ``sector`` ends at ``new_sector``; a new bio entry, a copy
     of it, covers the rest."""
@@ -430,7 +430,7 @@ def _on_split(ent, keys, vals, free, st, t, didx, sector, new_sector):
     _insert(keys, vals, st, _key(KIND_BIO, didx, new_sector), r)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev, didx, sector,
                 nbytes):
     """G, I or D: the request at ``sector`` (found, promoted from its bio, or created) gets
@@ -457,7 +457,7 @@ def _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev,
     ent[b + F_FLAGS] |= events[p + TE_FLAGS]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx, sector, nbytes):
     """C: the request at ``sector`` becomes output row ``n`` (a PARTIAL row when it began
     before the trace), unless the completion covers only its first part. Returns the rows

@@ -79,7 +79,7 @@ F_N = 1
 URE_SALT = 0x5552452D4C534521
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def mix(z):
     """SplitMix64's finaliser on a uint64."""
     z = (z ^ (z >> _S30)) * _MIX1
@@ -87,13 +87,13 @@ def mix(z):
     return z ^ (z >> _S31)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def trial_state(seed, trial):
     """The generator state trial ``trial`` starts from."""
     return mix(mix(np.uint64(seed)) ^ mix(np.uint64(trial + 1)))
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def lifetime(rng, scale_h, shape):
     """A Weibull(shape, scale) lifetime in hours; shape 1 skips the power (exponential)."""
     e = -math.log(1.0 - uniform(rng, 0))
@@ -102,7 +102,7 @@ def lifetime(rng, scale_h, shape):
     return scale_h * e ** (1.0 / shape)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def cum_hazard(age_h, scale_h, shape):
     """H(age) = (age / scale)^shape, the expected failures of a drive by that age."""
     x = age_h / scale_h
@@ -120,7 +120,7 @@ def draw_lifetimes(rng, seed, scale_h, shape, out):
         out[i] = lifetime(rng, scale_h, shape)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w, set_ure,
                   fst):
     """Set ``s`` reaches (delta 1) or leaves (delta -1) its tolerance: its members' danger
@@ -156,7 +156,7 @@ def _set_critical(s, delta, set_ptr, set_mem, danger, dlist, dpos, st, up, ure_w
             fst[F_URE] = 0.0  # no rounding residue left behind
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _count(x, delta, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos,
            st, up, ure_w, set_ure, fst):
     """Add ``delta`` to the exposed counts of slot ``x``'s sets, following each set across its
@@ -173,7 +173,7 @@ def _count(x, delta, slot_ptr, slot_sets, set_ptr, set_mem, set_tol, cnt, danger
                           fst)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _expose(x, delta, slot_dom, dom_tol, dc, active, ex_list, ex_pos, slot_ptr, slot_sets,
             set_ptr, set_mem, set_tol, cnt, danger, dlist, dpos, st, up, ure_w, set_ure, fst):
     """Slot ``x`` fails (delta 1) or comes back (delta -1).
@@ -240,7 +240,7 @@ def init_state(dom_tol, set_ptr, set_mem, set_tol, dc, active, ex_pos, cnt, dang
                           fst)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _before(ta, ka, tb, kb):
     """Timeline order: time, then window ends (kind bit 0) before failures, then slot."""
     if ta != tb:
@@ -250,7 +250,7 @@ def _before(ta, ka, tb, kb):
     return (ka >> 1) < (kb >> 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _danger_hazard(a, b, st, dlist, up, renew, scale_h, shape):
     """The failure hazard, integrated from ``a`` to ``b`` hours, of the dangerous drives (up,
     in a set at its tolerance): the losses a failure can cause over that stretch."""
@@ -263,7 +263,7 @@ def _danger_hazard(a, b, st, dlist, up, renew, scale_h, shape):
     return h
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def scrub_age(t, phase, scrub_h):
     """Hours since the last scrub at ``t``, scrubs at phase + k scrub_h; 0 without scrubs."""
     if scrub_h <= 0.0:

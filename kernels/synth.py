@@ -33,7 +33,7 @@ _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 _TWO_M53 = 1.0 / 9007199254740992.0  # 2**-53
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def next_u64(rng, i):
     """The next 64-bit output of SplitMix64 generator ``i`` (its state is ``rng[i]``)."""
     z = rng[i] + _GAMMA
@@ -43,20 +43,20 @@ def next_u64(rng, i):
     return z ^ (z >> _S31)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def uniform(rng, i):
     """A double in [0, 1) from the top 53 bits of the next output."""
     return np.float64(next_u64(rng, i) >> _S11) * _TWO_M53
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def below(rng, i, n):
     """A whole number in [0, n): floor(uniform * n), clamped against rounding up to n."""
     r = np.int64(uniform(rng, i) * n)
     return r if r < n else n - 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def exponential(rng, i, mean):
     """An exponential variate of the given mean (inversion: -ln(1 - U))."""
     return -math.log(1.0 - uniform(rng, i)) * mean
@@ -100,7 +100,7 @@ def spc1_init(rng, table, st, hr, n_bsu):
             st[s, ST_INIT] = 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _walk(rng, st, s, hr, g, leaves, write):
     """One step of the hierarchical reuse random walk of stream ``s`` in region ``g``
     (spc1.c ``hrrw``, HRRW_CLASSIC): returns the block to access."""

@@ -271,7 +271,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
     return ne, pos, OK, pos, last_time
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _put(events, comms, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux, cs, ce):
     """Event ``ne`` into the flattened event matrix, its process-name span into ``comms``."""
     put_event(events, ne, t, dev, act, op, flags, sector, nbytes, pid, err, aux)
@@ -279,7 +279,7 @@ def _put(events, comms, ne, t, dev, act, op, flags, sector, nbytes, pid, err, au
     comms[2 * ne + 1] = ce
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _empty_flush(op, flags, nsec, act):
     """A preflush with no data is a flush request ("FW 0 + 0"); an empty read is no read."""
     if nsec == 0 and act != 13:
@@ -323,7 +323,7 @@ def _tracefs_event(buf, i, j):
     return 0
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _tracefs_task(buf, i, end):
     """The ``task-pid [cpu]`` head of a tracefs line from ``i``: (pid, task start, task end,
     position of '[cpu]'); the position is ``end`` when the line has no ``[digits]``. The pid
@@ -357,7 +357,7 @@ def _tracefs_task(buf, i, end):
     return pid, i, k, b
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _tracefs_time(buf, b, end):
     """The time stamp after ``[cpu]`` at ``b`` (optional irq-info flags, then
     "seconds.fraction:"): (ns, position after the colon), the position -1 when malformed."""
@@ -377,7 +377,7 @@ def _tracefs_time(buf, b, end):
     return t, j
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _tracefs_lost(buf, i, end):
     """The count M of a ``CPU:N [LOST M EVENTS]`` line (0 when it has none)."""
     k = i

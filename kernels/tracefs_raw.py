@@ -58,29 +58,29 @@ LOST_PAGES = 1  # pages flagged "events missed" without a count
 
 # Bytes are widened to int64 before shifting: a shifted uint8 becomes uint64 in Numba, and
 # uint64 | int64 is float64.
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u16(buf, o):
     return np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u32(buf, o):
     return (np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16)
             | (np.int64(buf[o + 3]) << 24))
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _u64(buf, o):
     return _u32(buf, o) | (_u32(buf, o + 4) << 32)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _i32(buf, o):
     v = _u32(buf, o)
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _cstr_end(buf, i, n):
     """End of the NUL-terminated string in buf[i:i+n]."""
     j = i
@@ -89,7 +89,7 @@ def _cstr_end(buf, i, n):
     return j
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _decode_event(buf, d, layout, r, ts, events, comms, ne):
     """The block event whose payload starts at ``d`` (layout row offset ``r``), at time
     ``ts``, into row ``ne`` of ``events`` and ``comms``. Returns (status, byte offset of the

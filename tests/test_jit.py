@@ -7,35 +7,36 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pytest
 
 from blocklab.kernels._jit import njit
 
 
-def _scale(x, k, flag):
+def scale_or_shift(x, k, flag):
     return x * k if flag else x - k
 
 
-def _calls(x):
+def calls_mine(x):
     # the same callee with four different constants, and once with variables
     return (_mine(x, 0, True) + _mine(x, 1, False) + _mine(x, 2, True) + _mine(x, 3, True)
             + _mine(x, x, x > 0))
 
 
-def _calls_numba(x):
+def calls_numba(x):
     return (_theirs(x, 0, True) + _theirs(x, 1, False) + _theirs(x, 2, True)
             + _theirs(x, 3, True) + _theirs(x, x, x > 0))
 
 
-_mine = njit(cache=False)(_scale)
-_caller = njit(cache=False)(_calls)
-_theirs = numba.njit(_scale)
-_caller_numba = numba.njit(_calls_numba)
+_mine = njit(cache=False)(scale_or_shift)
+_caller = njit(cache=False)(calls_mine)
+_theirs = numba.njit(scale_or_shift)
+_caller_numba = numba.njit(calls_numba)
 
 
 def test_constants_compile_once():
     for x in (5, -3):
-        want = (_scale(x, 0, True) + _scale(x, 1, False) + _scale(x, 2, True)
-                + _scale(x, 3, True) + _scale(x, x, x > 0))  # plain Python
+        want = (scale_or_shift(x, 0, True) + scale_or_shift(x, 1, False) + scale_or_shift(x, 2, True)
+                + scale_or_shift(x, 3, True) + scale_or_shift(x, x, x > 0))  # plain Python
         assert _caller(np.int64(x)) == _caller_numba(np.int64(x)) == want
     # Numba's own dispatcher compiled the callee once per constant (the waste this avoids) ...
     assert len(_theirs.signatures) >= 4
@@ -46,7 +47,7 @@ def test_constants_compile_once():
 def test_inline_and_arrays_unchanged():
     """Inlined kernels and array arguments work as with Numba's dispatcher."""
 
-    @njit(inline="always", cache=False)
+    @njit(forceinline=True, cache=False)
     def add(a, i, v):
         a[i] += v
 
@@ -58,3 +59,61 @@ def test_inline_and_arrays_unchanged():
 
     a = np.arange(5, dtype=np.int64)
     assert fill(a) == 20 and a.tolist() == [2, 3, 4, 5, 6]
+
+
+def test_forceinline_is_inlined_by_llvm_and_not_inherited():
+    """A ``forceinline=True`` kernel carries LLVM's alwaysinline attribute (LLVM inlines it
+    where it is called); a kernel it calls, compiled first from inside it, does not inherit
+    the flag (Numba's default would: kernels/_jit.py)."""
+
+    @njit(cache=False)
+    def heavy(a):
+        s = 0
+        for i in range(a.shape[0]):
+            s += a[i] * i
+        return s
+
+    @njit(forceinline=True, cache=False)
+    def small(a):
+        return heavy(a) + 1
+
+    @njit(cache=False)
+    def top(a):
+        return small(a) * 2
+
+    a = np.arange(6, dtype=np.int64)
+    assert top(a) == 2 * (sum(i * i for i in range(6)) + 1)
+
+    def attrs(disp):
+        (ir,) = disp.inspect_llvm().values()
+        return [ln for ln in ir.splitlines() if ln.startswith("attributes #")]
+
+    assert any("alwaysinline" in ln for ln in attrs(small))
+    assert not any("alwaysinline" in ln for ln in attrs(heavy))
+    assert not any("alwaysinline" in ln for ln in attrs(top))
+
+
+def test_a_private_kernel_has_no_python_entry_and_refuses_a_call_from_python():
+    """A kernel whose name starts with ``_`` is compiled without Python's wrappers (only
+    kernels call it): kernels call it as before, and a call from Python is a TypeError, not
+    a jump through a missing entry point."""
+
+    @njit(cache=False)
+    def _twice(a, i):
+        return 2 * a[i]
+
+    @njit(cache=False)
+    def total(a):
+        s = 0
+        for i in range(a.shape[0]):
+            s += _twice(a, i)
+        return s
+
+    a = np.arange(5, dtype=np.int64)
+    assert total(a) == 2 * sum(range(5))
+    with pytest.raises(TypeError, match="private kernel"):
+        _twice(a, 1)
+    (ir,) = _twice.inspect_llvm().values()
+    assert "cpython" not in ir  # Numba names the wrapper's symbol after it ...
+    (ir,) = total.inspect_llvm().values()
+    assert "cpython" in ir  # ... which a public kernel has

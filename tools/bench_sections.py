@@ -67,18 +67,22 @@ def validation_speeds() -> dict[str, dict[str, float]] | str:
 
 
 def compile_times() -> dict[str, float]:
-    """Seconds to compile the replay kernels from an empty Numba cache, in a process of its own
-    (``python -m blocklab.tools.warm``, what ``make test`` starts in the background), and,
-    the baseline, to load them from that cache in another: what the first replay on a machine
-    costs beyond every later one."""
+    """Seconds to compile every kernel family from an empty Numba cache (``python -m
+    blocklab.tools.warm``, what ``make setup`` runs: two processes on two cores), the same in
+    one process (``-j 1``), and, the baseline, to load them all from the cache in a new
+    process: what the first command on a machine costs beyond every later one."""
     out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="blocklab-bench-cache-") as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for name in ("compile_s", "load_s"):
+    warm = [sys.executable, "-m", "blocklab.tools.warm", "-q"]
+    for name, args in (("compile_s", warm), ("compile_one_process_s", [*warm, "-j", "1"])):
+        with tempfile.TemporaryDirectory(prefix="blocklab-bench-cache-") as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "blocklab.tools.warm"], env=env,
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(args, env=env, check=True, stdout=subprocess.DEVNULL)
             out[name] = time.perf_counter() - t
+            if name == "compile_s":
+                t = time.perf_counter()
+                subprocess.run(warm, env=env, check=True, stdout=subprocess.DEVNULL)
+                out["load_s"] = time.perf_counter() - t
     return out
 
 

@@ -187,7 +187,7 @@ __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEG_MAX", "STATE", "S_N", "Driv
            "service", "settle", "track_bounds", "unpack", "zone_table"]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _own_work(p, zones, curve_d, curve_t, st, b, t):
     """The drive's own work at time ``t``: a read-ahead (which a request can stop at the end of
     the sector under the head) or a destage (which it cannot). Brings the read-ahead's segment
@@ -221,7 +221,7 @@ def _own_work(p, zones, curve_d, curve_t, st, b, t):
     return free, cyl, head, pf, destaging, stop_t, stop_c, stop_h
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind, lim, free, cyl,
                 head, zb_a, q_a, nxt_a):
     """A read miss, or a partial hit on segment ``k`` that nobody is filling: the media read
@@ -267,7 +267,7 @@ def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind,
     return bus + p[P_COMPL_R]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, head, pf, stop_t,
           stop_c, stop_h):
     """Serve a read of ``n`` blocks at ``a`` arriving at ``t``, the drive's own work as
@@ -324,7 +324,7 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
     return done, hit
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _write_timing(p, st, b, t, a, n, k, prev_write, seq, free, destaging):
     """When a write's data reaches the buffer and its media write may start: (segment, the
     segment's first block, when the media write may start, when the first block's transfer
@@ -371,7 +371,7 @@ def _write_timing(p, st, b, t, a, n, k, prev_write, seq, free, destaging):
     return k, seg_lo, media_at, x0, done, disc, resel, mintime
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cyl, head, pf,
            destaging, stop_t, stop_c, stop_h):
     """Serve a write of ``n`` blocks at ``a`` arriving at ``t``, the drive's own work as

@@ -71,7 +71,7 @@ _INF = 1e300
 _USE_MAX = (1 << 53) - 1  # segment use clocks below this (9e15 requests) rank exactly
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt):
     st[b + S_M_J] = j
     st[b + S_M_TP] = tp
@@ -86,7 +86,7 @@ def _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt):
     st[b + S_M_NXT] = nxt
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _memo_get(st, b):
     """The walk's state as ``_memo_put`` left it (all but the run index)."""
     return (st[b + S_M_TP], st[b + S_M_TS], st[b + S_M_TR], st[b + S_M_WAIT],
@@ -94,7 +94,7 @@ def _memo_get(st, b):
             int(st[b + S_M_Q]), int(st[b + S_M_NXT]))
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
     """Put the read-ahead's walk back at its first run (whose physical place is ``zb, q, nxt``,
     or is looked up if ``zb < 0``)."""
@@ -107,7 +107,7 @@ def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
     _memo_put(st, b, 0, t, ts, tr, wt, geo, c1, h1, zb, q, nxt)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, nxt):
     """Start a media read of ``nblk`` blocks from ``lbn`` (physical place ``zb, q, nxt``, or
     ``zb < 0``) into segment ``seg`` at ``t`` from (c, h), the mechanism busy until it ends
@@ -299,7 +299,7 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
 # ---------------------------------------------------------------- cache
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _ra_limit(p, zones, a, n, zb, q, nxt):
     """One past the last block a read of ``n`` blocks at ``a`` (physical place ``zb, q, nxt``)
     reads ahead to."""
@@ -325,12 +325,12 @@ def _ra_limit(p, zones, a, n, zb, q, nxt):
     return min(max(lim, end), total)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _seg_bounds(st, b, k):
     return st[b + S_SEGS + 3 * k], st[b + S_SEGS + 3 * k + 1]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _seg_set(st, b, k, lo, hi):
     st[b + S_SEGS + 3 * k] = lo
     st[b + S_SEGS + 3 * k + 1] = hi
@@ -339,7 +339,7 @@ def _seg_set(st, b, k, lo, hi):
     st[b + S_SEGS + 3 * k + 2] = clock
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _pick_read_seg(p, st, b, a, n, pf):
     """DiskSim's choice of segment for a read: (segment, 2 whole hit / 1 partial hit / 0 miss).
 
@@ -378,7 +378,7 @@ def _pick_read_seg(p, st, b, a, n, pf):
     return 15 - ((best >> 2) & 15), kind
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _pick_write_seg(p, st, b, a, n, pf):
     """DiskSim's choice of segment for a write (the dedicated one if the drive has one): an
     empty one 3, the read-ahead's 1, one it overlaps 4, else 2; the most preferred wins, the
@@ -404,7 +404,7 @@ def _pick_write_seg(p, st, b, a, n, pf):
     return 15 - ((best >> 2) & 15)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _drop_overlaps(p, st, b, keep, a, n):
     """A write empties every other segment holding any of its blocks (stores rather than
     branches: whether a segment overlaps a random write is a coin toss)."""

@@ -61,7 +61,7 @@ _SEEK_COUNT_MAX = 256  # seek curves up to this many points are searched by coun
 # ---------------------------------------------------------------- layout
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _zone(p, zones, lbn):
     """Base index in ``zones`` of the zone holding ``lbn`` (the last zone past the end): the
     bucket index gives the zone of the bucket's first block, later zones follow."""
@@ -73,7 +73,7 @@ def _zone(p, zones, lbn):
     return i * Z_N
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _first_at_least(zones, lo, hi, v):
     """First index in zones[lo:hi] (ascending) whose value is >= v (hi if none)."""
     while lo < hi:
@@ -85,13 +85,13 @@ def _first_at_least(zones, lo, hi, v):
     return lo
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _slips_in(zones, s0, ns, lo, hi):
     """How many of the slips ``zones[s0:s0 + ns]`` lie in [lo, hi)."""
     return _first_at_least(zones, s0, s0 + ns, hi) - _first_at_least(zones, s0, s0 + ns, lo)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _slips_shift(zones, s0, ns, first, x):
     """(how many slips at or after ``first`` push logical offset ``x`` (relative to ``first``)
     forward, index of the first slip at or after ``first``): slip i counts while
@@ -109,7 +109,7 @@ def _slips_shift(zones, s0, ns, first, x):
     return lo, i0
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _phys(p, zones, lbn):
     """(zone base, physical sector within the zone (counted from the zone's first sector),
     index in ``zones`` of the first slip after it)."""
@@ -147,7 +147,7 @@ def _phys_call(p, zones, lbn):
     return _phys(p, zones, lbn)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _where(p, zones, b, q):
     """(cylinder, head, angle of the sector's start in sectors from the index) of physical
     sector ``q`` of the zone at ``b``."""
@@ -178,7 +178,7 @@ def _where(p, zones, b, q):
     return cyl, head, float(ang % bpt)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _run_len(p, zones, b, lbn, q, nxt, left):
     """How many blocks from ``lbn`` (at physical ``q``, ``nxt`` the index of the next slip)
     lie on consecutive sectors of one track, at most ``left``."""
@@ -205,7 +205,7 @@ def _run_len(p, zones, b, lbn, q, nxt, left):
     return max(m, 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _lbns_before(p, zones, b, qp):
     """The first LBN whose physical sector is at or after zone-physical sector ``qp``."""
     first = int(zones[b + Z_FIRST_LBN])
@@ -265,7 +265,7 @@ def seek_ms(p, curve_d, curve_t, dist):
     return _seek(p, curve_d, curve_t, dist)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _seek(p, curve_d, curve_t, dist):
     """``seek_ms`` inlined where the head moves (a call passes each of the three arrays as a
     seven-word struct)."""
@@ -301,7 +301,7 @@ def _seek(p, curve_d, curve_t, dist):
     return curve_t[lo] + f * (curve_t[lo + 1] - curve_t[lo])
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
     """Time to bring the head from (c0, h0) to (c1, h1): the seek or the head switch, whichever
     is longer, plus the write settling delay if anything moved."""
@@ -313,7 +313,7 @@ def _move(p, curve_d, curve_t, c0, h0, c1, h1, write):
     return s
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _wait(rot, bpt, t, ang):
     """Rotational wait from time ``t`` until sector angle ``ang`` (sectors) is under the head."""
     f = ang / bpt - t / rot
@@ -323,7 +323,7 @@ def _wait(rot, bpt, t, ang):
     return w
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _step(p, zones, zb, q, nxt, lbn, cnt):
     """Physical place (zone base, zone sector, next slip) of ``lbn + cnt``, where ``[lbn,
     lbn + cnt)`` is a whole run starting at zone sector ``q`` of the zone at ``zb`` (``nxt``
@@ -354,7 +354,7 @@ def _step(p, zones, zb, q, nxt, lbn, cnt):
     return zb, q2, nxt
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _run_at(p, zones, curve_d, curve_t, t, c, h, lbn, zb, q, nxt):
     """The run of a read that starts at ``lbn`` (physical place ``zb, q, nxt``) with the head
     at (c, h) at time ``t``: (time on the track, time at its first sector, that wait, its

@@ -108,7 +108,7 @@ def state_width(p: np.ndarray) -> int:
     return T_FIXED + 2 * planes + int(p[P_CH]) + int(p[P_BUF_PAGES])
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _program_ns(p, wa):
     """Plane time of one host page written at write amplification ``wa``: its program, the
     copies of valid pages garbage collection moves (read and program each), and its share of

@@ -55,14 +55,14 @@ from .tables import (
 # the controller cache
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _lines_of(cfg, lun_lba, n):
     """First and last cache line index of LUN sectors [lun_lba, lun_lba + n)."""
     ls = cfg.line_sectors
     return lun_lba // ls, (lun_lba + n - 1) // ls
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _bits(cfg, k, lun_lba, n):
     """Sector mask, within line k, of LUN sectors [lun_lba, lun_lba + n)."""
     ls = cfg.line_sectors
@@ -71,7 +71,7 @@ def _bits(cfg, k, lun_lba, n):
     return CA.mask(lo, hi)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _lookup(cfg, W, g):
     """(HIT | FILLING | MISS, LUN of the first filling line) of read request ``g``."""
     RQ = W.RQ
@@ -102,7 +102,7 @@ def _lookup(cfg, W, g):
     return status, wait_lun
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _store(cfg, W, g, dirty, now):
     """Put request ``g``'s sectors in the cache: dirty (a write-back write: the caller checked
     there is room) or clean (data read, or written through, while lines are available)."""
@@ -174,7 +174,7 @@ def _fits(cfg, S, RQ, LN, CL, HT, g):
     return True
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _new_job(W, kind, lun, lba, n):
     """A job for LUN sectors [lba, lba + n) (the caller checked one is free)."""
     S = W.S
@@ -233,7 +233,7 @@ def _prefetch(cfg, W, lun, now, ncand):
     return True, _job_ops(W, j, 0, now, ncand)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _sequential(cfg, W, g, now, ncand):
     """A read arrives: note where it ends on each LUN, and keep sequential readers' prefetch
     ``ra_sectors`` ahead of them."""
@@ -258,7 +258,7 @@ def _sequential(cfg, W, g, now, ncand):
     return ncand
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _read(cfg, W, g, now, ncand):
     """A read request is at the controller (again, after waiting for a prefetch). Returns
     (ncand, True if it goes to the drives, the request if it is done now, else NONE): the
@@ -287,7 +287,7 @@ def _read(cfg, W, g, now, ncand):
     return ncand, True, NONE
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _lowest_bit(x):
     """The lowest set bit of ``x`` (not 0)."""
     k = 0
@@ -296,7 +296,7 @@ def _lowest_bit(x):
     return k
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _highest_bit(x):
     """The highest set bit of ``x`` (not 0)."""
     k = 63
@@ -348,7 +348,7 @@ def _destage_one(cfg, W, now, ncand):
     return _job_ops(W, j, 1, now, ncand)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _destage(cfg, W, now, ncand):
     """Start the destages the policy asks for (module docstring, 3) and keep a timer for the
     oldest dirty data."""
@@ -375,7 +375,7 @@ def _destage(cfg, W, now, ncand):
     return ncand
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _cache_write(cfg, W, g, now):
     """Write request ``g``'s data goes into the write-back cache: the request is done (the
     caller finishes it)."""
@@ -385,7 +385,7 @@ def _cache_write(cfg, W, g, now):
     W.RQ[slot, RQ_O_HIT] = 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _write_in(cfg, W, g, now, ncand):
     """Write request ``g``'s data is at the controller. Returns (ncand, True if it goes to the
     drives, the request if it is done now, else NONE), as ``_read``."""

@@ -96,7 +96,7 @@ def _fit(W, t):
     W.S[S_BINS_END] = nb * W.S[S_INTERVAL]
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _spread(BN, row, base, iv, t0, t1, weight):
     """Add ``weight`` x the overlap of [t0, t1) with each bin."""
     b = t0 // iv
@@ -108,7 +108,7 @@ def _spread(BN, row, base, iv, t0, t1, weight):
         b += 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _count(W, d, t, delta):
     """The operations at drive ``d`` change by ``delta`` at ``t``: integrate the old count."""
     DR = W.DR
@@ -125,13 +125,13 @@ def _count(W, d, t, delta):
 # events and drive queues
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _push(W, t, kind, ident):
     W.S[S_HSIZE] = HP.push(W.HQ, W.S[S_HSIZE], t, kind, W.S[S_SEQ], ident)
     W.S[S_SEQ] += 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _enqueue(W, s, now):
     """Append operation ``s`` to its drive's queue (host or background)."""
     OP = W.OP
@@ -148,7 +148,7 @@ def _enqueue(W, s, now):
     _count(W, d, now, 1)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _candidate(W, d, ncand):
     """Note drive ``d`` as one that may start after this event (once)."""
     DR = W.DR
@@ -159,7 +159,7 @@ def _candidate(W, d, ncand):
     return ncand
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _pick(OP, DR, d, now):
     """Take the next operation off drive ``d``'s queues (see the module docstring, 5 and 9):
     host work first, except that when both queues hold work, background work goes first while
@@ -223,7 +223,7 @@ def _pick(OP, DR, d, now):
     return best, contended
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _op_kind(job_kind, write):
     """traces/schema.py OPK_* of a job's operation."""
     if job_kind == JOB_REBUILD:
@@ -231,7 +231,7 @@ def _op_kind(job_kind, write):
     return job_kind
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _service(M, DR, d, now, lba, n, write):
     """(completion ns, 1 if served from the drive's cache) of an operation started now."""
     m = DR[d, D_MPARAM]
@@ -249,7 +249,7 @@ def _service(M, DR, d, now, lba, n, write):
     return (done if done > now else now), hit
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _start_drives(cfg, W, ncand, now):
     """Start every drive that can, in drive order (the candidates noted during the event)."""
     DR = W.DR

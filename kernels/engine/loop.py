@@ -83,7 +83,7 @@ from .tables import (
 from .tasks import _fail, _task_issue, _task_start, _unit_done
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _op_done(cfg, W, s, now, ncand):
     """Drive operation ``s`` completes at ``now``. Returns (ncand, its request if that is done
     now, else NONE: the caller finishes it)."""
@@ -122,7 +122,7 @@ def _op_done(cfg, W, s, now, ncand):
 # the event loop
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _resume(cfg, W):
     """At the first call, schedule the failures and tasks (and in closed loop the first
     phase); at a call after NEED_INPUT in closed loop, let the streams that were starved of

@@ -73,7 +73,7 @@ from .tables import (
 # planning
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _piece_n(cfg, nluns, pos, end):
     """The piece of host-volume sectors [pos, end) on one LUN: (lun, LUN sector, end)."""
     vu = cfg.vol_unit
@@ -84,12 +84,12 @@ def _piece_n(cfg, nluns, pos, end):
     return 0, pos, end
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _piece(cfg, W, pos, end):
     return _piece_n(cfg, W.LN.shape[0], pos, end)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _add_ops(W, item, row, m, share, first, last):
     """Append the ``m`` operations planned in W.PLAN for member map ``row`` (members mapped to
     their drives) to the item's list (first, last), merging with its earlier operations on the
@@ -115,7 +115,7 @@ def _add_ops(W, item, row, m, share, first, last):
     return first, last
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _new_op(W, item, d, lba, cnt, w, ph, share, first, last):
     """A new operation slot appended to the item's list (first, last)."""
     OP = W.OP
@@ -138,7 +138,7 @@ def _new_op(W, item, d, lba, cnt, w, ph, share, first, last):
     return first, s
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _plan(W, item, lun, lun_lba, n, write, first, last):
     """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
     (first, last): extent by extent, each through its member map's layout."""
@@ -159,7 +159,7 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
     return first, last
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _launch(W, T, row, c_pend, first, now, ncand):
     """Queue the first phase of a planned item, whose state is in ``T[row]`` (columns
     ``c_pend``, then phase-1 count, then wait list); keep the other phase waiting. Forgets the
@@ -197,7 +197,7 @@ def _launch(W, T, row, c_pend, first, now, ncand):
     return ncand
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _advance(W, T, row, c_pend, now, ncand):
     """One operation of the item in ``T[row]`` completed. Returns (item complete, ncand)."""
     T[row, c_pend] -= 1
@@ -222,7 +222,7 @@ def _advance(W, T, row, c_pend, now, ncand):
 # requests and streams
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _xfer(S, nbytes, path_ps, now):
     """The host links, first come first served: when ``nbytes`` that arrive now have crossed."""
     t = max(now, S[S_PATH_FREE]) + (nbytes * path_ps + 999) // 1000
@@ -230,7 +230,7 @@ def _xfer(S, nbytes, path_ps, now):
     return t
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _try_issue(S, RQ, SM, HQ, s, t):
     """Closed loop: stream ``s`` issues what its window allows at time ``t``."""
     cap = RQ.shape[0] - 1
@@ -284,7 +284,7 @@ def _next_phase(S, RQ, SM, PH, HQ, t):
             _try_issue(S, RQ, SM, HQ, s, t)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _stream_done(S, RQ, SM, PH, HQ, s, now):
     """Closed loop: a request of stream ``s`` completed at ``now``."""
     SM[s, SM_INFLIGHT] -= 1
@@ -294,7 +294,7 @@ def _stream_done(S, RQ, SM, PH, HQ, s, now):
         _next_phase(S, RQ, SM, PH, HQ, now)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _finish(cfg, W, g, now):
     """Request ``g`` completes at ``now``."""
     RQ = W.RQ
@@ -305,7 +305,7 @@ def _finish(cfg, W, g, now):
         _stream_done(W.S, RQ, W.SM, W.PH, W.HQ, RQ[slot, RQ_STREAM], now)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _send_out(cfg, W, g, now):
     """Read data of request ``g`` leaves for the host: across the host links (an event), then
     done. Returns the request if it is done now (no host links: the caller finishes it), else
@@ -317,7 +317,7 @@ def _send_out(cfg, W, g, now):
     return g
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _to_drives(cfg, W, g, now, ncand):
     """Turn request ``g`` into drive operations and queue its first phase. Returns (ncand, the
     request if it is done now (no operations: the caller finishes it), else NONE)."""

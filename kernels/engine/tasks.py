@@ -90,7 +90,7 @@ from .tables import (
 # failures and background tasks (rebuild, rebalance, parity initialization)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _event(W, t, code, drive, ref, frac, nbytes, lost):
     """Record a run event (traces/schema.py EVENT_NAMES)."""
     k = W.S[S_EVN]

@@ -82,7 +82,7 @@ def new_heads(width: int) -> np.ndarray:
     return np.zeros(width, dtype=np.int64)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def mirror_copy(heads, first, count, sector, miss, row):
     """The copy (member ``first`` .. ``first + count - 1``) a mirrored read at drive sector
     ``sector`` (drive row ``row``) uses: the one whose head is nearest, a sequential one (at
@@ -100,7 +100,7 @@ def mirror_copy(heads, first, count, sector, miss, row):
     return best
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def tolerance(kind, width):
     """Members a stripe can lose and still hold its data."""
     if kind == KIND_RAID6:
@@ -112,7 +112,7 @@ def tolerance(kind, width):
     return 0
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def missing(miss, member, row):
     """Whether ``member`` is missing at drive row ``row`` (not rebuilt that far)."""
     for j in range(0, MISS_N, 2):
@@ -121,7 +121,7 @@ def missing(miss, member, row):
     return False
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def data_drives(kind, width):
     """Drives' worth of data in one stripe."""
     if kind == KIND_RAID1:
@@ -135,7 +135,7 @@ def data_drives(kind, width):
     return width
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def parity_drive(kind, width, stripe):
     """P's drive in ``stripe`` (-1 for layouts without parity)."""
     if kind == KIND_RAID5 or kind == KIND_RAID6:
@@ -143,7 +143,7 @@ def parity_drive(kind, width, stripe):
     return -1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def q_drive(kind, width, stripe):
     """Q's drive in ``stripe`` (RAID-6 only, else -1)."""
     if kind == KIND_RAID6:
@@ -151,7 +151,7 @@ def q_drive(kind, width, stripe):
     return -1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def unit_drive(kind, width, stripe, k):
     """Drive holding data unit ``k`` (0-based within the stripe); for mirrors, the first copy."""
     if kind == KIND_RAID5:
@@ -179,7 +179,7 @@ def locate(kind, width, unit, drive_sectors, lba):
     return unit_drive(kind, width, stripe, k), stripe * unit + lba % unit
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def capacity(kind, width, unit, drive_sectors):
     """LUN capacity in sectors (whole stripes only)."""
     if kind == KIND_JBOD:
@@ -189,7 +189,7 @@ def capacity(kind, width, unit, drive_sectors):
     return (drive_sectors // unit) * unit * data_drives(kind, width)
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _put(ops, n, drive, sector, count, write, phase, role):
     o = n * OP_NCOLS
     ops[o + OP_DRIVE] = drive
@@ -201,7 +201,7 @@ def _put(ops, n, drive, sector, count, write, phase, role):
     return n + 1
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, heads, ops,
                  miss):
     """The drive operations of one request, into the flattened ``ops`` rows; returns how many.
@@ -270,7 +270,7 @@ def plan_request(kind, width, unit, drive_sectors, lba, sectors, is_write, heads
     return n
 
 
-@njit(inline="always", nrt=False)
+@njit(forceinline=True, nrt=False)
 def _plan_parity_write(kind, width, unit, d, stripe, pos, seg_end, base, ops, n):
     """RAID-5/6 write of LUN sectors [pos, seg_end) within one stripe."""
     first = stripe * d * unit
