@@ -16,7 +16,7 @@ WITH h AS (
         avg(latency_ns) / 1e6                                      AS mean_ms,
         max(latency_ns) / 1e6                                      AS max_ms
     FROM ios GROUP BY run
-), qv AS (  -- every request (op -1) and each op's, for exact_quantiles
+), qv AS NOT MATERIALIZED (  -- every request (op -1) and each op's, for exact_quantiles
     SELECT {'run': run, 'op': -1} AS g, latency_ns AS x FROM ios
     UNION ALL
     SELECT {'run': run, 'op': op}, latency_ns FROM ios WHERE op IN (0, 1)

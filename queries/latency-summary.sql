@@ -13,7 +13,7 @@ WITH r AS (
              ELSE CAST(pow(2, ceil(log2(size_bytes))) AS BIGINT) END AS size_class_bytes,
         latency_ns
     FROM ios
-), qv AS (  -- the two grouping sets' values, for exact_quantiles
+), qv AS NOT MATERIALIZED (  -- the two grouping sets' values, for exact_quantiles
     SELECT {'run': run, 'op': op, 'size': size_class_bytes} AS g, latency_ns AS x FROM r
     UNION ALL
     SELECT {'run': run, 'op': op, 'size': CAST(NULL AS BIGINT)}, latency_ns FROM r

@@ -23,7 +23,7 @@ WITH f AS (
     WHERE e.end_ns IS NOT NULL AND e.end_ns <= r.t1
 ), act AS (
     SELECT run, op, min(arrival_ns) AS oa, max(complete_ns) + 1 AS ob FROM ios GROUP BY run, op
-), qv AS (
+), qv AS NOT MATERIALIZED (
     SELECT {'run': ph.run, 'k': ph.k, 'op': act.op} AS g, i.latency_ns AS x
     FROM ph JOIN act ON act.run = ph.run
     JOIN ios i ON i.run = ph.run AND i.op = act.op AND i.complete_ns >= ph.a

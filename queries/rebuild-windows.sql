@@ -60,7 +60,7 @@ WITH p AS (
                                     AND i.complete_ns < s.failure_ns) AS before_bytes
     FROM spans s LEFT JOIN ios i ON i.run = s.run
     GROUP BY s.run, s.failure
-), qv AS (  -- latencies in each window (w 1) and before it (w 0), for exact_quantiles
+), qv AS NOT MATERIALIZED (  -- latencies in each window (w 1) and before it (w 0), for exact_quantiles
     SELECT {'run': s.run, 'failure': s.failure, 'w': 1} AS g, i.latency_ns AS x
     FROM spans s JOIN ios i ON i.run = s.run
         AND i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_end_ns

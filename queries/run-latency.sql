@@ -10,7 +10,7 @@ WITH k AS (
            CASE WHEN $q >= 0 AND $q <= 1 THEN $q
                 ELSE error('q must be between 0 and 1') END AS q
     FROM ios
-), v AS (
+), v AS NOT MATERIALIZED (
     SELECT 0 AS g, latency_ns AS x FROM ios
 )
 SELECT n AS requests,

@@ -8,7 +8,7 @@ WITH span AS (
     SELECT run, (max(complete_ns) - min(arrival_ns)) / 1e9 AS duration_s,
            count(DISTINCT size_bytes) AS sizes, min(size_bytes) AS size
     FROM ios GROUP BY run
-), qv AS (
+), qv AS NOT MATERIALIZED (
     SELECT {'run': run, 'op': op} AS g, latency_ns AS x FROM ios
 ), p99 AS (  -- exact, in bounded memory (queries/_macros.sql)
     SELECT g.run AS run, g.op AS op, value / 1e6 AS p99_ms FROM exact_quantiles('qv', [0.99])
