@@ -38,13 +38,14 @@ unless ``--param K=V`` gives another value (converted to the default's type).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -429,7 +430,12 @@ class QueryResult:
         return list(self.table.column_names)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{k: _clean(v) for k, v in r.items()} for r in self.table.to_pylist()]
+        return clean_rows(self.table)
+
+
+def clean_rows(table: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
+    """The rows of ``table`` as dicts, NaN and infinities as None (JSON has neither)."""
+    return [{k: _clean(v) for k, v in r.items()} for r in table.to_pylist()]
 
 
 def _clean(v: Any) -> Any:
@@ -488,17 +494,58 @@ def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,
     return {k: _literal(v) for k, v in given.items()}
 
 
+def _where(sources: list[Source]) -> str:
+    return ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
+                                                     if len(sources) > 3 else "")
+
+
 def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],
             label: str, sources: list[Source]) -> pa.Table:
     """Run ``sql`` with ``values`` on ``con``; a failure becomes one line naming the query and
     the runs."""
-    where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
-                                                      if len(sources) > 3 else "")
     try:
         rel = con.sql(sql, params=dict(values) or None)
         return _arrow(rel) if rel is not None else pa.table({})
     except (duckdb.Error, pa.ArrowException) as e:
-        raise BlocklabError(f"query {label} over {where}: {_first_line(e)}") from None
+        raise BlocklabError(f"query {label} over {_where(sources)}: {_first_line(e)}") from None
+
+
+#: Rows per batch of a streamed answer (``stream_query``).
+STREAM_ROWS = 65_536
+
+
+def _batches(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any], label: str,
+             sources: list[Source]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """``execute``, but the answer in batches of STREAM_ROWS rows as DuckDB produces them. The
+    first batch is fetched here, so that a query that fails at once (a bad parameter, SQL
+    that does not bind, an error() in the query) fails before anything is written."""
+    def fail(e: Exception) -> BlocklabError:
+        return BlocklabError(f"query {label} over {_where(sources)}: {_first_line(e)}")
+
+    try:
+        rel = con.sql(sql, params=dict(values) or None)
+        if rel is None:
+            return pa.schema([]), iter(())
+        read = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB 2 / 1
+        reader = read(STREAM_ROWS)
+        first = reader.read_next_batch()
+    except StopIteration:  # no rows
+        return reader.schema, iter(())
+    except (duckdb.Error, pa.ArrowException) as e:
+        raise fail(e) from None
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        yield first
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (duckdb.Error, pa.ArrowException) as e:
+                raise fail(e) from None
+            yield batch
+
+    return reader.schema, rest()
 
 
 def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
@@ -513,6 +560,31 @@ def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
     return execute(con, info.sql, resolve_params(info, params, info.sql), name, sources)
 
 
+def _prepare(paths: Iterable[str | os.PathLike[str]], name: str | None, sql: str | None,
+             params: Mapping[str, str] | None, sources: list[Source] | None
+             ) -> tuple[str, list[Source], str, dict[str, Any]]:
+    """The label, sources, SQL text and parameter values of a query (``run_query``)."""
+    if (name is None) == (sql is None):
+        raise BlocklabError("query: give a query NAME or --sql SQL (blocklab query --list)")
+    label = name if name is not None else "--sql"
+    cat = catalog()
+    if name is not None and name not in cat:
+        raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
+                            f"them: {', '.join(cat)})")
+    try:
+        srcs = sources if sources is not None else find_sources(paths)
+    except BlocklabError as e:
+        raise BlocklabError(f"query {label}: {e}") from None
+    if not srcs:
+        raise BlocklabError(f"query {label}: no run folder or trace given")
+    if name is not None:
+        info = cat[name]
+        _needs(info, srcs)
+        return label, srcs, info.sql, dict(resolve_params(info, params, info.sql))
+    assert sql is not None
+    return label, srcs, sql, dict(resolve_params(None, params, sql))
+
+
 def run_query(paths: Iterable[str | os.PathLike[str]], name: str | None = None,
               sql: str | None = None, params: Mapping[str, str] | None = None,
               sources: list[Source] | None = None) -> QueryResult:
@@ -521,25 +593,25 @@ def run_query(paths: Iterable[str | os.PathLike[str]], name: str | None = None,
     Raises BlocklabError (one line, naming the query and the run) for a bad input, an unknown
     query or parameter, or SQL that fails.
     """
-    if (name is None) == (sql is None):
-        raise BlocklabError("query: give a query NAME or --sql SQL (blocklab query --list)")
-    label = name if name is not None else "--sql"
-    if name is not None and name not in catalog():
-        raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
-                            f"them: {', '.join(catalog())})")
-    try:
-        srcs = sources if sources is not None else find_sources(paths)
-    except BlocklabError as e:
-        raise BlocklabError(f"query {label}: {e}") from None
-    if not srcs:
-        raise BlocklabError(f"query {label}: no run folder or trace given")
+    label, srcs, text, values = _prepare(paths, name, sql, params, sources)
     con = connect(srcs)
     try:
-        if name is not None:
-            table = named(con, name, srcs, params)
-        else:
-            assert sql is not None
-            table = execute(con, sql, resolve_params(None, params, sql), label, srcs)
+        table = execute(con, text, values, label, srcs)
     finally:
         con.close()
     return QueryResult(label, table, srcs)
+
+
+@contextlib.contextmanager
+def stream_query(paths: Iterable[str | os.PathLike[str]], name: str | None = None,
+                 sql: str | None = None, params: Mapping[str, str] | None = None
+                 ) -> Iterator[tuple[pa.Schema, Iterator[pa.RecordBatch]]]:
+    """``run_query``'s answer as (schema, batches), read while the context is open: what
+    ``blocklab query --format csv/json`` writes, in memory that does not grow with the
+    answer's rows (a query can answer with every request of a run: ``SELECT * FROM ios``)."""
+    label, srcs, text, values = _prepare(paths, name, sql, params, None)
+    con = connect(srcs)
+    try:
+        yield _batches(con, text, values, label, srcs)
+    finally:
+        con.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -44,7 +45,8 @@ def query(
         "--param", "-p", help="K=V: the value of the query's parameter $K (repeat for "
         "several); see --list for each query's parameters and defaults.")] = None,
     fmt: Annotated[str, typer.Option(
-        "--format", "-f", help="Output: table, json (a list of row objects) or csv.")
+        "--format", "-f", help="Output: table, json (a list of row objects) or csv. csv and "
+        "json are written as the answer comes, in bounded memory; a table holds every row.")
     ] = "table",
     list_queries: Annotated[bool, typer.Option(
         "--list", help="List the named queries: description, views and parameters.")] = False,
@@ -53,7 +55,7 @@ def query(
     own with --sql, over the same DuckDB views; each row carries its run in `run`."""
     import csv
 
-    from blocklab.pipeline.query import catalog, run_query
+    from blocklab.pipeline.query import catalog, run_query, stream_query
 
     if fmt not in ("table", "json", "csv"):
         _fail(BlocklabError(f"--format: expected table, json or csv, found {fmt!r}"))
@@ -94,36 +96,67 @@ def query(
         if not sep or not k.strip():
             _fail(BlocklabError(f"--param {kv}: expected K=V"))
         params[k.strip()] = v
+    if name is not None and not paths and Path(name).exists():
+        _fail(BlocklabError(f"query: {name} is an input; give a query NAME after the inputs, "
+                            "or --sql (blocklab query --list)"))
+    if fmt != "table":
+        # csv and json are written as DuckDB answers, a batch at a time: memory does not grow
+        # with the answer's rows (issue 21); a table needs every row to size its columns
+        try:
+            with stream_query(paths, name=name, sql=sql, params=params) as (schema, batches):
+                (_write_csv if fmt == "csv" else _write_json)(schema.names, batches)
+        except BlocklabError as e:
+            _fail(e)
+        return
     try:
-        if name is not None and not paths and Path(name).exists():
-            raise BlocklabError(f"query: {name} is an input; give a query NAME after the "
-                                "inputs, or --sql (blocklab query --list)")
         r = run_query(paths, name=name, sql=sql, params=params)
     except BlocklabError as e:
         _fail(e)
     rows = r.rows()
-    if fmt == "json":
-        print(json.dumps(rows, indent=2, default=_json_value))
-    elif fmt == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(r.columns)
-        for row in rows:
-            w.writerow(["" if row[c] is None else
-                        json.dumps(row[c], default=_json_value) if isinstance(row[c], list)
-                        else _json_value(row[c]) if not isinstance(row[c], int | float | str)
-                        else row[c] for c in r.columns])
-    else:
-        t = Table(*r.columns)
-        types = r.table.schema.types
-        for col, typ in zip(t.columns, types, strict=True):
-            if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
-                col.justify = "right"
-        for row in rows:
-            t.add_row(*(escape(_cell(row[c])) for c in r.columns))
-        Console(width=max(out.width, 40 + 14 * len(r.columns)) if not out.is_terminal
-                else None).print(t)
-        if not rows:
-            err.print("(no rows)", highlight=False)
+    t = Table(*r.columns)
+    types = r.table.schema.types
+    for col, typ in zip(t.columns, types, strict=True):
+        if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
+            col.justify = "right"
+    for row in rows:
+        t.add_row(*(escape(_cell(row[c])) for c in r.columns))
+    Console(width=max(out.width, 40 + 14 * len(r.columns)) if not out.is_terminal
+            else None).print(t)
+    if not rows:
+        err.print("(no rows)", highlight=False)
+
+
+def _rows(batches: Iterable[Any], step: int = 4096) -> Iterator[dict[str, Any]]:
+    """The rows of Arrow record batches as dicts, ``step`` at a time: a row as Python objects
+    takes about a kilobyte, so a whole batch of them would cost more than DuckDB's answer."""
+    from blocklab.pipeline.query import clean_rows
+
+    for batch in batches:
+        for at in range(0, batch.num_rows, step):
+            yield from clean_rows(batch.slice(at, step))
+
+
+def _write_csv(columns: list[str], batches: Iterable[Any]) -> None:
+    import csv
+
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(columns)
+    for row in _rows(batches):
+        w.writerow(["" if row[c] is None else
+                    json.dumps(row[c], default=_json_value) if isinstance(row[c], list)
+                    else _json_value(row[c]) if not isinstance(row[c], int | float | str)
+                    else row[c] for c in columns])
+
+
+def _write_json(columns: list[str], batches: Iterable[Any]) -> None:
+    """A list of row objects, written row by row as ``json.dumps(rows, indent=2)`` writes the
+    whole list (the same text)."""
+    first = True
+    for row in _rows(batches):
+        text = json.dumps(row, indent=2, default=_json_value).replace("\n", "\n  ")
+        sys.stdout.write(("[\n  " if first else ",\n  ") + text)
+        first = False
+    sys.stdout.write("[]\n" if first else "\n]\n")
 
 
 @app.command()
