@@ -494,9 +494,11 @@ def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,
     return {k: _literal(v) for k, v in given.items()}
 
 
-def _where(sources: list[Source]) -> str:
-    return ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
-                                                     if len(sources) > 3 else "")
+def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
+    """A query's failure as one line naming the query and (the first three of) the runs."""
+    where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
+                                                      if len(sources) > 3 else "")
+    return BlocklabError(f"query {label} over {where}: {_first_line(e)}")
 
 
 def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],
@@ -507,7 +509,7 @@ def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],
         rel = con.sql(sql, params=dict(values) or None)
         return _arrow(rel) if rel is not None else pa.table({})
     except (duckdb.Error, pa.ArrowException) as e:
-        raise BlocklabError(f"query {label} over {_where(sources)}: {_first_line(e)}") from None
+        raise _failed(label, sources, e) from None
 
 
 #: Rows per batch of a streamed answer (``stream_query``).
@@ -519,9 +521,6 @@ def _batches(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any]
     """``execute``, but the answer in batches of STREAM_ROWS rows as DuckDB produces them. The
     first batch is fetched here, so that a query that fails at once (a bad parameter, SQL
     that does not bind, an error() in the query) fails before anything is written."""
-    def fail(e: Exception) -> BlocklabError:
-        return BlocklabError(f"query {label} over {_where(sources)}: {_first_line(e)}")
-
     try:
         rel = con.sql(sql, params=dict(values) or None)
         if rel is None:
@@ -532,7 +531,7 @@ def _batches(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any]
     except StopIteration:  # no rows
         return reader.schema, iter(())
     except (duckdb.Error, pa.ArrowException) as e:
-        raise fail(e) from None
+        raise _failed(label, sources, e) from None
 
     def rest() -> Iterator[pa.RecordBatch]:
         yield first
@@ -542,22 +541,33 @@ def _batches(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any]
             except StopIteration:
                 return
             except (duckdb.Error, pa.ArrowException) as e:
-                raise fail(e) from None
+                raise _failed(label, sources, e) from None
             yield batch
 
     return reader.schema, rest()
 
 
-def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
-          params: Mapping[str, str] | None = None) -> pa.Table:
-    """Run the named query ``name`` on a connection from ``connect(sources)``."""
+def _info(name: str) -> QueryInfo:
+    """The named query ``name`` (its header and SQL), or one line saying there is none."""
     cat = catalog()
     if name not in cat:
         raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
                             f"them: {', '.join(cat)})")
-    info = cat[name]
+    return cat[name]
+
+
+def _named_sql(info: QueryInfo, sources: list[Source], params: Mapping[str, str] | None
+               ) -> tuple[str, dict[str, Any]]:
+    """The SQL text and parameter values of the named query ``info`` over ``sources``."""
     _needs(info, sources)
-    return execute(con, info.sql, resolve_params(info, params, info.sql), name, sources)
+    return info.sql, dict(resolve_params(info, params, info.sql))
+
+
+def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
+          params: Mapping[str, str] | None = None) -> pa.Table:
+    """Run the named query ``name`` on a connection from ``connect(sources)``."""
+    text, values = _named_sql(_info(name), sources, params)
+    return execute(con, text, values, name, sources)
 
 
 def _prepare(paths: Iterable[str | os.PathLike[str]], name: str | None, sql: str | None,
@@ -567,20 +577,15 @@ def _prepare(paths: Iterable[str | os.PathLike[str]], name: str | None, sql: str
     if (name is None) == (sql is None):
         raise BlocklabError("query: give a query NAME or --sql SQL (blocklab query --list)")
     label = name if name is not None else "--sql"
-    cat = catalog()
-    if name is not None and name not in cat:
-        raise BlocklabError(f"query {name}: no such query (blocklab query --list names "
-                            f"them: {', '.join(cat)})")
+    info = _info(name) if name is not None else None  # before the inputs are looked for
     try:
         srcs = sources if sources is not None else find_sources(paths)
     except BlocklabError as e:
         raise BlocklabError(f"query {label}: {e}") from None
     if not srcs:
         raise BlocklabError(f"query {label}: no run folder or trace given")
-    if name is not None:
-        info = cat[name]
-        _needs(info, srcs)
-        return label, srcs, info.sql, dict(resolve_params(info, params, info.sql))
+    if info is not None:
+        return (label, srcs, *_named_sql(info, srcs, params))
     assert sql is not None
     return label, srcs, sql, dict(resolve_params(None, params, sql))
 
