@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from blocklab.pipeline.cli import query as Q
+from blocklab.tools.bench_sections import timed
 
 from .golden import make_run
 
@@ -50,21 +51,16 @@ def test_json_and_csv_written_row_by_row_equal_the_whole_answer(step, capsys, mo
     assert text == want.getvalue()
 
 
-#: Runs the command given and prints its peak RSS (KiB). A launcher of its own, because Linux
-#: counts in a child's peak the image it was forked from, here the test process and its arrays.
-LAUNCH = ("import resource, subprocess, sys; "
-          "r = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], 'wb')); "
-          "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-
-
 def _peak_mb(args: list[str], out: Path) -> float:
-    """Peak RSS of ``blocklab query ...`` in a process of its own, its output to ``out``."""
-    p = subprocess.run([sys.executable, "-c", LAUNCH, str(out), sys.executable, "-m",
-                        "blocklab.pipeline.cli", "query", *args],
-                       capture_output=True, text=True, check=True)
-    rc, kib = p.stdout.split()
-    assert rc == "0", p.stderr
-    return int(kib) / 1024
+    """Peak RSS of ``blocklab query ...`` in a process of its own, its output to ``out``
+    (measured as make bench measures a command: tools/bench_sections.py timed)."""
+    errors = out.with_suffix(".err")
+    try:
+        _secs, kib = timed([sys.executable, "-m", "blocklab.pipeline.cli", "query", *args],
+                           stderr=errors, stdout=out)
+    except subprocess.CalledProcessError:
+        pytest.fail(errors.read_text())
+    return kib / 1024
 
 
 def test_memory_does_not_grow_with_the_rows_of_the_answer(tmp_path):

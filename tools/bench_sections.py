@@ -20,23 +20,26 @@ from typing import Any
 
 import numpy as np
 
-#: Runs the command in its arguments and prints its exit status, wall seconds and peak RSS
-#: (KiB). ``timed`` goes through it because Linux counts in a child's peak RSS the image it was
-#: forked from (the bench process, with whatever it holds); forked from this small process, the
-#: command's own peak is what is counted.
+#: Runs the command in its arguments after the first (the file its output goes to, or "" for
+#: none) and prints its exit status, wall seconds and peak RSS (KiB). ``timed`` goes through it
+#: because Linux counts in a child's peak RSS the image it was forked from (the bench process,
+#: with whatever it holds); forked from this small process, the command's own peak is counted.
 _LAUNCH = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-           "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+           "r = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], 'wb') if sys.argv[1] "
+           "else subprocess.DEVNULL); "
            "print(r.returncode, time.perf_counter() - t, "
            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
-def timed(cmd: list[str], stderr: Path | None = None) -> tuple[float, int]:
+def timed(cmd: list[str], stderr: Path | None = None, stdout: Path | None = None
+          ) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one child process (its standard error to
-    ``stderr`` when given), both measured around the command alone (``_LAUNCH``)."""
+    ``stderr``, its output to ``stdout``, when given), both measured around the command alone
+    (``_LAUNCH``)."""
     err = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
-        p = subprocess.run([sys.executable, "-c", _LAUNCH, *cmd], stdout=subprocess.PIPE,
-                           stderr=err, text=True, check=True)
+        p = subprocess.run([sys.executable, "-c", _LAUNCH, str(stdout or ""), *cmd],
+                           stdout=subprocess.PIPE, stderr=err, text=True, check=True)
     finally:
         if stderr is not None:
             err.close()  # type: ignore[union-attr]
