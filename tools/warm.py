@@ -165,9 +165,10 @@ def cache_folder() -> str:
 
 
 def warm(progress: Callable[[str, int, int], None] | None = None, jobs: int | None = None,
-         only: list[str] | None = None, stamp: bool = True) -> float:
+         only: list[str] | None = None) -> float:
     """Compile (or load) every kernel family (or those named in ``only``); returns the seconds
-    it took. ``progress`` is told (family, index, count) before each.
+    it took. ``progress`` is told (family, index, count) before each. The stamp is written
+    only when every family has run (``only`` not given).
 
     With ``jobs`` of 2 or more (the default on a machine of two cores or more), the first
     family (the replay engine and the HDD model: about three quarters of the compile) compiles
@@ -195,7 +196,7 @@ def warm(progress: Callable[[str, int, int], None] | None = None, jobs: int | No
         if side is not None and side.poll() is None:
             side.kill()
             side.wait()
-    if stamp and only is None:
+    if only is None:
         path = _stamp()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"compiled in {time.perf_counter() - t0:.1f} s\n")
