@@ -94,6 +94,26 @@ def compile_times() -> dict[str, float]:
     return out
 
 
+def _reference(name: str) -> Any:
+    """tests/reference/``name``.py of this checkout (None where it has no tests), imported as
+    a module of a package of its own, ``blocklab_reference``: its modules import each other
+    relatively (engine.py from .engine_parts), and its dataclasses look their module up."""
+    import importlib
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[1] / "tests" / "reference"
+    if not (folder / f"{name}.py").exists():
+        return None
+    if "blocklab_reference" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "blocklab_reference", folder / "__init__.py", submodule_search_locations=[str(folder)])
+        assert spec is not None and spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"blocklab_reference.{name}")
+
+
 def replay_speeds() -> dict[str, float]:
     """Engine throughput on an 8-drive RAID-5 of Atlas 10K drives (HDD model), and the
     plain-Python reference simulator's on the same small trace (fixed drive model)."""
@@ -148,14 +168,8 @@ def replay_speeds() -> dict[str, float]:
     run("fixed_sequential_1m_open_requests_per_s", 200_000, 2048, True, 20, arr=farr)
     run("fixed_random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=fclook)
     # the reference simulator, on a trace small enough for Python
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "ref_engine", Path(__file__).resolve().parents[1] / "tests" / "reference" / "engine.py")
-    if spec and spec.loader and spec.origin and Path(spec.origin).exists():
-        ref = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = ref  # its dataclasses look their module up
-        spec.loader.exec_module(ref)
+    ref = _reference("engine")
+    if ref is not None:
         n = 20_000
         lba = rng.integers(0, farr.capacity // 8 - 1, n).astype(np.int64) * 8
         arrive = np.cumsum(rng.exponential(1e9 / 600, n)).astype(np.int64)
