@@ -117,3 +117,81 @@ def test_a_private_kernel_has_no_python_entry_and_refuses_a_call_from_python():
     assert "cpython" not in ir  # Numba names the wrapper's symbol after it ...
     (ir,) = total.inspect_llvm().values()
     assert "cpython" in ir  # ... which a public kernel has
+
+
+def test_a_private_kernel_is_not_compiled_to_machine_code_and_its_callers_run_it():
+    """A private kernel's library keeps its LLVM IR for its callers to inline, and gives the
+    execution engine no machine code of its own (kernels/_jit.py ``_LinkOnlyLibrary``): its
+    function is not among the engine's symbols, a public kernel's is."""
+
+    @njit(cache=False)
+    def _cube(a, i):
+        return a[i] * a[i] * a[i]
+
+    @njit(cache=False)
+    def cubes(a):
+        s = 0
+        for i in range(a.shape[0]):
+            s += _cube(a, i)
+        return s
+
+    a = np.arange(7, dtype=np.int64)
+    assert cubes(a) == sum(i ** 3 for i in range(7))
+    (private,) = _cube.overloads.values()
+    (public,) = cubes.overloads.values()
+    engine = private.library.codegen._engine
+    assert not engine.is_symbol_defined(private.fndesc.mangled_name)
+    assert engine.is_symbol_defined(public.fndesc.mangled_name)
+    assert private.fndesc.mangled_name in private.library.get_llvm_str()  # the code is kept
+
+
+_CACHED = '''
+import sys
+import numpy as np
+from blocklab.kernels._jit import njit
+
+@njit
+def _weigh(a, i):
+    return a[i] * (i + 1)
+
+@njit
+def weighed(a):
+    s = 0
+    for i in range(a.shape[0]):
+        s += _weigh(a, i)
+    return s
+
+@njit
+def weighed_twice(a):
+    s = 0
+    for i in range(a.shape[0]):
+        s += 2 * _weigh(a, i)
+    return s
+
+a = np.arange(9, dtype=np.int64)
+want = sum(int(a[i]) * (i + 1) for i in range(9))
+if sys.argv[1] == "first":
+    assert weighed(a) == want
+else:  # a new caller links the cached private kernel; the cached public one loads
+    assert weighed_twice(a) == 2 * want and weighed(a) == want
+    assert sum(_weigh.stats.cache_hits.values()) == 1, _weigh.stats
+    assert sum(weighed.stats.cache_hits.values()) == 1, weighed.stats
+    assert sum(weighed.stats.cache_misses.values()) == 0, weighed.stats
+print("ok")
+'''
+
+
+def test_a_cached_private_kernel_loads_and_links_into_a_new_caller(tmp_path):
+    """Through Numba's disk cache, in two fresh processes: the first compiles a public kernel
+    and the private one it calls; the second loads both from the cache and compiles a new
+    kernel that calls the private one (linked from its cached IR)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "cached_kernels.py").write_text(_CACHED)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    for step in ("first", "second"):
+        r = subprocess.run([sys.executable, str(tmp_path / "cached_kernels.py"), step],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", (step, r.stdout, r.stderr)
