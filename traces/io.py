@@ -42,6 +42,13 @@ def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
     return _POOL[0]
 
 
+def close_decode_pool() -> None:
+    """Stop the shared worker threads (after their work), if they were started: before a
+    command's quick exit (pipeline/cli ``_exit_quickly``)."""
+    while _POOL:
+        _POOL.pop().shutdown(wait=True)
+
+
 def result_of(fut: concurrent.futures.Future) -> Any:
     """``fut.result()`` with a signal held until the result is there (one chunk's decode:
     milliseconds), then raised: a signal's exception raised inside concurrent.futures'

@@ -10,11 +10,13 @@ exit status 2; nothing half-written is left behind.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import inspect
 import os
 import signal
 import sys
+import threading
 
 import typer
 
@@ -80,7 +82,43 @@ def main() -> None:
             # done: a signal from now on finds nothing to stop (and must not kill the exit)
             for s in safety.SIGNALS:
                 signal.signal(s, signal.SIG_IGN)
+            _exit_quickly()
             raise
+
+
+def _exit_quickly() -> None:
+    """Leave once the command is done without Python's teardown of the interpreter, which
+    frees every object of Numba, llvmlite, pyarrow and the rest one by one: measured, 0.25 to
+    0.3 s of a 0.9 s ``blocklab ingest`` of a small trace happened after the command had
+    finished (Numba alone about 0.1 s). Everything a normal exit does that has an effect
+    outside the process still happens, in its order: the decode threads finish their work
+    and stop, the exit handlers run (temporary folders, Dask clusters, logging), the standard
+    streams are flushed. Returns, so that Python's own exit takes over, when a thread of the
+    command's is still running (Python would wait for it) or a stream cannot be flushed (a
+    closed pipe: Python reports it as before). The exit status is the command's own."""
+    exc = sys.exc_info()[1]
+    code = exc.code if isinstance(exc, SystemExit) else None
+    if code is not None and not isinstance(code, int):
+        return  # a message for Python to print
+    from blocklab.traces.io import close_decode_pool
+
+    close_decode_pool()
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    atexit._run_exitfuncs()  # the handlers Python's exit would run; it runs each once
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        code = code or 1
+    os._exit(code or 0)
 
 
 def _exit_now(status: int) -> None:

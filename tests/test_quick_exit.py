@@ -1,0 +1,58 @@
+"""``blocklab`` leaves without Python's teardown of the interpreter once a command is done
+(pipeline/cli ``_exit_quickly``), and still does what a normal exit does that shows outside
+the process: exit handlers run, output is flushed, the status is the command's, a thread
+still working is waited for. Each case runs the real entry point in a new process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PRELUDE = """
+import atexit, sys, threading, time
+from pathlib import Path
+class Teardown:
+    def __del__(self):
+        print("torn down", flush=True)
+keep = Teardown()  # only the interpreter's teardown deletes it
+atexit.register(lambda: print("exit handler ran", flush=True))
+"""
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    src = PRELUDE + code + "\nfrom blocklab.pipeline.cli import main\nmain()\n"
+    return subprocess.run([sys.executable, "-c", src, *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_finished_command_skips_the_teardown_but_runs_the_exit_handlers():
+    r = _run("", "formats")
+    assert r.returncode == 0, r.stderr
+    assert "blktrace" in r.stdout  # the command's output, flushed
+    assert r.stdout.rstrip().endswith("exit handler ran")
+    assert "torn down" not in r.stdout
+
+
+def test_the_status_of_a_failed_command_is_kept(tmp_path):
+    r = _run("", "trace", "stats", str(tmp_path / "missing.parquet"))
+    assert r.returncode == 2
+    assert "missing.parquet" in r.stderr and r.stderr.count("\n") == 1
+    assert "exit handler ran" in r.stdout and "torn down" not in r.stdout
+
+
+@pytest.mark.parametrize("daemon", [False, True])
+def test_a_thread_still_working_is_waited_for_as_python_would(tmp_path, daemon):
+    """A thread that is not a daemon still runs when the command returns: Python's own exit
+    (which waits for it) takes over; a daemon thread is not waited for, as by Python."""
+    flag = tmp_path / "written"
+    r = _run(f"""
+def late():
+    time.sleep(0.5)
+    Path({str(flag)!r}).write_text("done")
+threading.Thread(target=late, daemon={daemon}).start()
+""", "formats")
+    assert r.returncode == 0, r.stderr
+    assert flag.exists() is (not daemon)
+    assert ("torn down" in r.stdout) is (not daemon)
