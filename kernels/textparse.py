@@ -26,7 +26,7 @@ FL_SYNC, FL_FUA, FL_META, FL_RAHEAD, FL_PREFLUSH = 1, 2, 4, 8, 16
 MAX_SECTORS = 1 << 31
 
 
-@njit(nrt=False)
+@njit(forceinline=True, nrt=False)
 def rwbs(buf, i, j):
     """Op and flags from an RWBS string such as ``WS``, ``FWFS``, ``RA``, ``FF``, ``D``.
 
@@ -91,7 +91,7 @@ def rwbs(buf, i, j):
     return op, flags, True
 
 
-@njit(nrt=False)
+@njit(forceinline=True, nrt=False)
 def _dev(buf, i, end):
     """``maj,min`` -> (dev_t, next)."""
     maj, i = parse_uint(buf, i, end)
@@ -103,7 +103,7 @@ def _dev(buf, i, end):
     return (maj << 20) | mnr, i
 
 
-@njit(nrt=False)
+@njit(forceinline=True, nrt=False)
 def _blkparse_action(buf, i, j):
     n = j - i
     c = buf[i]
@@ -148,7 +148,7 @@ def _blkparse_action(buf, i, j):
     return -1
 
 
-@njit(nrt=False)
+@njit(forceinline=True, nrt=False)
 def _bracket(buf, i, end):
     """Position of '[' at or after ``i`` and of the matching last ']' on the line."""
     a = i

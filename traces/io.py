@@ -228,6 +228,16 @@ def text_chunks(
     ``buffer`` is a read-only uint8 view of a ``bytes`` object (``buffer.base``); line numbers
     are 1-based (``first_line`` when the caller already consumed header lines).
     """
+    for buf, line, _lines in text_blocks(inp, chunk_bytes, first_line):
+        yield buf, line
+
+
+def text_blocks(
+    inp: Input, chunk_bytes: int | None = None, first_line: int = 1
+) -> Iterator[tuple[np.ndarray, int, int]]:
+    """``text_chunks`` with the number of lines of each buffer: ``(buffer, first_line,
+    lines)``, for a caller that sizes its arrays by it (counting them again was a tenth of a
+    blkparse text ingest)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
     carry = b""
     line = first_line
@@ -236,16 +246,18 @@ def text_chunks(
         if not data:
             if carry:
                 buf = carry + b"\n"
-                yield np.frombuffer(buf, dtype=np.uint8), line
+                yield np.frombuffer(buf, dtype=np.uint8), line, buf.count(b"\n")
             return
-        data = carry + data
         cut = data.rfind(b"\n")
         if cut < 0:
-            carry = data
+            carry += data
             continue
-        block, carry = data[: cut + 1], data[cut + 1 :]
-        yield np.frombuffer(block, dtype=np.uint8), line
-        line += block.count(b"\n")
+        # one copy: the carried part line and this read up to its last newline
+        block = b"".join((carry, memoryview(data)[: cut + 1])) if carry else data[: cut + 1]
+        carry = data[cut + 1 :]
+        lines = block.count(b"\n")
+        yield np.frombuffer(block, dtype=np.uint8), line, lines
+        line += lines
 
 
 def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from blocklab.kernels import fieldparse as P
-from blocklab.traces.io import Input, line_at, next_line, text_chunks
+from blocklab.traces.io import Input, line_at, next_line, text_blocks
 
 from .base import ReadContext
 
@@ -46,8 +46,8 @@ def field_rows(
     inp: Input, ctx: ReadContext, kinds: list[int], min_fields: int, what: str, first_line: int = 1
 ) -> Iterator[Rows]:
     kinds_arr = np.array(kinds, dtype=np.int64)
-    for buf, chunk_line in text_chunks(inp, first_line=first_line):
-        cap = buf.base.count(b"\n") + 1
+    for buf, chunk_line, lines in text_blocks(inp, first_line=first_line):
+        cap = lines + 1
         out = np.empty((cap, len(kinds)), dtype=np.int64)
         tok = np.zeros((cap, len(kinds), 2), dtype=np.int64)
         lines = np.empty(cap, dtype=np.int64)
