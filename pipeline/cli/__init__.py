@@ -98,8 +98,9 @@ def _exit_quickly() -> None:
     closed pipe: Python reports it as before). The exit status is the command's own."""
     exc = sys.exc_info()[1]
     code = exc.code if isinstance(exc, SystemExit) else None
-    if code is not None and not isinstance(code, int):
-        return  # a message for Python to print
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's; else Python's exit
+    if run_exit_handlers is None or (code is not None and not isinstance(code, int)):
+        return  # (a message for Python to print)
     from blocklab.traces.io import close_decode_pool
 
     close_decode_pool()
@@ -112,7 +113,7 @@ def _exit_quickly() -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         return
-    atexit._run_exitfuncs()  # the handlers Python's exit would run; it runs each once
+    run_exit_handlers()  # the handlers Python's exit would run; it runs each once
     try:
         sys.stdout.flush()
         sys.stderr.flush()
