@@ -46,8 +46,8 @@ def field_rows(
     inp: Input, ctx: ReadContext, kinds: list[int], min_fields: int, what: str, first_line: int = 1
 ) -> Iterator[Rows]:
     kinds_arr = np.array(kinds, dtype=np.int64)
-    for buf, chunk_line, lines in text_blocks(inp, first_line=first_line):
-        cap = lines + 1
+    for buf, chunk_line, nlines in text_blocks(inp, first_line=first_line):
+        cap = nlines + 1
         out = np.empty((cap, len(kinds)), dtype=np.int64)
         tok = np.zeros((cap, len(kinds), 2), dtype=np.int64)
         lines = np.empty(cap, dtype=np.int64)
