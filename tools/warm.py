@@ -14,7 +14,8 @@ that would otherwise sit silent for minutes while the kernels compile.
 On two cores or more the replay engine (about three quarters of the work) compiles in this
 process while a second process compiles the other families into the same cache (``warm``;
 ``-j 1`` for one process): under a minute from an empty cache on this project's machine
-(49-51 s; the two processes gain little there, its two vCPUs slow each other's compiles).
+(47-58 s measured; the two processes gain little there, its two vCPUs slow each other's
+compiles).
 """
 
 from __future__ import annotations
