@@ -49,6 +49,32 @@ def close_decode_pool() -> None:
         _POOL.pop().shutdown(wait=True)
 
 
+class ArrayRing:
+    """int64 arrays of ``widths`` columns, reused from chunk to chunk by a chunked reader:
+    fresh large arrays for every chunk cost a page fault per 4 KiB when first written. It
+    keeps ``slots`` sets, taken in turn: two when the next chunk is decoded ahead while the
+    previous one's arrays are still being read, one otherwise; a set is handed out again
+    once its chunk has been consumed. ``take(rows)`` gives the next set as views of
+    ``rows`` rows, its arrays grown first when a chunk needs more."""
+
+    def __init__(self, slots: int, widths: tuple[int, ...]):
+        self.slots = slots
+        self.widths = widths
+        self._sets: list[tuple[np.ndarray, ...]] = []
+        self._turn = 0
+
+    def take(self, rows: int) -> tuple[np.ndarray, ...]:
+        slot = self._turn % self.slots
+        self._turn += 1
+        if slot >= len(self._sets) or len(self._sets[slot][0]) < rows:
+            arrays = tuple(np.empty((rows, w), dtype=np.int64) for w in self.widths)
+            if slot < len(self._sets):
+                self._sets[slot] = arrays
+            else:
+                self._sets.append(arrays)
+        return tuple(a[:rows] for a in self._sets[slot])
+
+
 def result_of(fut: concurrent.futures.Future) -> Any:
     """``fut.result()`` with a signal held until the result is there (one chunk's decode:
     milliseconds), then raised: a signal's exception raised inside concurrent.futures'

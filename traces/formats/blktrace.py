@@ -12,7 +12,14 @@ import numpy as np
 
 from blocklab.kernels import blktrace_decode as D
 from blocklab.kernels import pairing as K
-from blocklab.traces.io import CHUNK_BYTES, Input, decode_pool, decode_threads, result_of
+from blocklab.traces.io import (
+    CHUNK_BYTES,
+    ArrayRing,
+    Input,
+    decode_pool,
+    decode_threads,
+    result_of,
+)
 
 from .base import Chunk, Format, ReadContext
 from .paired import ProcessNames, pair_stream
@@ -88,22 +95,8 @@ class _Decoder:
         self.pending = np.empty((0, K.TE_NCOLS), dtype=np.int64)
         # event and note buffers, reused across chunks (fresh pages cost page faults); two
         # when prefetching: one holds the chunk being consumed, the other the next one
-        self._buffers: list[tuple[np.ndarray, np.ndarray]] = []
-        self._turn = 0
+        self._arrays = ArrayRing(2 if prefetch else 1, (K.TE_NCOLS, D.NOTE_NCOLS))
         self._next: _Job | None = None
-
-    def _buffer(self, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-        cap = nbytes // D.HDR7 + 1
-        slot = self._turn % (2 if self.prefetch else 1)
-        self._turn += 1
-        if slot >= len(self._buffers) or len(self._buffers[slot][0]) < cap:
-            bufs = (np.empty((cap, K.TE_NCOLS), dtype=np.int64),
-                    np.empty((cap, D.NOTE_NCOLS), dtype=np.int64))
-            if slot < len(self._buffers):
-                self._buffers[slot] = bufs
-            else:
-                self._buffers.append(bufs)
-        return self._buffers[slot]
 
     def _read(self) -> _Job:
         """Read the next chunk (after the carry-over) on this thread."""
@@ -116,7 +109,7 @@ class _Decoder:
                 self.ctx.bad(self.inp.name, _MESSAGES[D.BAD_MAGIC], offset=self.base)
                 swap = 0
             self.swap = swap
-        events, notes = self._buffer(len(buf_bytes))
+        events, notes = self._arrays.take(len(buf_bytes) // D.HDR7 + 1)
         return _Job(buf_bytes, events, notes, eof)
 
     def _run(self, job: _Job) -> tuple[int, int, int, int, int, int]:

@@ -12,6 +12,7 @@ import numpy as np
 from blocklab.kernels import pairing as K
 from blocklab.kernels import textparse as T
 from blocklab.traces.io import (
+    ArrayRing,
     Input,
     decode_pool,
     decode_threads,
@@ -51,32 +52,16 @@ def text_events(
         prefetch = decode_threads() > 0
     last = np.iinfo(np.int64).min
     chunks = text_blocks(inp)
-    # the event and name arrays, reused from chunk to chunk: fresh ones cost a page fault per
-    # 4 KiB on the parsing thread (measured: the parse of a 5 M-line blkparse text 0.76 ->
-    # 0.73 s; the rest of that parse's time beside the pairing is the two vCPUs sharing). Two
-    # sets when parsing ahead: the events of one chunk are paired while the next is parsed;
-    # pair_stream takes copies of what it keeps, so a set is free again once its chunk's
-    # events have been handed on and this generator resumed
-    sets: list[tuple[np.ndarray, np.ndarray]] = []
-    turn = [0]
-
-    def arrays(cap: int) -> tuple[np.ndarray, np.ndarray]:
-        slot = turn[0] % (2 if prefetch else 1)
-        turn[0] += 1
-        if slot >= len(sets) or len(sets[slot][0]) < cap:
-            new = (np.empty((cap, K.TE_NCOLS), dtype=np.int64), np.empty((cap, 2), dtype=np.int64))
-            if slot < len(sets):
-                sets[slot] = new
-            else:
-                sets.append(new)
-        events, comms = sets[slot]
-        return events[:cap], comms[:cap]
+    # the event and name arrays, reused from chunk to chunk (io.ArrayRing; measured: the
+    # parse of a 5 M-line blkparse text 0.76 -> 0.73 s); pair_stream takes copies of what it
+    # keeps, so a set is free again once its chunk's events have been handed on
+    arrays = ArrayRing(2 if prefetch else 1, (K.TE_NCOLS, 2))
 
     def start(item: tuple[np.ndarray, int, int] | None, last: int) -> _Chunk | None:
         if item is None:
             return None
         buf, first_line, lines = item
-        job = _Chunk(buf, first_line, *arrays(lines + 1))
+        job = _Chunk(buf, first_line, *arrays.take(lines + 1))
         if prefetch:
             job.result = decode_pool().submit(
                 run, buf, 0, job.events.reshape(-1), job.comms.reshape(-1), last)
