@@ -93,22 +93,23 @@ def test_forceinline_is_inlined_by_llvm_and_not_inherited():
     assert not any("alwaysinline" in ln for ln in attrs(top))
 
 
+@njit(cache=False)
+def _twice(a, i):
+    return 2 * a[i]
+
+
+@njit(cache=False)
+def total(a):
+    s = 0
+    for i in range(a.shape[0]):
+        s += _twice(a, i)
+    return s
+
+
 def test_a_private_kernel_has_no_python_entry_and_refuses_a_call_from_python():
     """A kernel whose name starts with ``_`` is compiled without Python's wrappers (only
     kernels call it): kernels call it as before, and a call from Python is a TypeError, not
     a jump through a missing entry point."""
-
-    @njit(cache=False)
-    def _twice(a, i):
-        return 2 * a[i]
-
-    @njit(cache=False)
-    def total(a):
-        s = 0
-        for i in range(a.shape[0]):
-            s += _twice(a, i)
-        return s
-
     a = np.arange(5, dtype=np.int64)
     assert total(a) == 2 * sum(range(5))
     with pytest.raises(TypeError, match="private kernel"):
@@ -123,22 +124,10 @@ def test_a_private_kernel_is_not_compiled_to_machine_code_and_its_callers_run_it
     """A private kernel's library keeps its LLVM IR for its callers to inline, and gives the
     execution engine no machine code of its own (kernels/_jit.py ``_LinkOnlyLibrary``): its
     function is not among the engine's symbols, a public kernel's is."""
-
-    @njit(cache=False)
-    def _cube(a, i):
-        return a[i] * a[i] * a[i]
-
-    @njit(cache=False)
-    def cubes(a):
-        s = 0
-        for i in range(a.shape[0]):
-            s += _cube(a, i)
-        return s
-
     a = np.arange(7, dtype=np.int64)
-    assert cubes(a) == sum(i ** 3 for i in range(7))
-    (private,) = _cube.overloads.values()
-    (public,) = cubes.overloads.values()
+    assert total(a) == 2 * sum(range(7))
+    (private,) = _twice.overloads.values()
+    (public,) = total.overloads.values()
     engine = private.library.codegen._engine
     assert not engine.is_symbol_defined(private.fndesc.mangled_name)
     assert engine.is_symbol_defined(public.fndesc.mangled_name)
