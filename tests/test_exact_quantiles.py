@@ -67,12 +67,15 @@ def test_spills_where_quantile_cont_cannot():
 
 
 
-def test_latency_summary_stays_within_the_limit(tmp_path, monkeypatch):
+def test_latency_summary_stays_within_the_limit_without_spilling(tmp_path, monkeypatch):
     """latency-summary over three million requests under a 40 MB DuckDB limit (BLOCKLAB_DUCKDB_
-    MEMORY), its percentiles numpy's. Its values come as a UNION ALL of two grouping sets;
-    exact_quantiles picks the values of the few buckets it needs by a filter against their
-    list, where a join was built on the values' side and ran out of memory (this test, and
-    10 M requests under 100 MB, before the change)."""
+    MEMORY) and no temporary disk at all, its percentiles numpy's. Its values come as a UNION
+    ALL of two grouping sets; exact_quantiles picks the values of the few buckets it needs by a
+    filter against their list, where a join was built on the values' side and ran out of
+    memory (10 M requests under 100 MB). Nothing is spilled per request: the query that kept
+    its requests' run and operation names in a materialized CTE spilled them, and over a
+    billion requests filled 24 GB of disk (it fails here: no room to offload a block)."""
+    from blocklab.pipeline import query as Q
     from blocklab.pipeline.query import run_query
 
     from .golden import make_run
@@ -85,6 +88,14 @@ def test_latency_summary_stays_within_the_limit(tmp_path, monkeypatch):
                                 "latency_ns": lat, "op": op,
                                 "size_bytes": rng.choice([4096, 65536], n)})
     monkeypatch.setenv("BLOCKLAB_DUCKDB_MEMORY", "40MB")
+    duck = Q.duck
+
+    def no_spill(threads=None):
+        con = duck(threads)
+        con.execute("SET max_temp_directory_size = '0KB'")
+        return con
+
+    monkeypatch.setattr(Q, "duck", no_spill)
     rows = run_query([str(tmp_path / "run")], "latency-summary", None, {}).rows()
     every = {r["op"]: r for r in rows if r["size_class_bytes"] is None}
     for name, code in (("read", 0), ("write", 1)):
