@@ -18,7 +18,7 @@ WITH p AS (
                 ELSE error('extent_kib must be at least 1') END AS extent_sectors,
            CASE WHEN $top >= 0 THEN CAST($top AS BIGINT)
                 ELSE error('top must be at least 0') END AS top
-), r AS (
+), r AS NOT MATERIALIZED (  -- r, rt, srt: read again, never spilled (see rt)
     SELECT run, time_ns, device, sector, size_bytes, op,
            sector + (size_bytes + 511) // 512 AS end_sector
     FROM requests
@@ -33,7 +33,7 @@ WITH p AS (
         avg(size_bytes) FILTER (WHERE op IN (0, 1))            AS mean_size,
         (max(time_ns) - min(time_ns)) / 1e9                    AS duration_s
     FROM r GROUP BY run
-), tb AS (
+), tb AS MATERIALIZED (
     -- In bounded memory: a window partitioned by run or device alone ran out of DuckDB's
     -- memory limit (3 M requests under 100 MB), so every window here is over a bucket of a
     -- run's requests by arrival time (or of a device's ranges by sector), about 256 rows
@@ -42,20 +42,24 @@ WITH p AS (
     -- the last request of the same device and operation, the reach of their sector ranges).
     -- One row per run: a number, first arrival, bucket width, and the mean gap between
     -- arrivals rounded down (the gaps add up to the last arrival less the first).
-    SELECT row_number() OVER () AS rid, *
+    SELECT row_number() OVER () AS rid, *  -- (tb is MATERIALIZED: numbered once)
     FROM (SELECT run, min(time_ns) AS t0,
                  (max(time_ns) - min(time_ns)) // least(greatest(count(*) // 256, 1), 1048576)
                      + 1 AS w,
                  (max(time_ns) - min(time_ns)) // greatest(count(*) - 1, 1) AS m
           FROM r GROUP BY run)
-), rt AS (
+), rt AS NOT MATERIALIZED (
+    -- the requests are read again from the Parquet files by each reader, not materialized:
+    -- DuckDB materializes a CTE read more than once, a spilled copy of every request (over
+    -- 20 M requests: 5.1 GB of spill and 59 s materialized, 3.9 GB and 41 s not; the rest
+    -- is the windows' sorts)
     SELECT tb.rid, (r.time_ns - tb.t0) // tb.w AS k, r.time_ns, r.device, r.op, r.sector,
            r.end_sector, r.size_bytes
     FROM r JOIN tb ON tb.run = r.run
-), sq AS (  -- one row per run, device and operation (read, write): a number
+), sq AS MATERIALIZED (  -- one row per run, device and operation (read, write): a number
     SELECT row_number() OVER () AS sid, *
     FROM (SELECT DISTINCT rid, device, op FROM rt WHERE op IN (0, 1))
-), srt AS (
+), srt AS NOT MATERIALIZED (
     SELECT sq.sid, rt.k, rt.time_ns, rt.sector, rt.end_sector
     FROM rt JOIN sq ON sq.rid = rt.rid AND sq.device = rt.device AND sq.op = rt.op
 ), seq_last AS (  -- the end of the previous bucket's last request of each device and operation
@@ -87,36 +91,37 @@ WITH p AS (
                      AS before_t
           FROM (SELECT rid, k, max(time_ns) AS t_max FROM rt GROUP BY ALL))
     WHERE before_t IS NOT NULL
-), gap AS (
-    SELECT tb.run, x.g, x.g - tb.m AS d
+), gap AS (  -- read by exact_quantiles and the sums: kept (a window's result), as numbers only
+    SELECT x.rid, x.g, x.g - tb.m AS d
     FROM (SELECT rid, first,
                  time_ns - lag(time_ns) OVER (PARTITION BY rid, k ORDER BY first, time_ns) AS g
           FROM gap_rows) x
     JOIN tb ON tb.rid = x.rid
     WHERE first = 0 AND g IS NOT NULL
 ), gap_q AS (
-    SELECT gap.run AS g, gap.g / 1e6 AS x FROM gap
+    SELECT gap.rid AS g, gap.g / 1e6 AS x FROM gap
 ), gq AS (  -- exact, in bounded memory (queries/_macros.sql)
-    SELECT g AS run, list(value ORDER BY q) AS q FROM exact_quantiles('gap_q', [0.5, 0.99])
+    SELECT g AS rid, list(value ORDER BY q) AS q FROM exact_quantiles('gap_q', [0.5, 0.99])
     GROUP BY g
 ), gaps AS (
     -- cv: the population standard deviation from exact sums of the gaps less m (d), not
     -- stddev_pop, whose floating-point sums depend on the order DuckDB's threads meet the
     -- rows: var = mean(d^2) - mean(d)^2, where 0 <= mean(d) < 1
-    SELECT a.run, a.mean_ms, a.cv, gq.q, a.max_ms
-    FROM (SELECT run, avg(g) / 1e6 AS mean_ms,
+    SELECT tb.run, a.mean_ms, a.cv, gq.q, a.max_ms
+    FROM (SELECT rid, avg(g) / 1e6 AS mean_ms,
                  sqrt(greatest(CAST(sum(CAST(d AS HUGEINT) * d) AS DOUBLE) / count(*)
                                - pow(CAST(sum(d) AS DOUBLE) / count(*), 2), 0)) / avg(g) AS cv,
                  max(g) / 1e6 AS max_ms
-          FROM gap GROUP BY run) a
-    LEFT JOIN gq ON gq.run = a.run
-), ws_in AS (
+          FROM gap GROUP BY rid) a
+    JOIN tb ON tb.rid = a.rid
+    LEFT JOIN gq ON gq.rid = a.rid
+), ws_in AS NOT MATERIALIZED (  -- read twice (wsd, wsr), never spilled
     SELECT rid, 0 AS kind, device, sector AS s, end_sector AS e FROM rt
         WHERE op IN (0, 1) AND size_bytes > 0
     UNION ALL
     SELECT rid, 1 + op, device, sector, end_sector FROM rt
         WHERE op IN (0, 1) AND size_bytes > 0
-), wsd AS (  -- one row per run, kind (0 all, 1 read, 2 write) and device: its span
+), wsd AS MATERIALIZED (  -- one row per run, kind (0 all, 1 read, 2 write) and device: its span
     SELECT row_number() OVER () AS id, *
     FROM (SELECT rid, kind, device, min(s) AS s0, max(e) AS e1 FROM ws_in GROUP BY ALL)
 ), wsr AS (
