@@ -141,7 +141,7 @@ def ingest(
     fmt: str = "auto",
     device: str | None = None,
     skip_bad: int = 0,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> IngestResult:
     """Ingest ``sources`` into the trace file ``output``; returns what was done.
 
@@ -161,8 +161,9 @@ def ingest(
     total = 0
 
     def tick() -> None:
-        if progress:
-            progress(sum(i.progress() for i in inputs), total)
+        if progress:  # (a pipe's size is not known: no total, so no time left either)
+            progress(sum(i.progress() for i in inputs),
+                     total if all(i.regular for i in inputs) else None)
 
     try:
         for group in groups:
@@ -200,7 +201,7 @@ def ingest(
         sources=meta.sources,
         counts=meta.counts,
         elapsed_s=time.perf_counter() - started,
-        input_bytes=total,
+        input_bytes=sum(i.size for i in inputs),
     )
 
 

@@ -9,6 +9,7 @@ import hashlib
 import lzma
 import os
 import queue
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,12 +107,19 @@ class _HashingReader:
     with parsing; at most a few chunks wait for it.
     """
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: BinaryIO, head: bytes = b""):
         self.raw = raw
         self.sha = hashlib.sha256()
         self.nbytes = 0
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
         self._thread = Worker(self._hash, "sha256")
+        # ``head``: the file's first bytes, already read from ``raw`` (a pipe cannot seek back
+        # to them): handed out first, hashed first
+        self._head = head
+        if head:
+            with critical():
+                self._queue.put(head)
+            self.nbytes = len(head)
 
     def _hash(self) -> None:
         while (data := self._queue.get()) is not None:
@@ -125,6 +133,15 @@ class _HashingReader:
         return self.sha.hexdigest()
 
     def read(self, n: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            if 0 <= n < len(head):
+                head, self._head = head[:n], head[n:]
+                return head
+            return head + self._read(n - len(head) if n >= 0 else -1)
+        return self._read(n)
+
+    def _read(self, n: int) -> bytes:
         data = self.raw.read(n)
         if data:
             # a signal's exception inside Queue.put can lose the consumer's wake-up: then both
@@ -174,10 +191,15 @@ class Input:
             from .errors import BlocklabError
 
             raise BlocklabError(f"{self.name}: is a directory, expected a trace file") from None
-        self.size = os.fstat(raw.fileno()).st_size
-        head = raw.read(8)
-        raw.seek(0)
-        self._hashing = _HashingReader(raw)
+        st = os.fstat(raw.fileno())
+        # a named pipe, /dev/stdin or a process substitution is read as a stream, once: its
+        # size is not known before its end (``size`` 0 until ``finish``)
+        self.regular = stat.S_ISREG(st.st_mode)
+        self.size = st.st_size if self.regular else 0
+        head = b""
+        while len(head) < 8 and (more := raw.read(8 - len(head))):
+            head += more
+        self._hashing = _HashingReader(raw, head)
         self.compression = compression_of(head)
         self.stream: Any
         if self.compression == "gzip":
@@ -238,6 +260,8 @@ class Input:
         self._hashing.drain()
         self.close()
         digest = self._hashing.hexdigest()
+        if not self.regular:
+            self.size = self._hashing.nbytes
         return {"name": self.path.name, "sha256": digest, "bytes": self.size}
 
     def close(self) -> None:

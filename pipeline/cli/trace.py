@@ -58,7 +58,7 @@ def ingest(
     ) as bar:
         task = bar.add_task("ingest", total=None)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
         try:
