@@ -114,3 +114,13 @@ def fnv1a(buf, i, j):
     for k in range(i, j):
         h = (h ^ buf[k]) * 1099511628211
     return h
+
+
+@njit(nrt=False)
+def count_lines(buf):
+    """Newlines in ``buf`` (uint8). A sum the compiler vectorizes: bytes.count was a tenth of a
+    blkparse text ingest's main thread (2.7 GB/s, and it holds the GIL)."""
+    n = 0
+    for i in range(buf.shape[0]):
+        n += buf[i] == NL
+    return n

@@ -288,6 +288,8 @@ def text_blocks(
     """``text_chunks`` with the number of lines of each buffer: ``(buffer, first_line,
     lines)``, for a caller that sizes its arrays by it (counting them again was a tenth of a
     blkparse text ingest)."""
+    from blocklab.kernels.bytescan import count_lines  # (a kernel: Numba, once a reader needs it)
+
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
     carry = b""
     line = first_line
@@ -305,8 +307,9 @@ def text_blocks(
         # one copy: the carried part line and this read up to its last newline
         block = b"".join((carry, memoryview(data)[: cut + 1])) if carry else data[: cut + 1]
         carry = data[cut + 1 :]
-        lines = block.count(b"\n")
-        yield np.frombuffer(block, dtype=np.uint8), line, lines
+        view = np.frombuffer(block, dtype=np.uint8)
+        lines = int(count_lines(view))
+        yield view, line, lines
         line += lines
 
 

@@ -116,18 +116,17 @@ class _Chunk:
 
 
 def _learn_names(buf: np.ndarray, events: np.ndarray, comms: np.ndarray, names: ProcessNames):
-    has = (comms[:, 0] >= 0) & (events[:, K.TE_PID] > 0)
-    if not has.any():
+    """The last name each process id has in this chunk (K.last_named), into ``names``."""
+    rows = len(events)
+    table = np.empty(1 << max(4, (2 * rows - 1).bit_length()), dtype=np.int64)
+    pids = np.empty(rows, dtype=np.int64)
+    idx = np.empty(rows, dtype=np.int64)
+    m = K.last_named(events, comms, table, pids, idx)
+    if not m:
         return
-    idx = np.nonzero(has)[0]
-    pids = events[idx, K.TE_PID]
-    # the last name seen for each pid in this chunk
-    rev_pids = pids[::-1]
-    uniq, first_rev = np.unique(rev_pids, return_index=True)
-    last_idx = idx[::-1][first_rev]
     raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
     found = []
-    for k in last_idx.tolist():
+    for k in idx[:m].tolist():
         s, e = int(comms[k, 0]), int(comms[k, 1])
         found.append(raw[s:e].decode("utf-8", "replace").strip())
-    names.update(uniq.tolist(), found)
+    names.update(pids[:m].tolist(), found)
