@@ -575,7 +575,8 @@ def last_named(events, comms, table, out_pid, out_idx):
     the last such row: fills ``out_pid``/``out_idx`` in order of first appearance from the end,
     returns how many. ``table`` (int64, a power of two at least twice the rows, any contents) is
     an open-addressing set of the pids seen. The text parsers' names per chunk, where NumPy's
-    mask, reversal and unique (a sort) were a tenth of a blkparse text ingest's main thread."""
+    mask, reversal and unique (a sort) were a tenth of a blkparse text ingest's main thread
+    (traces/formats/paired.py ProcessNames.learn)."""
     mask = table.shape[0] - 1
     table[:] = -1
     m = 0

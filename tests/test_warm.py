@@ -3,7 +3,10 @@ kernel cache; commands on a terminal compile first, saying so, only when the sta
 
 from __future__ import annotations
 
+import os
+
 import numba
+import pytest
 
 from blocklab.kernels import _jit  # noqa: F401  (sets the cache folder first: patched below)
 from blocklab.tools import warm
@@ -58,3 +61,39 @@ def test_families_name_every_kind_of_kernel():
     for kind in ("engine", "HDD", "generators", "SSD", "pools", "failures", "parsers",
                  "miss-ratio", "risk"):
         assert kind in names
+
+
+FIELD_SAMPLES = {  # one or two requests of each ASCII format, as a person would ingest them
+    "t.mqsim": "0 0 8 8 1\n1500000 0 64 8 0\n",
+    "t.fio": "fio version 2 iolog\n/dev/sda add\n/dev/sda open\n/dev/sda read 0 4096\n"
+             "/dev/sda write 8192 4096\n/dev/sda close\n",
+    "t.validate": "R Miss 8 8 5000.0 0.0\nW Miss 64 8 6000.0 10.0\n",
+    "t.msr": "128166372003061629,hm,0,Read,3221225472,4096,1331\n",
+}
+
+
+@pytest.mark.skipif(not warm.is_warm(), reason="the kernel cache is not warm (make setup warms "
+                    "it; make test runs setup first)")
+def test_after_the_warm_no_ingest_compiles(tmp_path):
+    """After ``make setup``, ingesting a file of any format compiles nothing: Numba saves no
+    kernel to its cache (NUMBA_DEBUG_CACHE says each save). Before, the warm ran only the
+    tracefs text parser, and a person's first blktrace or blkparse ingest sat compiling for a
+    second or so, silently."""
+    import subprocess
+    import sys
+
+    from blocklab.tools.bench import synth_blktrace
+
+    synth_blktrace(tmp_path / "t.blktrace.0", 8)
+    files = [tmp_path / "t.blktrace.0"]
+    for name, text in {**warm._TEXT_SAMPLES, **FIELD_SAMPLES}.items():
+        (tmp_path / name).write_text(text)
+        files.append(tmp_path / name)
+    env = {**os.environ, "NUMBA_DEBUG_CACHE": "1"}
+    for i, f in enumerate(files):
+        p = subprocess.run([sys.executable, "-m", "blocklab.pipeline.cli", "ingest", str(f), "-o",
+                            str(tmp_path / f"o{i}.parquet")], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert p.returncode == 0, (f.name, p.stderr[-2000:])
+        saved = [ln for ln in (p.stdout + p.stderr).splitlines() if "data saved" in ln]
+        assert not saved, (f.name, saved[:3])

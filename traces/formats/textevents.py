@@ -116,17 +116,5 @@ class _Chunk:
 
 
 def _learn_names(buf: np.ndarray, events: np.ndarray, comms: np.ndarray, names: ProcessNames):
-    """The last name each process id has in this chunk (K.last_named), into ``names``."""
-    rows = len(events)
-    table = np.empty(1 << max(4, (2 * rows - 1).bit_length()), dtype=np.int64)
-    pids = np.empty(rows, dtype=np.int64)
-    idx = np.empty(rows, dtype=np.int64)
-    m = K.last_named(events, comms, table, pids, idx)
-    if not m:
-        return
     raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
-    found = []
-    for k in idx[:m].tolist():
-        s, e = int(comms[k, 0]), int(comms[k, 1])
-        found.append(raw[s:e].decode("utf-8", "replace").strip())
-    names.update(pids[:m].tolist(), found)
+    names.learn(events, comms, lambda s, e: raw[s:e].decode("utf-8", "replace").strip())

@@ -181,17 +181,7 @@ class PageDecoder:
         return ev
 
     def _learn_names(self, buf: np.ndarray, ev: np.ndarray, spans: np.ndarray) -> None:
-        has = (spans[:, 0] >= 0) & (ev[:, K.TE_PID] > 0)
-        if not has.any():
-            return
-        idx = np.nonzero(has)[0]
-        pids = ev[idx, K.TE_PID]
-        # the last name seen for each pid in these pages
-        uniq, first_rev = np.unique(pids[::-1], return_index=True)
-        last = idx[::-1][first_rev]
-        found = [bytes(buf[spans[k, 0]: spans[k, 1]]).decode("utf-8", "replace")
-                 for k in last.tolist()]
-        self.names.update(uniq.tolist(), found)
+        self.names.learn(ev, spans, lambda s, e: bytes(buf[s:e]).decode("utf-8", "replace"))
 
 
 def read_formats(events_dir: Path, names: list[str]) -> list[EventFormat]:
