@@ -31,15 +31,15 @@ _LAUNCH = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
-def timed(cmd: list[str], stderr: Path | None = None, stdout: Path | None = None
-          ) -> tuple[float, int]:
+def timed(cmd: list[str], stderr: Path | None = None, stdout: Path | None = None,
+          env: dict[str, str] | None = None) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one child process (its standard error to
-    ``stderr``, its output to ``stdout``, when given), both measured around the command alone
-    (``_LAUNCH``)."""
+    ``stderr``, its output to ``stdout``, when given; ``env`` its environment), both measured
+    around the command alone (``_LAUNCH``)."""
     err = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
         p = subprocess.run([sys.executable, "-c", _LAUNCH, str(stdout or ""), *cmd],
-                           stdout=subprocess.PIPE, stderr=err, text=True, check=True)
+                           stdout=subprocess.PIPE, stderr=err, text=True, check=True, env=env)
     finally:
         if stderr is not None:
             err.close()  # type: ignore[union-attr]
@@ -47,6 +47,40 @@ def timed(cmd: list[str], stderr: Path | None = None, stdout: Path | None = None
     if int(rc):
         raise subprocess.CalledProcessError(int(rc), cmd)
     return float(secs), int(kib)
+
+
+class FolderPeak:
+    """The most bytes the files under ``folder`` held at once while the ``with`` block ran
+    (sampled every 0.1 s): a command's temporary disk, given the folder as its TMPDIR (DuckDB
+    spills there: pipeline/query.py duck)."""
+
+    def __init__(self, folder: Path):
+        import threading
+
+        self.folder = folder
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            total = 0
+            for root, _dirs, files in os.walk(self.folder):
+                for name in files:
+                    try:
+                        total += os.path.getsize(os.path.join(root, name))
+                    except OSError:  # removed meanwhile
+                        pass
+            self.peak = max(self.peak, total)
+
+    def __enter__(self) -> FolderPeak:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 #: DiskSim 4.0's own speed on its validation traces (requests/s, -O2), from
@@ -626,7 +660,7 @@ def memory_scaling(sizes: tuple[int, ...] = MEMORY_SIZES) -> dict[str, Any]:
     command the bytes per request between the smallest and the largest size (the growth
     with the trace: the goal is about zero)."""
     blocklab = [sys.executable, "-m", "blocklab.pipeline.cli"]
-    out: dict[str, Any] = {"sizes": list(sizes), "rss_mb": {}, "seconds": {}}
+    out: dict[str, Any] = {"sizes": list(sizes), "rss_mb": {}, "seconds": {}, "spill_mb": {}}
     with tempfile.TemporaryDirectory(prefix="blocklab-bench-memory-") as tmp:
         d = Path(tmp)
         (d / "a.toml").write_text(MEMORY_ARRAY)
@@ -655,18 +689,27 @@ def memory_scaling(sizes: tuple[int, ...] = MEMORY_SIZES) -> dict[str, Any]:
                                         "--fail", f"2@{duration / 2:.3f}", "-o",
                                         str(d / f"fail{n}")],
                 "query latency-summary": ["query", str(d / f"open{n}"), "latency-summary"],
+                # the queries that sort a whole stream (windows over time buckets): bounded
+                # memory, temporary disk growing with the run
+                "query iostat": ["query", str(d / f"open{n}"), "iostat", "-f", "csv"],
+                "query workload": ["query", str(d / f"open{n}"), "workload"],
                 "report": ["report", str(d / f"fail{n}"), "-o", str(d / f"r{n}.html")],
             }
             for name, args in steps.items():
+                spill = d / f"tmp-{n}-{name.replace(' ', '-')}"  # the command's TMPDIR
                 try:
-                    secs, rss = timed([*blocklab, *args], stderr=d / "stderr.txt")
+                    with FolderPeak(spill) as disk:
+                        secs, rss = timed([*blocklab, *args], stderr=d / "stderr.txt",
+                                          env={**os.environ, "TMPDIR": str(spill)})
                 except subprocess.CalledProcessError:
                     lines = (d / "stderr.txt").read_text(errors="replace").strip().splitlines()
                     out.setdefault("failed", {})[f"{name} at {n:,}"] = \
                         lines[-1] if lines else "no message"
                     secs, rss = float("nan"), 0
+                shutil.rmtree(spill, ignore_errors=True)
                 out["rss_mb"].setdefault(name, {})[n] = rss / 1024
                 out["seconds"].setdefault(name, {})[n] = secs
+                out["spill_mb"].setdefault(name, {})[n] = disk.peak / 1e6
             for p in d.glob(f"*{n}*"):  # the next size's files need the room
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
         lo, hi = min(sizes), max(sizes)
@@ -683,8 +726,11 @@ def memory_lines(m: dict[str, Any]) -> list[str]:
     for name, r in m["rss_mb"].items():
         figs = ", ".join(f"{r[n]:,.0f} MB" for n in sizes)
         secs = ", ".join(f"{m['seconds'][name][n]:.0f} s" for n in sizes)
+        spill = m.get("spill_mb", {}).get(name, {})
+        disk = ("; temporary disk " + ", ".join(f"{spill[n]:,.0f} MB" for n in sizes)
+                if any(spill.get(n, 0) >= 1 for n in sizes) else "")
         lines.append(f"    {name:<22}: {figs}  ({m['bytes_per_request'][name]:+.1f} bytes/request;"
-                     f" {secs})")
+                     f" {secs}{disk})")
     for what, why in m.get("failed", {}).items():
         lines.append(f"    FAILED {what}: {why}")
     return lines
