@@ -50,6 +50,12 @@ def group_sources(paths: list[str]) -> list[list[Path]]:
     order: list[str] = []
     for raw in paths:
         p = Path(raw)
+        if raw == "-":  # standard input (io.Input reads it as a stream)
+            if "-" in groups:
+                raise BlocklabError("-: standard input given twice")
+            groups["-"] = [p]
+            order.append("-")
+            continue
         if not p.exists():
             cpus = sorted(p.parent.glob(p.name + ".blktrace.*"))
             cpus = [c for c in cpus if _PERCPU.match(c.name)]

@@ -85,3 +85,16 @@ def test_a_pipe_shorter_than_a_format_header_is_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and str(fifo) in lines[0], p.stderr
     assert not (tmp_path / "t.parquet").exists()
+
+
+def test_a_dash_is_standard_input(tmp_path):
+    want = _ingest(str(SAMPLE), tmp_path / "file.parquet")
+    with open(SAMPLE, "rb") as f:
+        got = _ingest("-", tmp_path / "dash.parquet", stdin=f, timeout=120)
+    assert got["requests"] == want["requests"]
+    assert got["sources"][0]["sha256"] == want["sources"][0]["sha256"]
+    assert pq.read_table(tmp_path / "dash.parquet").equals(
+        pq.read_table(tmp_path / "file.parquet"))
+    p = subprocess.run([*BLOCKLAB, "ingest", "-", "-", "-o", str(tmp_path / "x.parquet")],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip() == "blocklab: error: -: standard input given twice"

@@ -181,8 +181,11 @@ class Input:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.name = str(path)
+        if self.name == "-":  # standard input, as most tools take "-"; read as a stream
+            self.name = "<stdin>"
+            path = "/dev/stdin" if os.path.exists("/dev/stdin") else 0
         try:
-            raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+            raw = open(path, "rb")  # noqa: SIM115 - closed in close()
         except FileNotFoundError:
             from .errors import BlocklabError
 

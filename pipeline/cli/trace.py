@@ -24,7 +24,8 @@ def ingest(
         list[str],
         typer.Argument(
             help="Input files (gzip, zstd or xz are read as is). blktrace per-CPU files "
-            "NAME.blktrace.N are merged by time; a bare NAME stands for all of them."
+            "NAME.blktrace.N are merged by time; a bare NAME stands for all of them. - reads "
+            "standard input; a pipe is read as a stream."
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="Trace Parquet file to write.")],
