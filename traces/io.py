@@ -181,11 +181,12 @@ class Input:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.name = str(path)
+        source: str | os.PathLike[str] | int = path
         if self.name == "-":  # standard input, as most tools take "-"; read as a stream
             self.name = "<stdin>"
-            path = "/dev/stdin" if os.path.exists("/dev/stdin") else 0
+            source = "/dev/stdin" if os.path.exists("/dev/stdin") else 0
         try:
-            raw = open(path, "rb")  # noqa: SIM115 - closed in close()
+            raw = open(source, "rb")  # noqa: SIM115 - closed in close()
         except FileNotFoundError:
             from .errors import BlocklabError
 
