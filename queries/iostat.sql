@@ -15,7 +15,11 @@
 WITH p AS (
     SELECT CASE WHEN $interval_s > 0 THEN greatest(CAST(round($interval_s * 1e9) AS BIGINT), 1)
                 ELSE error('interval_s must be above 0') END AS iv
-), r_all AS NOT MATERIALIZED (  -- r_all, r, ra: read again, never spilled (see ra)
+), r_all AS MATERIALIZED (
+    -- kept once (DuckDB spills it past its limit), and r and ra read it again rather than
+    -- being kept too: over 20 M requests 2.3 GB of spill with all three kept, 1.1 GB so. Read
+    -- from Parquet by each of r's five readers instead (0.55 GB), the scans at once needed more
+    -- than the 50 MB that tests/test_query_memory.py gives the query
     SELECT run, device, devno, op, arrival_ns AS a, complete_ns AS c,
            size_bytes, merges
     FROM device_ios
@@ -24,7 +28,7 @@ WITH p AS (
     SELECT run, max(c) AS end_ns, greatest((max(c) - 1) // any_value(p.iv), 0) AS last_k
     FROM r_all, p
     GROUP BY run
-), r AS NOT MATERIALIZED (
+), r AS NOT MATERIALIZED (  -- (see r_all)
     SELECT * FROM r_all WHERE $device = '' OR device = $device
 ), done AS (
     SELECT r.run, r.device, least(r.c // p.iv, span.last_k) AS k,
@@ -52,10 +56,7 @@ WITH p AS (
     -- completion
     SELECT row_number() OVER () AS id, *
     FROM (SELECT run, device, min(a) AS a0, max(c) AS c1 FROM r GROUP BY run, device)
-), ra AS NOT MATERIALIZED (
-    -- the requests are read again from the run's Parquet by each reader, not materialized:
-    -- DuckDB materializes a CTE read more than once, a spilled copy of every request (over
-    -- 20 M requests: 2.3 GB of spill and 13 s materialized, 0.55 GB and 8 s not)
+), ra AS NOT MATERIALIZED (  -- (see r_all)
     SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
 ), gaps AS (
     -- %util in bounded memory: busy time is the device's span from first arrival to last
