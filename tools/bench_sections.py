@@ -638,9 +638,11 @@ def parallel_replay_speeds(n: int = 2_000_000) -> dict[str, float]:
 #: requests, and the bytes per request between them).
 MEMORY_SIZES = (10_000_000, 100_000_000)
 #: SPC-1 business scaling units of the memory figures' trace: 100 requests/s, which keep the
-#: 8-drive RAID-5 of Atlas 10K below saturation even while it rebuilds a failed drive (at 150
-#: requests/s the rebuild window saturated it: its queues, and replay's memory, grew for an
-#: hour of simulated time), so the queues stay bounded as a real replay's would.
+#: 8-drive RAID-5 of Atlas 10K below saturation while it is whole. While it rebuilds a failed
+#: drive (at the default priority) the queues grow for the rebuild's hour and drain after it
+#: (over 20 M requests, failure half-way: writes waited 84 s on average in the rebuild window,
+#: 28 ms before and after); at 150 requests/s they grew further still, and replay's memory with
+#: them. The queues, and so replay's memory, stay bounded by the window's length.
 MEMORY_BSU = 2
 MEMORY_ARRAY = """[[group]]
 name = "r5"
