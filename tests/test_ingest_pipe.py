@@ -65,11 +65,13 @@ def test_a_named_pipe_ingests_as_the_file_does(tmp_path, compressed):
     assert a.equals(b)
 
 
-def test_standard_input_ingests(tmp_path):
+@pytest.mark.parametrize("src", ["/dev/stdin", "-"])
+def test_standard_input_ingests(tmp_path, src):
     want = _ingest(str(SAMPLE), tmp_path / "file.parquet")
     with open(SAMPLE, "rb") as f:
-        got = _ingest("/dev/stdin", tmp_path / "stdin.parquet", stdin=f, timeout=120)
+        got = _ingest(src, tmp_path / "stdin.parquet", stdin=f, timeout=120)
     assert got["requests"] == want["requests"]
+    assert got["sources"][0]["sha256"] == want["sources"][0]["sha256"]
     assert pq.read_table(tmp_path / "stdin.parquet").equals(
         pq.read_table(tmp_path / "file.parquet"))
 
@@ -87,14 +89,7 @@ def test_a_pipe_shorter_than_a_format_header_is_one_line(tmp_path):
     assert not (tmp_path / "t.parquet").exists()
 
 
-def test_a_dash_is_standard_input(tmp_path):
-    want = _ingest(str(SAMPLE), tmp_path / "file.parquet")
-    with open(SAMPLE, "rb") as f:
-        got = _ingest("-", tmp_path / "dash.parquet", stdin=f, timeout=120)
-    assert got["requests"] == want["requests"]
-    assert got["sources"][0]["sha256"] == want["sources"][0]["sha256"]
-    assert pq.read_table(tmp_path / "dash.parquet").equals(
-        pq.read_table(tmp_path / "file.parquet"))
+def test_standard_input_given_twice_is_one_line(tmp_path):
     p = subprocess.run([*BLOCKLAB, "ingest", "-", "-", "-o", str(tmp_path / "x.parquet")],
                        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert p.returncode == 2 and p.stderr.strip() == "blocklab: error: -: standard input given twice"
