@@ -23,7 +23,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import BlocklabError
-from .safety import Worker, check, critical, os_error, output_lock, temporary_name
+from .safety import (
+    Worker,
+    check,
+    critical,
+    on_stop,
+    os_error,
+    output_lock,
+    release,
+    temporary_name,
+)
 from .schema import (
     COLUMNS,
     META_KEY,
@@ -113,16 +122,20 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
     the data is never readable by others, even for an instant. ``path`` is locked meanwhile (a
     second writer of it stops with one line) and what killed writers of it left is removed
     first (traces/safety.py). An operating-system error (no space, permission denied, ...)
-    comes out as one line naming ``path`` and the cause.
+    comes out as one line naming ``path`` and the cause. The temporary is registered with
+    ``safety.on_stop``: a command stopped where this generator's ``except`` is never reached
+    still removes it.
     """
     dest = Path(path)
     with output_lock(dest):
         tmp = temporary_name(dest)
+        token = None
         try:
             with critical():  # no signal between making the temporary and the try it is in
                 if dest.is_dir():
                     raise BlocklabError(f"{dest}: is a folder, expected a file")
                 tmp.unlink(missing_ok=True)  # ours (a reused pid): we hold the lock
+                token = on_stop(lambda: _unlink(tmp))
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
                 os.close(fd)
             yield tmp
@@ -130,12 +143,18 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
             with critical():
                 os.chmod(tmp, mode)
                 os.replace(tmp, dest)
+                release(token, run=False)
         except BaseException as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)  # ours: the name holds our pid
+            if token is not None:
+                release(token)  # ours: the name holds our pid
             if isinstance(e, OSError):
                 raise os_error(e, dest) from None
             raise
+
+
+def _unlink(p: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(p)
 
 
 class AtomicFolder:
@@ -160,12 +179,16 @@ class AtomicFolder:
             self._lock.__enter__()
             self._open = True
         self.tmp = temporary_name(self.dest)
+        self._token: int | None = None
         try:
             check()
             if self.dest.exists() and not self.dest.is_dir():
                 raise BlocklabError(f"{self.dest}: exists and is not a folder")
             if self.tmp.exists():
                 shutil.rmtree(self.tmp)
+            # registered before it exists: a signal between the constructor's return and the
+            # caller's try still removes it (safety.on_stop)
+            self._token = on_stop(lambda: shutil.rmtree(self.tmp, ignore_errors=True))
             self.tmp.mkdir(mode=mode, parents=True)
         except BaseException as e:
             raise self.fail(e) from None
@@ -186,6 +209,8 @@ class AtomicFolder:
                 if self.dest.is_dir() and not self.dest.is_symlink():
                     shutil.rmtree(self.dest)
                 os.replace(self.tmp, self.dest)
+                if self._token is not None:
+                    release(self._token, run=False)
         except BaseException as e:
             raise self.fail(e) from None
         self._release()
@@ -193,8 +218,8 @@ class AtomicFolder:
     def fail(self, e: BaseException) -> BaseException:
         """Remove the temporary folder; return what to raise (``e``, or an OSError as one
         line naming the folder and the cause)."""
-        with contextlib.suppress(OSError):
-            shutil.rmtree(self.tmp)
+        if self._token is not None:
+            release(self._token)
         self._release()
         return os_error(e, self.dest) if isinstance(e, OSError) else e
 
@@ -252,9 +277,23 @@ class TraceWriter:
         self.path = Path(path)
         self.meta = meta
         self.rows = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        # Row groups are encoded and compressed on a second thread (pyarrow releases the GIL),
+        # overlapping with parsing on the first; the queue holds at most two row groups, so
+        # memory stays bounded when the disk is slower than the parser.
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._thread: Worker | None = None
         self._ctx = atomic_output(self.path)
         with critical(raise_at_end=False):  # a signal waits for the try below (check())
             self._tmp = self._ctx.__enter__()
+        # Everything from here to the end of __init__ is inside the try: an exception (a
+        # signal's) raised before __init__ returns never reaches a __exit__ (the ``with`` has
+        # not begun), so this is the only clean-up there is. A signal that came just after the
+        # lock was taken, while the writer thread started, left the lock and the temporary
+        # behind (tests/test_signals.py, about one stopped ingest in twenty).
         try:
             check()
             self._writer = pq.ParquetWriter(
@@ -266,17 +305,10 @@ class TraceWriter:
                 column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA_COLUMNS},
                 write_statistics=True,
             )
+            self._thread = Worker(self._drain, "parquet-writer")
         except BaseException as e:
-            self._ctx.__exit__(type(e), e, e.__traceback__)  # removes the file, raises
+            self.abort(e)  # stops the thread if it started, removes the file and the lock
             raise
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_rows = 0
-        # Row groups are encoded and compressed on a second thread (pyarrow releases the GIL),
-        # overlapping with parsing on the first; the queue holds at most two row groups, so
-        # memory stays bounded when the disk is slower than the parser.
-        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
-        self._error: BaseException | None = None
-        self._thread = Worker(self._drain, "parquet-writer")
 
     @property
     def bytes_written(self) -> int:
@@ -287,6 +319,7 @@ class TraceWriter:
             return 0
 
     def _drain(self) -> None:
+        assert self._writer is not None  # started after the writer was made
         while True:
             table = self._queue.get()
             if table is None:
@@ -321,6 +354,8 @@ class TraceWriter:
             self._pending_rows = 0
 
     def _stop(self) -> None:
+        if self._thread is None:  # __init__ stopped before it started
+            return
         with critical():
             self._queue.put(None)
         self._thread.join()
@@ -329,6 +364,7 @@ class TraceWriter:
         self._flush()
         self._stop()
         self._check()
+        assert self._writer is not None
         self._writer.add_key_value_metadata({META_KEY: self.meta.to_json()})
         self._writer.close()
         self._ctx.__exit__(None, None, None)
@@ -337,8 +373,9 @@ class TraceWriter:
         self._error = self._error or RuntimeError("aborted")  # the thread skips what is left
         with contextlib.suppress(BaseException):
             self._stop()
-        with contextlib.suppress(Exception):
-            self._writer.close()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
         exc = exc or RuntimeError("aborted")
         with contextlib.suppress(BaseException):
             self._ctx.__exit__(type(exc), exc, exc.__traceback__)
