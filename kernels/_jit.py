@@ -66,7 +66,8 @@ from pathlib import Path
 
 import numba
 from llvmlite import binding as llvm
-from numba.core import codegen, compiler, registry, types
+from numba.core import caching, codegen, compiler, registry, types
+from numba.core.runtime import rtsys
 
 
 def _cache_dir() -> str:
@@ -148,6 +149,39 @@ class _LinkOnlyCompiler(compiler.Compiler):
         return super().compile_extra(func)
 
 
+class _LoadAsIs(caching.FunctionCache):
+    """Numba's cache of a kernel, but a load does not first refresh the target context.
+
+    Numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before every load: the
+    first one in a process imports and installs every registry of lowering and typing
+    implementations (``numba.np.arrayobj``, ``numba.cpython.unicode``, ... 255 of them), 0.27 s
+    of a 0.66 s ingest of 1,000 requests (``cProfile``: ``base.py refresh``, under
+    ``caching.py load_overload``). A cached kernel needs none of them to load: its machine
+    code and environment are loaded as they were saved (``CompileResult._rebuild``). What its
+    machine code needs is every symbol it calls: the CPython API and libc/libm (the process's
+    own), Numba's C helpers (``numba_*``: installed when the target context is made) and
+    Numba's runtime (``NRT_*``: installed by ``rtsys.initialize``, which the refresh is where
+    Numba calls it; without it a kernel that allocates jumps to address 0). So the load
+    initializes the runtime and nothing else. tests/test_jit.py reads every undefined symbol
+    of every warmed kernel's object code and checks that each resolves in a process that has
+    done only this: a kernel that needs another of the refresh's symbols (``hash()`` of a
+    string installs its secret there) fails it. A kernel that is not in the cache is
+    compiled, and the compiler refreshes the contexts itself (``compiler.compile_extra``), so
+    typing and lowering see every registry as before."""
+
+    def load_overload(self, sig, target_context):  # type: ignore[no-untyped-def]
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+        return None  # the guard swallowed an I/O error: compile instead, as Numba does
+
+
+def _load_as_is(disp):  # type: ignore[no-untyped-def]
+    if type(disp._cache) is caching.FunctionCache:
+        disp._cache.__class__ = _LoadAsIs
+    return disp
+
+
 class _Private(_Kernel):
     """A private kernel, compiled without the wrappers that let Python call it (Numba would
     call through a missing entry point): a call from Python is refused instead."""
@@ -170,10 +204,10 @@ def njit(*args, **kwargs):
             disp = numba.njit(**opts, no_cpython_wrapper=True, no_cfunc_wrapper=True,
                               pipeline_class=_LinkOnlyCompiler)(func)
             disp.__class__ = _Private
-            return disp
+            return _load_as_is(disp)
         disp = numba.njit(**opts)(func)
         disp.__class__ = _Kernel  # (the same object layout: only the typing of calls changes)
-        return disp
+        return _load_as_is(disp)
 
     if args and callable(args[0]):
         return make(args[0])

@@ -184,3 +184,107 @@ def test_a_cached_private_kernel_loads_and_links_into_a_new_caller(tmp_path):
         r = subprocess.run([sys.executable, str(tmp_path / "cached_kernels.py"), step],
                            env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and r.stdout.strip() == "ok", (step, r.stdout, r.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# a load from the cache without Numba's refresh (kernels/_jit.py ``_LoadAsIs``)
+
+def _undefined_symbols(elf: bytes) -> set[str]:
+    """The undefined symbols of an ELF64 little-endian object file (its .symtab): what the
+    machine code calls and the loader must find. Read here, not with ``nm``, which a machine
+    with only Python may lack."""
+    import struct
+
+    assert elf[:4] == b"\x7fELF" and elf[4] == 2 and elf[5] == 1, "ELF64 little-endian"
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize)
+                for i in range(shnum)]
+    out = set()
+    for _name, typ, _fl, _addr, off, size, link, _info, _al, entsize in sections:
+        if typ != 2:  # SHT_SYMTAB
+            continue
+        stroff = sections[link][4]
+        for k in range(size // entsize):
+            st_name, _info, _other, shndx = struct.unpack_from("<IBBH", elf, off + k * entsize)
+            if shndx == 0 and st_name:
+                end = elf.index(b"\0", stroff + st_name)
+                out.add(elf[stroff + st_name:end].decode())
+    return out
+
+
+def _objects(obj: object, out: list[bytes]) -> None:
+    if isinstance(obj, bytes | bytearray):
+        if obj[:4] == b"\x7fELF":
+            out.append(bytes(obj))
+    elif isinstance(obj, tuple | list):
+        for x in obj:
+            _objects(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _objects(x, out)
+
+
+RESOLVES = """
+import json, sys
+import blocklab.kernels._jit  # what a command imports before its first kernel
+from llvmlite import binding as llvm
+from numba.core.registry import cpu_target
+from numba.core.runtime import rtsys
+rtsys.initialize(cpu_target.target_context)  # all that _LoadAsIs.load_overload does first
+missing = [s for s in json.loads(sys.stdin.read()) if not llvm.address_of_symbol(s)]
+print(json.dumps({"missing": missing, "refreshed": "numba.np.arrayobj" in sys.modules}))
+"""
+
+
+def test_every_symbol_a_cached_kernel_calls_resolves_without_numbas_refresh():
+    """Every undefined symbol in the object code of every kernel in the cache (``make setup``
+    compiled them all) resolves in a process that has done only what a load from the cache
+    does now: the runtime initialized, none of the registries the refresh would import. A
+    kernel that needs one of the refresh's symbols (a string's ``hash()``: its secret is
+    installed by ``numba.cpython.hashing``) fails here, not as a segmentation fault."""
+    import io
+    import json
+    import pickle
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from blocklab.kernels._jit import cache_folder
+    from blocklab.tools import warm
+
+    if not warm.is_warm():
+        pytest.skip("the kernel cache is not warm (make setup compiles it)")
+    objects: list[bytes] = []
+    for f in sorted(Path(cache_folder()).rglob("*.nbc")):
+        stream = io.BytesIO(f.read_bytes())
+        while stream.tell() < len(stream.getbuffer()):
+            _objects(pickle.load(stream), objects)
+    assert len(objects) > 100, len(objects)  # every family: hundreds of kernels
+    symbols = set().union(*(_undefined_symbols(o) for o in objects))
+    assert any(s.startswith("NRT_") for s in symbols)  # kernels that allocate: the runtime
+    res = subprocess.run([sys.executable, "-c", RESOLVES], input=json.dumps(sorted(symbols)),
+                         capture_output=True, text=True, check=True)
+    got = json.loads(res.stdout)
+    assert got == {"missing": [], "refreshed": False}, got
+
+
+def test_a_kernel_loaded_from_the_cache_allocates_and_runs_in_a_fresh_process(tmp_path):
+    """A cached kernel that allocates (Numba's runtime) runs in a new process that loads it
+    without the refresh; the same kernel with Numba's own dispatcher gives the same array."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "alloc_kernel.py"
+    src.write_text("import numpy as np\nfrom blocklab.kernels._jit import njit\n\n\n"
+                   "@njit\ndef squares(n):\n    out = np.empty(n, np.int64)\n"
+                   "    for i in range(n):\n        out[i] = i * i\n    return out\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import alloc_kernel as k; "
+            "print(k.squares(5).tolist(), len(k.squares.stats.cache_hits))")
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
+                           capture_output=True, text=True, check=True)
+    again = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
+                           capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["[0,", "1,", "4,", "9,", "16]", "0"]  # compiled
+    assert again.stdout.split() == ["[0,", "1,", "4,", "9,", "16]", "1"]  # loaded
