@@ -97,3 +97,27 @@ def test_after_the_warm_no_ingest_compiles(tmp_path):
         assert p.returncode == 0, (f.name, p.stderr[-2000:])
         saved = [ln for ln in (p.stdout + p.stderr).splitlines() if "data saved" in ln]
         assert not saved, (f.name, saved[:3])
+
+
+@pytest.mark.skipif(not warm.is_warm(), reason="the kernel cache is not warm (make setup warms "
+                    "it; make test runs setup first)")
+def test_the_hdd_models_service_is_compiled_once_for_the_engine_and_the_model():
+    """The second process compiles the HDD model first so that the engine's compile links its
+    ``service`` from the cache (tools/warm.py): that holds only if both call it with the same
+    argument types, that is, if the cache holds one compiled ``service``, not two."""
+    from pathlib import Path
+
+    from blocklab.kernels._jit import cache_folder
+
+    compiled = sorted(p.name for p in Path(cache_folder()).rglob("hdd.service-*.nbc"))
+    assert len(compiled) == 1, compiled
+
+
+def test_the_second_process_takes_the_hdd_model_first_and_not_the_engines_replays():
+    """The HDD model leads the second process's share (ready before the engine needs it);
+    every family that replays (and so needs the whole engine) stays with the engine."""
+    names = [n for n, _f in warm.FAMILIES]
+    side = [n for n in names if n in warm.SIDE]
+    assert side[0] == "HDD model"
+    assert "replay engine" not in warm.SIDE
+    assert not [n for n in side if "failures" in n or "engine" in n]
