@@ -334,3 +334,29 @@ def test_a_stop_before_the_writers_try_still_removes_its_temporary_and_lock(tmp_
         other.write("still open")
     assert (tmp_path / "other").read_text() == "still open"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["other"]
+
+
+def test_a_helper_threads_critical_section_does_not_hold_the_main_threads_signal():
+    """A helper thread (ingest reads ahead on one, and its reads pass through the hasher's
+    critical ``put``) cannot be cut by a signal, so its critical section is nothing: a signal
+    the main thread gets meanwhile is raised at once, and the count stays the main thread's
+    own (a helper's ``+= 1`` beside the main thread's could lose one)."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def helper() -> None:
+        with safety.critical():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=helper)
+    with safety.signals_handled():
+        t.start()
+        assert inside.wait(10)
+        try:
+            with pytest.raises(safety.Interrupted):
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(2)  # raised here, within microseconds, not when the helper leaves
+        finally:
+            leave.set()
+            t.join()
+    assert safety._critical == [0]

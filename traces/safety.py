@@ -447,7 +447,14 @@ def _unraisable(hook):  # type: ignore[no-untyped-def]
 def critical(raise_at_end: bool = True) -> Iterator[None]:
     """A section a signal must not cut (taking a lock, making or renaming a temporary): a
     signal that arrives meanwhile is raised when it ends, or with ``raise_at_end=False`` by the
-    caller's next ``check()`` (when the end is not yet inside the caller's clean-up)."""
+    caller's next ``check()`` (when the end is not yet inside the caller's clean-up).
+
+    On any thread but the main one it does nothing: Python runs signal handlers on the main
+    thread only, so no signal's exception can cut a helper thread, and the count it keeps is
+    the main thread's alone (a helper's ``+= 1`` beside the main thread's could lose one)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _critical[0] += 1
     try:
         yield
