@@ -376,26 +376,6 @@ def _in_compiler(frame: Any) -> bool:
     return False
 
 
-def _in_with_machinery(frame: Any) -> bool:
-    """Whether the main thread is inside ``contextlib``'s own code (a ``@contextmanager``'s
-    ``__enter__`` or ``__exit__``, not the generator they drive).
-
-    An exception raised there escapes the ``with`` statement with the generator still
-    suspended at its ``yield``: after ``__enter__`` has run the generator up to the yield
-    (the lock taken, the temporary made) and before the ``with`` has registered its exit, the
-    generator's ``except``/``finally`` never run, so the lock file and the temporary stay
-    behind (the generator is only closed if the collector reaches it before the process ends;
-    CPython bpo-29988). tests/test_signals.py found it: about one ingest in twenty stopped
-    within milliseconds of taking its lock left both. A signal there is held until the
-    ``with`` is entered or left (milliseconds)."""
-    return frame is not None and frame.f_globals.get("__name__") == "contextlib"
-
-
-def _unsafe(frame: Any) -> bool:
-    """Where an exception must not be raised now (held and tried again in a moment)."""
-    return _in_with_machinery(frame) or _in_compiler(frame)
-
-
 def _hold() -> None:
     """Try the held signal again in a moment (SIGALRM): a kernel loads in milliseconds from
     the cache; one compiled afresh (a fresh install outside ``make setup``) holds the stop
@@ -407,7 +387,7 @@ def _hold() -> None:
 def _retry(_signum: int, frame: Any) -> None:
     if not _received or _raised[0]:
         return  # raised meanwhile (check())
-    if _critical[0] or _unsafe(frame):
+    if _critical[0] or _in_compiler(frame):
         _hold()  # not here either: try again (a critical section's end raises only what
         return  # came while it ran, not a signal held from before it)
     raise _interrupt(_received[0])
@@ -420,7 +400,7 @@ def _handler(signum: int, frame: Any) -> None:
     if _critical[0]:
         _pending.append(signum)
         return
-    if _unsafe(frame):
+    if _in_compiler(frame):
         _hold()
         return
     raise _interrupt(signum)
