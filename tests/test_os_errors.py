@@ -223,3 +223,23 @@ def test_pyarrow_style_error_without_errno():
     e = os_error(OSError("Error writing bytes to file. Detail: [errno 28] No space left on "
                          "device"), "/data/out.parquet")
     assert str(e) == "/data/out.parquet: no space left on the device (ENOSPC)"
+
+
+def test_a_trace_writer_that_cannot_open_its_file_is_one_line_naming_the_output(tmp_path,
+                                                                               monkeypatch):
+    """pyarrow failing to open the temporary (a full disk, as pyarrow words it) comes out as
+    one line naming the output, and leaves nothing: as a failure later in the write does."""
+    import errno
+
+    from blocklab.traces import store
+    from blocklab.traces.errors import BlocklabError
+
+    def no_space(path, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(store.pq, "ParquetWriter", no_space)
+    out = tmp_path / "t.parquet"
+    with pytest.raises(BlocklabError) as e:
+        store.TraceWriter(out, store.TraceMeta(source_format="test"))
+    assert str(e.value) == f"{out}: no space left on the device (ENOSPC)"
+    assert list(tmp_path.iterdir()) == []

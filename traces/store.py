@@ -308,6 +308,8 @@ class TraceWriter:
             self._thread = Worker(self._drain, "parquet-writer")
         except BaseException as e:
             self.abort(e)  # stops the thread if it started, removes the file and the lock
+            if isinstance(e, OSError):  # as __exit__ does: one line naming the output
+                raise os_error(e, self.path) from None
             raise
 
     @property
