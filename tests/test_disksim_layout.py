@@ -17,7 +17,7 @@ from blocklab.pipeline.model.drive_params import drive_params
 
 from .reference import disksim_layout as dl
 from .reference.hdd import Layout
-from .valid_drives import VALID, valid_path
+from .valid_drives import IN_SHARED, VALID, valid_path
 
 
 def _drive(g: dl.Geometry) -> DiskSimDrive:
@@ -216,10 +216,12 @@ def test_scheme_2_slip_uses_the_cylinders_spare():
 
 
 @pytest.mark.parametrize("name", list(VALID))
-def test_valid_drives_layout(name):
+def test_valid_drives_layout(name, request):
     """The real drives of DiskSim's valid/ folder: the kernel against the reference at zone
     edges, around every slip, and on a long stretch and random blocks; and DiskSim's own
     ltop gives the same sectors outside its documented exceptions."""
+    if name in IN_SHARED:
+        request.getfixturevalue("shared")  # skips without the shared folder
     d = read_drive(valid_path(name))
     p, zones, _cd, _ct = drive_params(d)
     g = dl.Geometry.of(d)
