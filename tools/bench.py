@@ -54,10 +54,40 @@ HEADER = np.dtype(
 assert HEADER.itemsize == 48
 
 
+#: The second binary ingest's size, in times the first's (issue 21: peak RSS independent of it)
+BIG = 20
+
+#: Requests generated at a time: a larger trace is written as blocks of this many (below).
+SYNTH_BLOCK = 1_000_000
+
+
 def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
-    """Write ``requests`` random 4 KiB requests as Q, G, I, D, C records; returns records."""
+    """Write ``requests`` random 4 KiB requests as Q, G, I, D, C records; returns records.
+
+    Up to ``SYNTH_BLOCK`` requests are one block; a larger trace is blocks of that many, each
+    drawn with its own seed (``seed`` + block number) and starting 10 ms after the previous
+    block's last record (longer than any latency drawn: the records of two blocks never
+    interleave, so the file stays in time order), so that writing 100 M records holds one
+    block's arrays, not all of them (a 1-block trace is the very file one call wrote before)."""
+    written = 0
+    t_end = 0
+    with open(path, "wb") as f:
+        for k, first in enumerate(range(0, requests, SYNTH_BLOCK)):
+            n = min(SYNTH_BLOCK, requests - first)
+            start = t_end + (10_000_000 if k else 0)
+            recs = _synth_records(n, seed + k, start)
+            recs["seq"] = np.arange(written, written + len(recs), dtype=np.uint64).astype(np.uint32)
+            for at in range(0, len(recs), 1 << 20):
+                f.write(recs[at : at + (1 << 20)].tobytes())
+            written += len(recs)
+            t_end = int(recs["time"][-1])
+    return written
+
+
+def _synth_records(requests: int, seed: int, start: int) -> np.ndarray:
+    """One block of ``synth_blktrace``: its records in time order, from ``start`` ns on."""
     rng = np.random.default_rng(seed)
-    t = np.cumsum(rng.exponential(2_000.0, requests)).astype(np.uint64) + 1000  # ~500k IOPS
+    t = np.cumsum(rng.exponential(2_000.0, requests)).astype(np.uint64) + np.uint64(start + 1000)
     lat = rng.integers(50_000, 5_000_000, requests).astype(np.uint64)
     sector = (rng.integers(0, 1 << 28, requests) * 8).astype(np.uint64)
     write = rng.random(requests) < 0.3
@@ -77,11 +107,7 @@ def synth_blktrace(path: Path, requests: int, seed: int = 1) -> int:
     order = np.argsort(recs["time"], kind="stable")
     recs = recs[order]
     recs["magic"] = 0x65617407
-    recs["seq"] = np.arange(len(recs), dtype=np.uint32)
-    with open(path, "wb") as f:
-        for start in range(0, len(recs), 1 << 20):
-            f.write(recs[start : start + (1 << 20)].tobytes())
-    return len(recs)
+    return recs
 
 
 #: The ``blocklab`` command, run in a child process (start-up and peak RSS measured).
@@ -133,7 +159,8 @@ def _warm_up(work: Path) -> Path:
 def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Path,
                    requests: int) -> float:
     """The blktrace binary ``binf`` of ``requests`` requests ingested end to end (a child
-    process), the same on 4x the records (peak RSS), and inside this process (start-up
+    process), the same on ``BIG``x the records (peak RSS, and the rate once start-up is a small
+    part of the run), and inside this process (start-up
     excluded), into ``report``; returns the seconds of the first."""
     records = requests * 5
     size = binf.stat().st_size
@@ -152,16 +179,18 @@ def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Pat
         "peak_rss_mb": rss / 1024,
     }
 
-    # peak RSS must not grow with the input (issue 21): the same ingest on 4x the records
+    # peak RSS must not grow with the input (issue 21): the same ingest on BIG x the records
+    # (100 M records, 4.8 GB, at the default size: a production trace's scale, where the
+    # command's start-up of about half a second is not most of the run as at 5 M records)
     big = work / "big.blktrace.0"
     subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
-                    str(4 * requests)], check=True)
-    secs4, rss4 = timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
-    report["binary_ingest_4x"] = {
-        "records": 4 * records,
-        "seconds": secs4,
-        "records_per_s": 4 * records / secs4,
-        "peak_rss_mb": rss4 / 1024,
+                    str(BIG * requests)], check=True)
+    secs_big, rss_big = timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
+    report["binary_ingest_big"] = {
+        "records": BIG * records,
+        "seconds": secs_big,
+        "records_per_s": BIG * records / secs_big,
+        "peak_rss_mb": rss_big / 1024,
     }
     big.unlink()
     (work / "big.parquet").unlink()
@@ -246,18 +275,19 @@ GOAL_TEXT_LINES_PER_S = 3e6
 def _ingest_lines(report: dict[str, object]) -> list[str]:
     """The ingest figures of ``report``, each beside its goal and its baseline."""
     b = report["binary_ingest"]
-    b4 = report["binary_ingest_4x"]
+    bb = report["binary_ingest_big"]
     bi = report["binary_ingest_in_process"]
-    assert isinstance(b, dict) and isinstance(b4, dict) and isinstance(bi, dict)
+    assert isinstance(b, dict) and isinstance(bb, dict) and isinstance(bi, dict)
     dk = float(report["decode_kernel_records_per_s"])  # type: ignore[arg-type]
     lines = [
         f"  blktrace binary ingest : {b['records_per_s'] / 1e6:6.2f} M records/s "
         f"(goal >= {GOAL_BINARY_RECORDS_PER_S / 1e6:.0f} M on 2 cores) {b['mb_per_s']:7.1f} MB/s"
         f"  ({b['requests_per_s'] / 1e6:.2f} M requests/s, {b['seconds']:.2f} s, peak RSS "
         f"{b['peak_rss_mb']:.0f} MB)",
-        f"  same, 4x the records   : {b4['records_per_s'] / 1e6:6.2f} M records/s "
-        f"({b4['records'] / 1e6:.0f} M records, {b4['seconds']:.2f} s), peak RSS "
-        f"{b4['peak_rss_mb']:.0f} MB (goal: as at 1x, {b['peak_rss_mb']:.0f} MB)",
+        f"  same, {BIG}x the records  : {bb['records_per_s'] / 1e6:6.2f} M records/s "
+        f"(goal >= {GOAL_BINARY_RECORDS_PER_S / 1e6:.0f} M) ({bb['records'] / 1e6:.0f} M records, "
+        f"{bb['seconds']:.2f} s), peak RSS "
+        f"{bb['peak_rss_mb']:.0f} MB (goal: as at 1x, {b['peak_rss_mb']:.0f} MB)",
         f"  same, start-up excluded: {bi['records_per_s'] / 1e6:6.2f} M records/s "
         f"{bi['mb_per_s']:7.1f} MB/s  ({bi['seconds']:.2f} s); start-up (the command on "
         f"1,000 requests) {float(report['ingest_startup_s']):.2f} s",  # type: ignore[arg-type]
@@ -359,8 +389,9 @@ def _print_report(report: dict[str, object]) -> None:
     r4k = rp["random_4k_open_requests_per_s"] / 1e6
     r1m = rp["sequential_1m_open_requests_per_s"] / 1e6
     c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
-    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s, 1 MiB sequential "
-          f"{r1m:.2f} M/s, closed 64 with C-LOOK {c64:.2f} M/s (HDD model)")
+    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s (goal >= 2.5), 1 MiB "
+          f"sequential {r1m:.2f} M/s (goal >= 0.4), closed 64 with C-LOOK {c64:.2f} M/s "
+          f"(goal >= 2); HDD model, one core, median of 5")
     print(f"  the same, fixed-time   : {rp['fixed_random_4k_open_requests_per_s'] / 1e6:.2f}, "
           f"{rp['fixed_sequential_1m_open_requests_per_s'] / 1e6:.2f} and "
           f"{rp['fixed_random_4k_closed64_requests_per_s'] / 1e6:.2f} M/s (the engine without the "
