@@ -202,6 +202,16 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
         live = [d for d in live if len(d.pending) or not d.eof]
         if not live:
             return
+        if len(live) == 1:
+            # one file left (or a merged dump): its events are in time order already (the
+            # decoder refuses a step back), so all of them go, without the horizon's search
+            # (over a strided column: a copy of it) and the merge keys below
+            d = live[0]
+            ev, d.pending = d.pending, d.pending[:0]
+            yield ev
+            if not d.eof:
+                d.decode_more()
+            continue
         waiting = [d for d in live if not d.eof]
         horizon = min(int(d.pending[-1, K.TE_TIME]) for d in waiting) if waiting else None
         parts, keys = [], []
