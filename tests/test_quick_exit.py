@@ -56,3 +56,22 @@ threading.Thread(target=late, daemon={daemon}).start()
     assert r.returncode == 0, r.stderr
     assert flag.exists() is (not daemon)
     assert ("torn down" in r.stdout) is (not daemon)
+
+
+_THREADS = ("import os, blocklab.pipeline.cli, numpy; "
+            "print(len(os.listdir('/proc/self/task')))")
+
+
+@pytest.mark.parametrize("setting, threads", [(None, 1), ("2", 2)])
+def test_the_command_starts_one_blas_thread_unless_told(setting, threads):
+    """NumPy's OpenBLAS threads (one a core, spinning after import) are not started by a
+    command: its process has only its main thread once NumPy is in, unless the user set
+    OPENBLAS_NUM_THREADS, which is kept (OpenBLAS counts the caller as one of them)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = setting
+    out = subprocess.run([sys.executable, "-c", _THREADS], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert int(out) == threads
