@@ -29,7 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# as the ``blocklab`` command runs (pipeline/cli): one OpenBLAS thread, so that the figures
+# measured in this process (and in the Dask workers it starts, which inherit this) are the
+# command's, not those of a process with a spinning BLAS thread per core
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 from blocklab.tools.bench_sections import (
     MEMORY_SIZES,
