@@ -292,3 +292,35 @@ def test_process_note_with_cgroup_id(tmp_path):
     ingest([str(tmp_path / "g")], str(tmp_path / "g.parquet"))
     (row,) = read_rows(tmp_path / "g.parquet")
     assert row["comm"] == "cgproc"
+
+
+def test_the_benchs_trace_written_in_blocks_is_one_trace(tmp_path, monkeypatch):
+    """make bench writes its big blktrace file a block of requests at a time (tools/bench.py
+    synth_blktrace): the blocks join into one file in time order, with sequence numbers that
+    run on, each block the records drawn for it alone shifted in time past the block before
+    by more than any latency; the file ingests to every request it was made of, none
+    incomplete or skipped."""
+    import numpy as np
+
+    from blocklab.tools import bench
+
+    monkeypatch.setattr(bench, "SYNTH_BLOCK", 100)
+    path = tmp_path / "blocks.blktrace.0"
+    assert bench.synth_blktrace(path, 250, seed=3) == 5 * 250
+    recs = np.fromfile(path, dtype=bench.HEADER)
+    assert (np.diff(recs["time"].astype(np.int64)) >= 0).all()
+    assert recs["seq"].tolist() == list(range(len(recs)))
+    end = 0
+    for k, n in enumerate((100, 100, 50)):
+        got = recs[500 * k : 500 * k + 5 * n]
+        drawn = bench._synth_records(n, 3 + k, 0)
+        shift = got["time"].astype(np.int64) - drawn["time"].astype(np.int64)
+        assert len(set(shift.tolist())) == 1
+        assert shift[0] == 0 if k == 0 else shift[0] >= end + 10_000_000 - 1000
+        for f in bench.HEADER.names:
+            if f not in ("time", "seq"):
+                assert got[f].tolist() == drawn[f].tolist(), f
+        end = int(got["time"][-1])
+    r = ingest([str(path)], str(tmp_path / "t.parquet"))
+    assert r.requests == 250 and r.counts.get("incomplete", 0) == 0
+    assert r.counts.get("skipped", 0) == 0
