@@ -283,7 +283,9 @@ def read_sweep(folder: str | os.PathLike[str]) -> SweepPart:
     for f in sorted(Path(folder).glob("*.error.json")):
         try:
             e = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # (JSON errors and bytes that are not UTF-8 alike)
+            continue
+        if not isinstance(e, dict):
             continue
         failed.append({"point": e.get("point"), "name": e.get("name"), "error": e.get("error")})
     return SweepPart(str(folder), str(info.get("mode", "cross")), list(info.get("axes", [])),

@@ -205,6 +205,8 @@ def read_json(folder: Path, name: str | None = None) -> tuple[RunMeta, dict[str,
         raise BlocklabError(f"{where}: no such file") from None
     except json.JSONDecodeError as e:
         raise BlocklabError(f"{where}: line {e.lineno}: not JSON ({e.msg})") from None
+    except UnicodeDecodeError as e:  # JSON is UTF-8 text: a damaged byte, named by its offset
+        raise BlocklabError(f"{where}: byte {e.start}: not UTF-8 text, so not JSON") from None
     if not isinstance(raw, dict):
         raise BlocklabError(f"{where}: expected an object")
     version = raw.get("run_schema_version")

@@ -283,6 +283,8 @@ def _base_array(sp: Path, data: dict[str, Any]) -> tuple[dict[str, Any], Path]:
     raw = data["array"]
     if isinstance(raw, str):
         apath = (sp.parent / raw).resolve()
+        if not apath.exists():  # the sweep file's value is what is wrong: name it, as trace does
+            raise BlocklabError(f"{sp}: array: no such array configuration {raw}")
         base = _read_toml(apath, "array configuration")
         cfg_where = apath
     elif isinstance(raw, dict):

@@ -112,6 +112,10 @@ def test_a_missing_or_broken_file(tmp_path):
     (tmp_path / "meta.json").write_text("{\n oops")
     with pytest.raises(BlocklabError, match="meta.json: line 2: not JSON"):
         RM.read(tmp_path, "r")
+    # a damaged byte (make fuzz found it ending in a traceback)
+    (tmp_path / "meta.json").write_bytes(b'{"run_schema_version": "\x80"}')
+    with pytest.raises(BlocklabError, match="run r: meta.json: byte 24: not UTF-8 text"):
+        RM.read(tmp_path, "r")
 
 
 @pytest.mark.parametrize("toml", sorted((ROOT / "examples" / "arrays").glob("*.toml"))

@@ -415,6 +415,8 @@ BAD = {
     "max passes": ('[replay]\nrepeat = "until-tasks-end"\nmax_passes = 0\n',
                    "replay.max_passes: max_passes must be a whole number of at least 1, "
                    "found 0"),
+    # the sweep file's value is what is wrong (make fuzz found the missing file named alone)
+    "missing array": ("", "array: no such array configuration nope.toml"),
 }
 
 
@@ -425,6 +427,8 @@ def test_bad_sweep_file(work, tmp_path, case):
                    f'trace = "{work / "t.parquet"}"\n{body}')
     if case == "missing trace":
         f.write_text(f.read_text().replace('"t.parquet"', f'"{work / "t.parquet"}"'))
+    if case == "missing array":
+        f.write_text(f.read_text().replace(f'"{work / "base.toml"}"', '"nope.toml"'))
     for cmd in (["sweep", "plan", str(f)], ["sweep", "run", str(f), "-o", str(tmp_path / "o")]):
         res = runner.invoke(app, cmd)
         assert res.exit_code == 2, res.output
@@ -488,3 +492,27 @@ def test_sweep_report_renders(grid, tmp_path):
     dom, log = chromium(out, tmp_path)
     parts = _check_drawn(dom, log, json.loads(res.output)["charts"])
     assert "mark-line" in parts["sweep-speed"] and "mark-symbol" in parts["sweep-speed"]
+
+
+@pytest.mark.parametrize("content, says", [
+    (b'{"fingerprint": "\x80"}', "byte 17: not UTF-8 text, so not JSON"),
+    (b"[1, 2]", "expected an object"),
+])
+def test_a_damaged_sweep_json_is_one_line_naming_it(work, tmp_path, content, says):
+    """An output folder's sweep.json that is not UTF-8 or not an object: sweep run into it
+    and the reading of its points each say so in one line naming the file (make fuzz found
+    the first one ending in a traceback)."""
+    from blocklab.pipeline.sweep import read_points
+    from blocklab.traces.errors import BlocklabError
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "sweep.json").write_bytes(content)
+    res = runner.invoke(app, ["sweep", "run", str(sweep_file(work, "grid.toml", GRID)),
+                              "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"blocklab: error: {out / 'sweep.json'}: ")
+    assert says in lines[0], lines[0]
+    with pytest.raises(BlocklabError, match=f"sweep.json: {says}"):
+        read_points(out)
