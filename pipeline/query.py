@@ -340,12 +340,17 @@ def connect(sources: list[Source], threads: int | None = None) -> duckdb.DuckDBP
     traces = [s for s in sources if s.kind == "trace"]
     for stem, cols in RUN_COLUMNS.items():
         parts = []
+        files = []
         for s in runs:
             f = s.path / f"{stem}.parquet"
             if f.is_file():
+                files.append((s.name, f))
                 parts.append(f"SELECT {_q(s.name)} AS run, {_cols_select(cols)} "
                              f"FROM read_parquet({_q(str(f))})")
-        con.execute(f"CREATE VIEW {stem} AS {_union(parts, _empty(cols))}")
+        try:
+            con.execute(f"CREATE VIEW {stem} AS {_union(parts, _empty(cols))}")
+        except duckdb.Error as e:  # DuckDB reads each file's footer here
+            raise _unreadable(con, files, e) from None
 
     run_rows = []
     drive_rows = []
@@ -492,6 +497,22 @@ def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,
         raise BlocklabError(f"query --sql: ${missing[0]} has no value (--param "
                             f"{missing[0]}=VALUE)")
     return {k: _literal(v) for k, v in given.items()}
+
+
+def _unreadable(con: duckdb.DuckDBPyConnection, files: list[tuple[str, Path]], e: Exception
+                ) -> BlocklabError:
+    """A run's Parquet file that pyarrow read the schema of (``_run_source``) but DuckDB
+    cannot open (a damaged footer: make fuzz found a column type DuckDB does not know, which
+    ended in a traceback), as one line naming the run and the file: the first of ``files``
+    (run name, path) that fails alone."""
+    for name, f in files:
+        try:
+            con.execute(f"DESCRIBE SELECT * FROM read_parquet({_q(str(f))})")
+        except duckdb.Error as one:
+            return BlocklabError(f"run {name}: {f.name}: not a readable Parquet file "
+                                 f"({_first_line(one)})")
+    names = ", ".join(f"run {name}: {f.name}" for name, f in files[:3])
+    return BlocklabError(f"{names}: not readable together ({_first_line(e)})")
 
 
 def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
