@@ -622,28 +622,45 @@ def test_two_inputs_with_one_name(tmp_path, runs):
            "query compare", "both named 'same'")
 
 
-def _flip_until_duckdb_refuses(f: Path) -> bool:
-    """Flip one byte of ``f``'s Parquet footer after another (each XOR 0x0F, the first that
-    works kept) until pyarrow still reads the schema but DuckDB cannot open the file; False
-    if no single flip does that."""
-    import duckdb
-
+def _flip_until(f: Path, refused) -> bool:
+    """Flip one byte of ``f``'s Parquet footer after another (each XOR 0x0F, restored when it
+    does not do) until ``refused(f)``; False if no single flip does that."""
     data = bytearray(f.read_bytes())
     footer = int.from_bytes(data[-8:-4], "little")
     for at in range(len(data) - 8 - footer, len(data) - 8):
         data[at] ^= 0x0F
         f.write_bytes(bytes(data))
-        try:
-            pq.read_schema(f)
-        except Exception:  # noqa: BLE001 - pyarrow refuses it: not the case wanted
-            data[at] ^= 0x0F
-            continue
-        try:
-            duckdb.connect().execute(f"DESCRIBE SELECT * FROM read_parquet('{f}')")
-        except duckdb.Error:
+        if refused(f):
             return True
         data[at] ^= 0x0F
     f.write_bytes(bytes(data))
+    return False
+
+
+def _duckdb_refuses(f: Path) -> bool:
+    """pyarrow reads the schema, DuckDB cannot open the file."""
+    import duckdb
+
+    try:
+        pq.read_schema(f)
+    except Exception:  # noqa: BLE001 - pyarrow refuses it: not the case wanted
+        return False
+    try:
+        duckdb.connect().execute(f"DESCRIBE SELECT * FROM read_parquet('{f}')")
+    except duckdb.Error:
+        return True
+    return False
+
+
+def _pyarrow_lacks(f: Path) -> bool:
+    """pyarrow refuses the footer as not implemented (a type it has no reader for), not as
+    invalid."""
+    try:
+        pq.ParquetFile(f)
+    except pa.ArrowNotImplementedError:
+        return True
+    except Exception:  # noqa: BLE001
+        return False
     return False
 
 
@@ -653,10 +670,30 @@ def test_a_run_file_duckdb_cannot_open_is_one_line_naming_it(runs, tmp_path):
     naming the run and the file, exit 2."""
     run = tmp_path / "run"
     shutil.copytree(runs["raid5"], run)
-    assert _flip_until_duckdb_refuses(run / "drive_busy.parquet")
+    assert _flip_until(run / "drive_busy.parquet", _duckdb_refuses)
     res = CliRunner().invoke(app, ["query", str(run), "compare"])
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith(f"blocklab: error: run {run}: drive_busy.parquet: not a "
                                "readable Parquet file ("), lines[0]
+
+
+def test_a_footer_pyarrow_has_no_reader_for_is_one_line_naming_the_file(runs, work, tmp_path):
+    """A damaged footer that names a type pyarrow does not implement (make fuzz: a flipped
+    byte of events.parquet; ArrowNotImplementedError, which the checks did not catch, ended
+    in a traceback): one line naming the file, for a run's file and for a trace."""
+    run = tmp_path / "run"
+    shutil.copytree(runs["raid5"], run)
+    assert _flip_until(run / "events.parquet", _pyarrow_lacks)
+    trace = tmp_path / "t.parquet"
+    shutil.copy(work / "trace.parquet", trace)
+    assert _flip_until(trace, _pyarrow_lacks)
+    for args, start in ((["query", str(run), "compare"], f"run {run}: events.parquet: "),
+                        (["query", str(trace), "trace-summary"], f"{trace}: ")):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, res.output
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, res.stderr
+        assert lines[0].startswith("blocklab: error: "), lines[0]
+        assert f"{start}not a Parquet file (" in lines[0], lines[0]

@@ -411,7 +411,7 @@ def open_trace(path: str | os.PathLike[str]) -> tuple[pq.ParquetFile, TraceMeta]
         # held the whole (compressed) file in memory: measured, 75 MB for an 8 M-request
         # trace against 14 MB without, growing with the trace
         pf = pq.ParquetFile(p, pre_buffer=False)
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:  # (ArrowNotImplementedError: a damaged footer)
         raise BlocklabError(f"{p}: not a Parquet file ({e})") from None
     kv = pf.metadata.metadata or {}
     if META_KEY not in kv:
