@@ -195,20 +195,29 @@ def read(folder: Path, name: str | None = None) -> RunMeta:
     return read_json(folder, name)[0]
 
 
+def json_object(path: Path, where: str) -> dict[str, Any]:
+    """The JSON object ``path`` holds (a run's meta.json, a sweep folder's sweep.json). Bytes
+    that are not UTF-8 and JSON that is not an object are one line starting ``where``; a
+    missing file and bad JSON are left to the caller, which words them its own way."""
+    try:
+        raw = json.loads(path.read_text())
+    except UnicodeDecodeError as e:  # JSON is UTF-8 text: a damaged byte, named by its offset
+        raise BlocklabError(f"{where}: byte {e.start}: not UTF-8 text, so not JSON") from None
+    if not isinstance(raw, dict):
+        raise BlocklabError(f"{where}: expected an object")
+    return raw
+
+
 def read_json(folder: Path, name: str | None = None) -> tuple[RunMeta, dict[str, Any]]:
     """``read``, and the object as the file holds it (the ``runs`` view keeps it as text)."""
     name = str(folder) if name is None else name
     where = f"run {name}: {META_FILE}"
     try:
-        raw = json.loads((Path(folder) / META_FILE).read_text())
+        raw = json_object(Path(folder) / META_FILE, where)
     except FileNotFoundError:
         raise BlocklabError(f"{where}: no such file") from None
     except json.JSONDecodeError as e:
         raise BlocklabError(f"{where}: line {e.lineno}: not JSON ({e.msg})") from None
-    except UnicodeDecodeError as e:  # JSON is UTF-8 text: a damaged byte, named by its offset
-        raise BlocklabError(f"{where}: byte {e.start}: not UTF-8 text, so not JSON") from None
-    if not isinstance(raw, dict):
-        raise BlocklabError(f"{where}: expected an object")
     version = raw.get("run_schema_version")
     if version != RUN_SCHEMA_VERSION:
         raise BlocklabError(

@@ -171,13 +171,9 @@ def _check_out(sweep: Sweep, out: Path) -> None:
                                 "(sweep.json); give a new or empty folder")
         return
     try:
-        old = json.loads(f.read_text())
+        old = runmeta.json_object(f, str(f))
     except json.JSONDecodeError as e:
         raise BlocklabError(f"{f}: line {e.lineno}: not JSON ({e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise BlocklabError(f"{f}: byte {e.start}: not UTF-8 text, so not JSON") from None
-    if not isinstance(old, dict):
-        raise BlocklabError(f"{f}: expected an object")
     if old.get("fingerprint") != sweep.fingerprint():
         raise BlocklabError(f"-o {out}: holds a sweep of another base configuration, trace, "
                             "options or axes (sweep.json); give a new folder (adding values "
@@ -395,14 +391,9 @@ def read_points(folder: str | os.PathLike[str]) -> tuple[dict[str, Any], pa.Tabl
 
     root = Path(folder)
     try:
-        info = json.loads((root / "sweep.json").read_text())
-    except UnicodeDecodeError as e:
-        raise BlocklabError(f"{root}/sweep.json: byte {e.start}: not UTF-8 text, so not "
-                            "JSON") from None
+        info = runmeta.json_object(root / "sweep.json", f"{root}/sweep.json")
     except (OSError, json.JSONDecodeError) as e:
         raise BlocklabError(f"{root}/sweep.json: {first_line(e)}") from None
-    if not isinstance(info, dict):
-        raise BlocklabError(f"{root}/sweep.json: expected an object")
     files = sorted((root / "summary").rglob("*.parquet")) if (root / "summary").is_dir() else []
     if not files:
         return info, POINT_SCHEMA.empty_table()
