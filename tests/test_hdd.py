@@ -69,6 +69,24 @@ def test_seek_matches_reference(shared, name):
         assert H.seek_ms(p, cd, ct, dist) == pytest.approx(want, abs=1e-9)
 
 
+def test_the_seek_table_is_the_curve_to_the_last_bit():
+    """Every catalog drive's seek table (the time of each distance, after the curve's own
+    times) holds what the curve alone gives, bit for bit, for every distance it covers; past
+    its end, and on drives with more cylinders than it holds, the curve is searched as
+    before."""
+    from blocklab.pipeline.model import catalog
+
+    drives = [m.hdd for m in map(catalog.model, catalog.names()) if m.hdd is not None]
+    assert any(len(h.seek_ms) - len(h.seek_cyl) == H.SEEK_TABLE_MAX for h in drives)
+    assert any(len(h.seek_ms) - len(h.seek_cyl) < H.SEEK_TABLE_MAX for h in drives)
+    for p, _zones, cd, ct in drives:
+        curve = ct[:len(cd)].copy()
+        n = len(ct) - len(cd)
+        assert n > 1 and ct[len(cd)] == 0.0
+        for dist in range(n + 3):
+            assert H.seek_ms(p, cd, ct, dist) == H.seek_ms(p, cd, curve, dist), dist
+
+
 def test_seek_long_curve_matches_reference():
     """A measured curve longer than the kernel searches by counting is bisected: the same
     interpolation as the reference at points, between them and past the end."""

@@ -69,7 +69,7 @@ def _hdd_model(tmp: Path) -> None:
     arr, lba, nsec, w = _small_raid5()
     m = arr.models
     H.replay_closed(m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]],
-                    m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.hc_off[0]:m.hc_off[1]],
+                    m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.ht_off[0]:m.ht_off[1]],
                     H.new_state(), lba, nsec, w, np.zeros(len(lba)), np.zeros(len(lba)))
 
 

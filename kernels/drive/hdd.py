@@ -80,7 +80,8 @@ Where each part lives:
   ``PARAMS``, built by name with ``pack`` and read with ``unpack``), the zone table ``zones``
   (``zone_table``: ``Z_N`` columns per zone, then every zone's slips, then a bucket index) and
   each drive's state (``S_N`` floats of ``st``; ``new_state``). The seek curve travels as two
-  arrays (distances in cylinders, times in ms).
+  arrays (distances in cylinders, times in ms); the times may go on with the seek time of
+  every distance (``seek_times``), which ``drive_params`` appends so that a seek is one load.
 - ``kernels/drive/hdd_geometry.py``: layout and mechanics (``locate``, ``track_bounds``,
   ``seek_ms``).
 - ``kernels/drive/hdd_cache.py``: the read-ahead's and a write's media walks, when a read's
@@ -108,10 +109,12 @@ from blocklab.kernels.drive.hdd_cache import (
 )
 from blocklab.kernels.drive.hdd_geometry import (
     _EPS,
+    SEEK_TABLE_MAX,
     _lbns_before,
     _phys_call,
     locate,
     seek_ms,
+    seek_times,
     track_bounds,
 )
 from blocklab.kernels.drive.hdd_tables import (
@@ -182,9 +185,9 @@ from blocklab.kernels.drive.hdd_tables import (
 )
 
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
-__all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEG_MAX", "STATE", "S_N", "Drive", "Field",
-           "Zone", "locate", "new_state", "pack", "read_state", "replay_closed", "seek_ms",
-           "service", "settle", "track_bounds", "unpack", "zone_table"]
+__all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
+           "Drive", "Field", "Zone", "locate", "new_state", "pack", "read_state", "replay_closed",
+           "seek_ms", "seek_times", "service", "settle", "track_bounds", "unpack", "zone_table"]
 
 
 @njit(forceinline=True, nrt=False)

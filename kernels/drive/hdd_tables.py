@@ -340,8 +340,9 @@ def zone_table(zones: Sequence[Zone]) -> tuple[np.ndarray, dict[str, int]]:
 
 class Drive(NamedTuple):
     """Everything the kernel knows of one drive, in the order its functions take them: the
-    parameter vector (``pack``), the zone table (``zone_table``) and the seek table (distances
-    in cylinders, int64, ascending; times in ms, float64)."""
+    parameter vector (``pack``), the zone table (``zone_table``) and the seek curve (distances
+    in cylinders, int64, ascending; times in ms, float64, which may go on with the seek time
+    of every distance from 0 up: ``seek_times``)."""
 
     params: np.ndarray
     zones: np.ndarray

@@ -243,7 +243,7 @@ def _service(M, DR, d, now, lba, n, write):
     p = M.hp[m * H.P_N:(m + 1) * H.P_N]
     zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
     cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]
-    ct = M.hct[M.hc_off[m]:M.hc_off[m + 1]]
+    ct = M.hct[M.ht_off[m]:M.ht_off[m + 1]]
     t_ms, hit = H.service(p, zones, cd, ct, M.hst, d, now / 1e6, lba, n, write != 0)
     done = int(np.ceil(t_ms * 1e6))
     return (done if done > now else now), hit

@@ -149,8 +149,9 @@ class Models(NamedTuple):
     hz: np.ndarray  # zone tables, concatenated
     hz_off: np.ndarray  # set m's zones: hz[hz_off[m]:hz_off[m+1]]
     hcd: np.ndarray  # seek curves (distances), concatenated
-    hct: np.ndarray  # seek curves (ms)
-    hc_off: np.ndarray
+    hc_off: np.ndarray  # set m's distances: hcd[hc_off[m]:hc_off[m+1]]
+    hct: np.ndarray  # seek curves (ms), each followed by its seek table (hdd.seek_times)
+    ht_off: np.ndarray  # set m's times: hct[ht_off[m]:ht_off[m+1]]
     hst: np.ndarray  # per drive: hdd.S_N state
     sp: np.ndarray  # MODEL_SSD, per set: ssd.P_N parameters
     sst: np.ndarray  # per drive: SSD state row (kernels/drive/ssd.py)

@@ -102,11 +102,11 @@ def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> T
 
     hz, hz_off = cat([h.zones for h in hdd], np.float64)
     hcd, hc_off = cat([h.seek_cyl for h in hdd], np.int64)
-    hct, _ = cat([h.seek_ms for h in hdd], np.float64)
+    hct, ht_off = cat([h.seek_ms for h in hdd], np.float64)
     return T.Models(
         fixed=np.array(fixed_ns or (0, 0), dtype=np.int64),
         hp=np.concatenate([h.params for h in hdd]) if hdd else np.zeros(H.P_N),
-        hz=hz, hz_off=hz_off, hcd=hcd, hct=hct, hc_off=hc_off,
+        hz=hz, hz_off=hz_off, hcd=hcd, hc_off=hc_off, hct=hct, ht_off=ht_off,
         hst=np.zeros(0),  # per-drive states are made fresh for each replay (Engine)
         sp=np.concatenate(ssd) if ssd else np.zeros(SS.P_N),
         sst=np.zeros((0, 1), np.int64))

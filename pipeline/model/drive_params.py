@@ -201,7 +201,11 @@ def drive_params(d: DiskSimDrive) -> H.Drive:
         # request (Quantum Atlas 10K II product manual, section 6.4, "Zero latency read/write")
         read_on_arrival=bool(c["read_any_free_blocks"] or c["immediate_buffer_read"]),
         mapping=d.mapping_scheme, sparing=sparing, slip_skew=slip_skew, **seek, **layout)
-    return H.Drive(p, zones, curve_d, curve_t)
+    # the seek time of every distance the drive can move (up to the table's size), after the
+    # curve's own times: a seek is then one load (kernels/drive/hdd_geometry.py, _seek)
+    table = np.empty(min(max(z.last_cylinder for z in d.zones) + 1, H.SEEK_TABLE_MAX))
+    H.seek_times(p, curve_d, curve_t, table)
+    return H.Drive(p, zones, curve_d, np.concatenate([curve_t, table]))
 
 
 def _zone(d: DiskSimDrive, z: Zone) -> H.Zone:
