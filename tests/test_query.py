@@ -523,6 +523,46 @@ def test_cli_formats_agree(runs):
     assert res.exit_code == 0 and "p999_ms" in res.output and "raid0" in res.output
 
 
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 30), max_size=8), keep=st.integers(0, 25))
+def test_a_table_keeps_the_first_and_last_rows(sizes, keep):
+    """The table's rows, from record batches of any sizes: every row when there are at most
+    ``keep`` (or ``keep`` is 0), else the first ceil(keep/2) and the last floor(keep/2), as
+    slicing the whole list gives them."""
+    from blocklab.pipeline.cli.query import _ends
+
+    at = np.cumsum([0, *sizes])
+    batches = [pa.record_batch({"i": pa.array(range(a, b), pa.int64())})
+               for a, b in zip(at[:-1], at[1:], strict=True)]
+    head, tail, total = _ends(iter(batches), keep)
+    rows = [{"i": i} for i in range(int(at[-1]))]
+    assert total == len(rows)
+    if keep == 0 or len(rows) <= keep:
+        assert (head, tail) == (rows, [])
+    else:
+        assert head == rows[:(keep + 1) // 2]
+        assert tail == (rows[len(rows) - keep // 2:] if keep // 2 else [])
+
+
+def test_cli_table_of_a_long_answer_shows_its_ends(runs):
+    """A table of more rows than --max-rows shows the first and the last of them, those the
+    csv output (every row) has first and last, and says how many there are."""
+    base = ["query", str(runs["raid0"]), "--sql",
+            "SELECT request, latency_ns FROM ios ORDER BY request"]
+    every = list(csv.DictReader(io.StringIO(runner.invoke(app, [*base, "-f", "csv"]).output)))
+    assert len(every) > 12
+    res = runner.invoke(app, [*base, "--max-rows", "12"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("\u2502")]
+    cells = [[c.strip() for c in ln.strip("\u2502").split("\u2502")] for ln in lines]
+    want = [r["request"] for r in every[:6]] + ["\u2026"] + [r["request"] for r in every[-6:]]
+    assert [c[0].replace(",", "") for c in cells] == want
+    assert f"({len(every):,} rows, 12 shown" in res.stderr
+    res = runner.invoke(app, [*base, "--max-rows", "0"])
+    assert res.exit_code == 0 and "shown" not in res.stderr
+    assert sum(ln.startswith("\u2502") for ln in res.stdout.splitlines()) == len(every)
+
+
 def test_cli_sql_with_parameters(runs):
     res = runner.invoke(app, ["query", str(runs["raid0"]), "--sql",
                               "SELECT count(*) AS n FROM ios WHERE op = $op", "-p", "op=1",

@@ -33,6 +33,10 @@ def _json_value(v: Any) -> Any:
     return str(v)
 
 
+#: How many rows ``blocklab query`` shows as a table unless told (DuckDB's shell shows 40).
+TABLE_ROWS = 40
+
+
 @app.command()
 def query(
     args: Annotated[list[str] | None, typer.Argument(
@@ -46,8 +50,12 @@ def query(
         "several); see --list for each query's parameters and defaults.")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="Output: table, json (a list of row objects) or csv. csv and "
-        "json are written as the answer comes, in bounded memory; a table holds every row.")
+        "json write every row as the answer comes, in bounded memory.")
     ] = "table",
+    max_rows: Annotated[int, typer.Option(
+        "--max-rows", help="A table shows at most this many rows, the first and the last "
+        "half, and says how many there are (0: every row, held in memory until printed).",
+        min=0)] = TABLE_ROWS,
     list_queries: Annotated[bool, typer.Option(
         "--list", help="List the named queries: description, views and parameters.")] = False,
 ) -> None:
@@ -55,7 +63,7 @@ def query(
     own with --sql, over the same DuckDB views; each row carries its run in `run`."""
     import csv
 
-    from blocklab.pipeline.query import catalog, run_query, stream_query
+    from blocklab.pipeline.query import catalog, stream_query
 
     if fmt not in ("table", "json", "csv"):
         _fail(BlocklabError(f"--format: expected table, json or csv, found {fmt!r}"))
@@ -108,22 +116,66 @@ def query(
         except BlocklabError as e:
             _fail(e)
         return
+    # a table is read by a person: an answer of a row per second of a month-long run, or of
+    # every request, shows its first and last rows and how many there are (as DuckDB's own
+    # shell does), read from the same stream as csv and json, so memory does not grow with it
     try:
-        r = run_query(paths, name=name, sql=sql, params=params)
+        with stream_query(paths, name=name, sql=sql, params=params) as (schema, batches):
+            head, tail, total = _ends(batches, max_rows)
     except BlocklabError as e:
         _fail(e)
-    rows = r.rows()
-    t = Table(*r.columns)
-    types = r.table.schema.types
-    for col, typ in zip(t.columns, types, strict=True):
+    columns = schema.names
+    t = Table(*columns)
+    for col, typ in zip(t.columns, schema.types, strict=True):
         if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
             col.justify = "right"
-    for row in rows:
-        t.add_row(*(escape(_cell(row[c])) for c in r.columns))
-    Console(width=max(out.width, 40 + 14 * len(r.columns)) if not out.is_terminal
+    shown = len(head) + len(tail)
+    for row in head:
+        t.add_row(*(escape(_cell(row[c])) for c in columns))
+    if total > shown:
+        t.add_row(*("\u2026" for _c in columns))
+    for row in tail:
+        t.add_row(*(escape(_cell(row[c])) for c in columns))
+    Console(width=max(out.width, 40 + 14 * len(columns)) if not out.is_terminal
             else None).print(t)
-    if not rows:
+    if not total:
         err.print("(no rows)", highlight=False)
+    elif total > shown:
+        err.print(f"({total:,} rows, {shown:,} shown: --max-rows 0 shows every row; -f csv "
+                  "or -f json writes them all in bounded memory)", highlight=False,
+                  soft_wrap=True)
+
+
+def _ends(batches: Iterable[Any], keep: int) -> tuple[list[dict[str, Any]],
+                                                     list[dict[str, Any]], int]:
+    """(the first rows, the last rows, how many rows there are) of an answer's record
+    batches: every row (as the first) when there are no more than ``keep`` or ``keep`` is 0,
+    else the first ceil(keep/2) and the last floor(keep/2). Only the rows kept are turned into
+    Python objects."""
+    import collections
+
+    from blocklab.pipeline.query import clean_rows
+
+    first: list[dict[str, Any]] = []
+    # the rows after the first ``keep``: the last ``keep`` of them
+    last: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep or None)
+    total = 0
+    for batch in batches:
+        total += batch.num_rows
+        if not keep:
+            first.extend(_rows([batch]))
+            continue
+        take = min(batch.num_rows, keep - len(first))
+        if take > 0:
+            first.extend(clean_rows(batch.slice(0, take)))
+        rest = batch.num_rows - max(take, 0)
+        if rest > 0:
+            last.extend(clean_rows(batch.slice(batch.num_rows - min(rest, keep))))
+    rows = first + list(last)  # the first rows, then the last ones (all of them if few)
+    if not keep or total <= keep:
+        return rows, [], total
+    head = (keep + 1) // 2
+    return rows[:head], rows[len(rows) - (keep - head):] if keep > head else [], total
 
 
 def _rows(batches: Iterable[Any], step: int = 4096) -> Iterator[dict[str, Any]]:
