@@ -9,15 +9,28 @@ iostat over the kernel's /proc/diskstats counters).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import format_dev, parse_dev
 
-from .query import QueryResult, Source, _clean, connect, find_sources, named
+from .query import (
+    QueryResult,
+    Source,
+    _clean,
+    clean_rows,
+    connect,
+    find_sources,
+    named,
+    named_batches,
+)
 
 #: Duration suffixes --interval accepts, in seconds.
 _UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0,
@@ -84,7 +97,21 @@ def _device_name(text: str, sources: list[Source]) -> str:
 
 def iostat(path: str | Path, interval_s: float = 1.0, device: str | None = None
            ) -> IostatResult:
-    """iostat -x figures per device and interval, and each device's idle periods.
+    """iostat -x figures per device and interval, and each device's idle periods, every row
+    in memory (``open_iostat`` reads the rows as a stream)."""
+    with open_iostat(path, interval_s, device) as (r, batches):
+        r.rows = [row for b in batches for row in clean_rows(b)]
+    return r
+
+
+@contextlib.contextmanager
+def open_iostat(path: str | Path, interval_s: float = 1.0, device: str | None = None
+                ) -> Iterator[tuple[IostatResult, Iterator[pa.RecordBatch]]]:
+    """iostat -x figures per device and interval, and each device's idle periods: (the result
+    without its rows, the rows as record batches, read while the context is open). There is
+    a row per interval and device, as many as a run's duration holds intervals (a month at
+    1 s: 2.6 M a device), so they are read as DuckDB gives them, in memory that does not grow
+    with them; the idle periods are a row per device.
 
     Parameters
     ----------
@@ -129,14 +156,14 @@ def iostat(path: str | Path, interval_s: float = 1.0, device: str | None = None
                 shown = ", ".join(have[:12]) + (" ..." if len(have) > 12 else "")
                 raise BlocklabError(f"--device {device}: no such device in {path} "
                                     f"(devices: {shown})")
-        params = {"interval_s": repr(float(interval_s)), "device": name or ""}
-        rows = QueryResult("iostat", named(con, "iostat", sources, params), sources).rows()
         idle = QueryResult("idle-times", named(con, "idle-times", sources,
                                                {"device": name or ""}), sources).rows()
+        params = {"interval_s": repr(float(interval_s)), "device": name or ""}
+        _schema, batches = named_batches(con, "iostat", sources, params)
+        yield IostatResult(str(path), float(interval_s), name,
+                           [{"name": s.name, "kind": s.kind, "path": str(s.path)}
+                            for s in sources],
+                           [], [{k: _clean(v) for k, v in r.items()} for r in idle],
+                           notes), batches
     finally:
         con.close()
-    return IostatResult(str(path), float(interval_s), name,
-                        [{"name": s.name, "kind": s.kind, "path": str(s.path)}
-                         for s in sources],
-                        [{k: _clean(v) for k, v in r.items()} for r in rows],
-                        [{k: _clean(v) for k, v in r.items()} for r in idle], notes)

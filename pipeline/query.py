@@ -592,6 +592,14 @@ def named(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
     return execute(con, text, values, name, sources)
 
 
+def named_batches(con: duckdb.DuckDBPyConnection, name: str, sources: list[Source],
+                  params: Mapping[str, str] | None = None
+                  ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """``named``'s answer as (schema, batches), read while ``con`` is open (``_batches``)."""
+    text, values = _named_sql(_info(name), sources, params)
+    return _batches(con, text, values, name, sources)
+
+
 def _prepare(paths: Iterable[str | os.PathLike[str]], name: str | None, sql: str | None,
              params: Mapping[str, str] | None, sources: list[Source] | None
              ) -> tuple[str, list[Source], str, dict[str, Any]]:

@@ -168,6 +168,35 @@ def test_real_capture(shared, tmp_path):
     assert doc["interval_s"] == 0.5 and {r["device"] for r in doc["rows"]} == {"7,0", "254,0"}
 
 
+def test_cli_streams_a_long_answer(tmp_path):
+    """An answer of many intervals: --json writes the very text ``json.dumps`` gives of the
+    whole result (``iostat``, every row in memory, against the reference above), row by row;
+    the table shows the first and last rows of it and says how many there are."""
+    rng = np.random.default_rng(4)
+    reqs = []
+    for k in range(300):  # 300 requests on two devices over 150 s: 300 rows at 1 s
+        a = k * S // 2 + int(rng.integers(0, S // 4))
+        reqs.append((make_dev(8, 16 * (k % 2)), k % 3 == 0, a, a + int(rng.integers(1, S // 5)),
+                     4096 * int(rng.integers(1, 9)), int(rng.integers(0, 3))))
+    path = write(tmp_path / "t.parquet", reqs)
+    whole = iostat(path, 1.0)
+    assert len(whole.rows) >= 290
+    res = runner.invoke(app, ["trace", "iostat", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == json.dumps(whole.as_dict(), indent=2) + "\n"
+    res = runner.invoke(app, ["trace", "iostat", str(path), "--max-rows", "10"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("\u2502")]
+    shown = [tuple(c.strip() for c in ln.strip("\u2502").split("\u2502")[:2]) for ln in lines]
+    want = [(f"{r['t_s']:.3f}", r["device"]) for r in whole.rows]
+    assert shown == [*want[:5], ("\u2026", "\u2026"), *want[-5:]] + shown[11:]
+    assert f"({len(whole.rows):,} iostat rows, 10 shown" in res.stderr
+    one = write(tmp_path / "one.parquet", reqs[:1])
+    res = runner.invoke(app, ["trace", "iostat", str(one), "--json", "-i", "10s"])
+    assert res.exit_code == 0 and res.stdout == json.dumps(iostat(one, 10.0).as_dict(),
+                                                           indent=2) + "\n"
+
+
 def test_run_folder_host_and_drives(tmp_path):
     run = make_run(tmp_path / "run", {"arrival_ns": [0, 200_000_000, 1_300_000_000],
                                       "latency_ns": [300_000_000, 900_000_000, 50_000_000],

@@ -529,7 +529,7 @@ def test_a_table_keeps_the_first_and_last_rows(sizes, keep):
     """The table's rows, from record batches of any sizes: every row when there are at most
     ``keep`` (or ``keep`` is 0), else the first ceil(keep/2) and the last floor(keep/2), as
     slicing the whole list gives them."""
-    from blocklab.pipeline.cli.query import _ends
+    from blocklab.pipeline.cli._app import _ends
 
     at = np.cumsum([0, *sizes])
     batches = [pa.record_batch({"i": pa.array(range(a, b), pa.int64())})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import signal
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -146,8 +147,6 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
-
-
 def _cell(v: Any) -> str:
     """A value for a table cell: thousands separators, sensible decimals, '' for null."""
     if v is None:
@@ -168,3 +167,47 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+#: How many rows ``blocklab query`` shows as a table unless told (DuckDB's shell shows 40).
+TABLE_ROWS = 40
+
+
+def _ends(batches: Iterable[Any], keep: int) -> tuple[list[dict[str, Any]],
+                                                     list[dict[str, Any]], int]:
+    """(the first rows, the last rows, how many rows there are) of an answer's record
+    batches: every row (as the first) when there are no more than ``keep`` or ``keep`` is 0,
+    else the first ceil(keep/2) and the last floor(keep/2). Only the rows kept are turned into
+    Python objects."""
+    import collections
+
+    from blocklab.pipeline.query import clean_rows
+
+    first: list[dict[str, Any]] = []
+    # the rows after the first ``keep``: the last ``keep`` of them
+    last: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep or None)
+    total = 0
+    for batch in batches:
+        total += batch.num_rows
+        if not keep:
+            first.extend(_rows([batch]))
+            continue
+        take = min(batch.num_rows, keep - len(first))
+        if take > 0:
+            first.extend(clean_rows(batch.slice(0, take)))
+        rest = batch.num_rows - max(take, 0)
+        if rest > 0:
+            last.extend(clean_rows(batch.slice(batch.num_rows - min(rest, keep))))
+    rows = first + list(last)  # the first rows, then the last ones (all of them if few)
+    if not keep or total <= keep:
+        return rows, [], total
+    head = (keep + 1) // 2
+    return rows[:head], rows[len(rows) - (keep - head):] if keep > head else [], total
+
+
+def _rows(batches: Iterable[Any], step: int = 4096) -> Iterator[dict[str, Any]]:
+    """The rows of Arrow record batches as dicts, ``step`` at a time: a row as Python objects
+    takes about a kilobyte, so a whole batch of them would cost more than DuckDB's answer."""
+    from blocklab.pipeline.query import clean_rows
+
+    for batch in batches:
+        for at in range(0, batch.num_rows, step):
+            yield from clean_rows(batch.slice(at, step))

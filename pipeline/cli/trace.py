@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -15,7 +17,19 @@ from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _cell, _fail, _kernels_ready, _size, app, err, out, trace_app
+from ._app import (
+    TABLE_ROWS,
+    _cell,
+    _ends,
+    _fail,
+    _kernels_ready,
+    _rows,
+    _size,
+    app,
+    err,
+    out,
+    trace_app,
+)
 
 
 @app.command()
@@ -172,32 +186,51 @@ def trace_iostat(
         "--device", "-d", help="Only this device: MAJ:MIN or MAJ,MIN (or the number) for a "
         "trace; host or a drive number for a run.")] = None,
     as_json: Annotated[bool, typer.Option(
-        "--json", help="Print one JSON object: iostat rows and idle-period rows.")] = False,
+        "--json", help="Print one JSON object: iostat rows (every one, written as they come) "
+        "and idle-period rows.")] = False,
+    max_rows: Annotated[int, typer.Option(
+        "--max-rows", help="The iostat table shows at most this many rows, the first and the "
+        "last half, and says how many there are (0: every row, held in memory until printed).",
+        min=0)] = TABLE_ROWS,
 ) -> None:
     """What `iostat -x` would have shown per device and interval (r/s, w/s, rkB/s, wkB/s,
     rrqm/s, wrqm/s, r_await, w_await, aqu-sz, rareq-sz, wareq-sz, %util, with sysstat's
     definitions), and each device's idle periods (count, share, percentiles, histogram)."""
-    from blocklab.pipeline.iostat import iostat as run
-    from blocklab.pipeline.iostat import parse_interval
+    from blocklab.pipeline.iostat import open_iostat, parse_interval
 
+    # a row per interval and device: a month at 1 s is 2.6 M rows a device, so the rows are
+    # read as a stream, written as they come (--json) or the table's first and last kept
     try:
-        r = run(source, parse_interval(interval), device)
+        with open_iostat(source, parse_interval(interval), device) as (r, batches):
+            if as_json:
+                _write_json_rows(r.as_dict(), batches)
+                return
+            first, last, total = _ends(batches, max_rows)
     except BlocklabError as e:
         _fail(e)
-    if as_json:
-        print(json.dumps(r.as_dict(), indent=2))
-        return
     several = len(r.sources) > 1
     head = (["run"] if several else []) + ["t_s", "device", *_IOSTAT_COLUMNS]
     t = Table(*head, title=f"{source}: iostat -x, {r.interval_s:g} s intervals "
               "(kB = 1024 bytes; await in ms)")
     for c in t.columns[(1 if several else 0):]:
         c.justify = "right"
-    for row in r.rows:
+
+    def add(row: dict[str, Any]) -> None:
         cells = [f"{row['t_s']:.3f}", str(row["device"])]
         cells += [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS]
         t.add_row(*(([escape(row["run"])] if several else []) + cells))
+
+    for row in first:
+        add(row)
+    if total > len(first) + len(last):
+        t.add_row(*("\u2026" for _c in head))
+    for row in last:
+        add(row)
     Console(width=max(out.width, 170) if not out.is_terminal else None).print(t)
+    if total > len(first) + len(last):
+        err.print(f"({total:,} iostat rows, {len(first) + len(last):,} shown: --max-rows 0 "
+                  "shows every row; --json writes them all in bounded memory)",
+                  highlight=False, soft_wrap=True)
     it = Table(*((["run"] if several else []) + ["device", *_IDLE_COLUMNS]),
                title="idle periods (no request in progress between two busy periods; ms)")
     for row in r.idle:
@@ -206,3 +239,19 @@ def trace_iostat(
     Console(width=max(out.width, 170) if not out.is_terminal else None).print(it)
     for note in r.notes:
         err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _write_json_rows(doc: dict[str, Any], batches: Iterable[Any], key: str = "rows") -> None:
+    """``json.dumps(doc, indent=2)`` with ``doc[key]`` (empty in ``doc``) the rows of
+    ``batches``, written row by row: the same text, in memory that does not grow with them."""
+    mark = "\u0000rows\u0000"
+    text = json.dumps({**doc, key: mark}, indent=2, default=str)
+    before, after = text.split(json.dumps(mark), 1)
+    sys.stdout.write(before)
+    first = True
+    for row in _rows(batches):
+        sys.stdout.write(("[\n    " if first else ",\n    ")
+                         + json.dumps(row, indent=2, default=str).replace("\n", "\n    "))
+        first = False
+    sys.stdout.write("[]" if first else "\n  ]")
+    sys.stdout.write(after + "\n")
