@@ -174,7 +174,12 @@ def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Pat
     report["ingest_startup_s"] = startup_s
 
     out = work / "bin.parquet"
-    secs, rss = timed([*_BLOCKLAB, "ingest", str(binf), "-o", str(out)])
+    # the file just written is still going to disk: writeback took CPU from the timed run
+    # (1.75 M records/s in a whole bench where the same run by hand gave 4.8-5.0); and one
+    # run of a second or two moves with whatever else the machine does, so the median of 3
+    os.sync()
+    runs = sorted(timed([*_BLOCKLAB, "ingest", str(binf), "-o", str(out)]) for _ in range(3))
+    secs, rss = runs[1][0], max(r for _s, r in runs)
     report["binary_ingest"] = {
         "seconds": secs,
         "records_per_s": records / secs,
@@ -190,7 +195,10 @@ def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Pat
     big = work / "big.blktrace.0"
     subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
                     str(BIG * requests)], check=True)
-    secs_big, rss_big = timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
+    os.sync()
+    runs = sorted(timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
+                  for _ in range(3))  # (measured: 12.2 s once, 9.1 s three times after)
+    secs_big, rss_big = runs[1][0], max(r for _s, r in runs)
     report["binary_ingest_big"] = {
         "records": BIG * records,
         "seconds": secs_big,
@@ -287,11 +295,11 @@ def _ingest_lines(report: dict[str, object]) -> list[str]:
     lines = [
         f"  blktrace binary ingest : {b['records_per_s'] / 1e6:6.2f} M records/s "
         f"(goal >= {GOAL_BINARY_RECORDS_PER_S / 1e6:.0f} M on 2 cores) {b['mb_per_s']:7.1f} MB/s"
-        f"  ({b['requests_per_s'] / 1e6:.2f} M requests/s, {b['seconds']:.2f} s, peak RSS "
-        f"{b['peak_rss_mb']:.0f} MB)",
+        f"  ({b['requests_per_s'] / 1e6:.2f} M requests/s, {b['seconds']:.2f} s, median of 3; "
+        f"peak RSS {b['peak_rss_mb']:.0f} MB)",
         f"  same, {BIG}x the records  : {bb['records_per_s'] / 1e6:6.2f} M records/s "
         f"(goal >= {GOAL_BINARY_RECORDS_PER_S / 1e6:.0f} M) ({bb['records'] / 1e6:.0f} M records, "
-        f"{bb['seconds']:.2f} s), peak RSS "
+        f"{bb['seconds']:.2f} s, median of 3), peak RSS "
         f"{bb['peak_rss_mb']:.0f} MB (goal: as at 1x, {b['peak_rss_mb']:.0f} MB)",
         f"  same, start-up excluded: {bi['records_per_s'] / 1e6:6.2f} M records/s "
         f"{bi['mb_per_s']:7.1f} MB/s  ({bi['seconds']:.2f} s); start-up (the command on "
