@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -11,6 +12,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("BLOCKLAB_SHARED", ROOT.parent / "shared")).resolve()
+
+
+# A shell that is not interactive starts a background job (`make test &`, as a CI runner or a
+# script may) with SIGINT ignored, and every process it starts inherits that: the commands the
+# tests interrupt with SIGINT, as a user's Ctrl-C would, then never saw it (measured: the
+# interrupted sweep of tests/test_sweep.py finished its points and exited 0; the SIGINT cases
+# of tests/test_signals.py skipped as "ended before SIGINT arrived"). A command started from a
+# terminal has the default SIGINT: give the tests' children that.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
