@@ -161,6 +161,17 @@ def _warm_up(work: Path) -> Path:
     return small
 
 
+def _median_ingest(src: Path, out: Path) -> tuple[float, int]:
+    """(seconds, peak RSS) of ``blocklab ingest src``: the median time and the largest peak of
+    3 runs, after the file just written has gone to disk. Writeback took CPU from a timed run
+    straight after writing (1.75 M records/s in a whole bench where the same run by hand gave
+    4.8-5.0; at 100 M records 12.2 s once, 9.1 s three times after), and one run of a second
+    or two moves with whatever else the machine does."""
+    os.sync()
+    runs = sorted(timed([*_BLOCKLAB, "ingest", str(src), "-o", str(out)]) for _ in range(3))
+    return runs[1][0], max(r for _s, r in runs)
+
+
 def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Path,
                    requests: int) -> float:
     """The blktrace binary ``binf`` of ``requests`` requests ingested end to end (a child
@@ -174,12 +185,7 @@ def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Pat
     report["ingest_startup_s"] = startup_s
 
     out = work / "bin.parquet"
-    # the file just written is still going to disk: writeback took CPU from the timed run
-    # (1.75 M records/s in a whole bench where the same run by hand gave 4.8-5.0); and one
-    # run of a second or two moves with whatever else the machine does, so the median of 3
-    os.sync()
-    runs = sorted(timed([*_BLOCKLAB, "ingest", str(binf), "-o", str(out)]) for _ in range(3))
-    secs, rss = runs[1][0], max(r for _s, r in runs)
+    secs, rss = _median_ingest(binf, out)
     report["binary_ingest"] = {
         "seconds": secs,
         "records_per_s": records / secs,
@@ -195,10 +201,7 @@ def _binary_ingest(report: dict[str, object], work: Path, binf: Path, small: Pat
     big = work / "big.blktrace.0"
     subprocess.run([sys.executable, "-m", "blocklab.tools.bench", "--synth", str(big),
                     str(BIG * requests)], check=True)
-    os.sync()
-    runs = sorted(timed([*_BLOCKLAB, "ingest", str(big), "-o", str(work / "big.parquet")])
-                  for _ in range(3))  # (measured: 12.2 s once, 9.1 s three times after)
-    secs_big, rss_big = runs[1][0], max(r for _s, r in runs)
+    secs_big, rss_big = _median_ingest(big, work / "big.parquet")
     report["binary_ingest_big"] = {
         "records": BIG * records,
         "seconds": secs_big,

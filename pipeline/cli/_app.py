@@ -8,8 +8,10 @@ exit status 2; nothing half-written is left behind.
 from __future__ import annotations
 
 import errno
+import json
 import signal
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -211,3 +213,31 @@ def _rows(batches: Iterable[Any], step: int = 4096) -> Iterator[dict[str, Any]]:
     for batch in batches:
         for at in range(0, batch.num_rows, step):
             yield from clean_rows(batch.slice(at, step))
+
+
+def _write_json_list(batches: Iterable[Any], level: int = 0,
+                     default: Callable[[Any], Any] = str) -> None:
+    """The rows of ``batches`` as the JSON list ``json.dumps(rows, indent=2)`` writes at
+    nesting ``level`` (0: the whole document), written row by row: the same text, in memory
+    that does not grow with the rows (no newline after the closing bracket)."""
+    pad = "\n" + "  " * (level + 1)
+    first = True
+    for row in _rows(batches):
+        sys.stdout.write(("[" if first else ",") + pad
+                         + json.dumps(row, indent=2, default=default).replace("\n", pad))
+        first = False
+    sys.stdout.write("[]" if first else "\n" + "  " * level + "]")
+
+
+def _add_ends(t: Any, head: list[dict[str, Any]], tail: list[dict[str, Any]], total: int,
+              cells: Callable[[dict[str, Any]], list[str]]) -> bool:
+    """Fill table ``t`` with ``_ends``' rows (``cells`` makes a row's cells), with a row of
+    ``…`` between the first and the last when rows were left out; returns whether any were."""
+    for row in head:
+        t.add_row(*cells(row))
+    cut = total > len(head) + len(tail)
+    if cut:
+        t.add_row(*("\u2026" for _c in t.columns))
+    for row in tail:
+        t.add_row(*cells(row))
+    return cut

@@ -17,7 +17,18 @@ from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import TABLE_ROWS, _cell, _ends, _fail, _rows, app, err, out
+from ._app import (
+    TABLE_ROWS,
+    _add_ends,
+    _cell,
+    _ends,
+    _fail,
+    _rows,
+    _write_json_list,
+    app,
+    err,
+    out,
+)
 
 
 def _json_value(v: Any) -> Any:
@@ -125,19 +136,14 @@ def query(
     for col, typ in zip(t.columns, schema.types, strict=True):
         if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
             col.justify = "right"
-    shown = len(head) + len(tail)
-    for row in head:
-        t.add_row(*(escape(_cell(row[c])) for c in columns))
-    if total > shown:
-        t.add_row(*("\u2026" for _c in columns))
-    for row in tail:
-        t.add_row(*(escape(_cell(row[c])) for c in columns))
+    cut = _add_ends(t, head, tail, total, lambda row: [escape(_cell(row[c])) for c in columns])
     Console(width=max(out.width, 40 + 14 * len(columns)) if not out.is_terminal
             else None).print(t)
     if not total:
         err.print("(no rows)", highlight=False)
-    elif total > shown:
-        err.print(f"({total:,} rows, {shown:,} shown: --max-rows 0 shows every row; -f csv "
+    elif cut:
+        err.print(f"({total:,} rows, {len(head) + len(tail):,} shown: --max-rows 0 shows every "
+                  "row; -f csv "
                   "or -f json writes them all in bounded memory)", highlight=False,
                   soft_wrap=True)
 
@@ -157,12 +163,8 @@ def _write_csv(columns: list[str], batches: Iterable[Any]) -> None:
 def _write_json(columns: list[str], batches: Iterable[Any]) -> None:
     """A list of row objects, written row by row as ``json.dumps(rows, indent=2)`` writes the
     whole list (the same text)."""
-    first = True
-    for row in _rows(batches):
-        text = json.dumps(row, indent=2, default=_json_value).replace("\n", "\n  ")
-        sys.stdout.write(("[\n  " if first else ",\n  ") + text)
-        first = False
-    sys.stdout.write("[]\n" if first else "\n]\n")
+    _write_json_list(batches, 0, _json_value)
+    sys.stdout.write("\n")
 
 
 @app.command()

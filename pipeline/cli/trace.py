@@ -19,12 +19,13 @@ from blocklab.traces.errors import BlocklabError
 
 from ._app import (
     TABLE_ROWS,
+    _add_ends,
     _cell,
     _ends,
     _fail,
     _kernels_ready,
-    _rows,
     _size,
+    _write_json_list,
     app,
     err,
     out,
@@ -215,19 +216,14 @@ def trace_iostat(
     for c in t.columns[(1 if several else 0):]:
         c.justify = "right"
 
-    def add(row: dict[str, Any]) -> None:
-        cells = [f"{row['t_s']:.3f}", str(row["device"])]
-        cells += [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS]
-        t.add_row(*(([escape(row["run"])] if several else []) + cells))
+    def cells(row: dict[str, Any]) -> list[str]:
+        return (([escape(row["run"])] if several else [])
+                + [f"{row['t_s']:.3f}", str(row["device"])]
+                + [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS])
 
-    for row in first:
-        add(row)
-    if total > len(first) + len(last):
-        t.add_row(*("\u2026" for _c in head))
-    for row in last:
-        add(row)
+    cut = _add_ends(t, first, last, total, cells)
     Console(width=max(out.width, 170) if not out.is_terminal else None).print(t)
-    if total > len(first) + len(last):
+    if cut:
         err.print(f"({total:,} iostat rows, {len(first) + len(last):,} shown: --max-rows 0 "
                   "shows every row; --json writes them all in bounded memory)",
                   highlight=False, soft_wrap=True)
@@ -248,10 +244,5 @@ def _write_json_rows(doc: dict[str, Any], batches: Iterable[Any], key: str = "ro
     text = json.dumps({**doc, key: mark}, indent=2, default=str)
     before, after = text.split(json.dumps(mark), 1)
     sys.stdout.write(before)
-    first = True
-    for row in _rows(batches):
-        sys.stdout.write(("[\n    " if first else ",\n    ")
-                         + json.dumps(row, indent=2, default=str).replace("\n", "\n    "))
-        first = False
-    sys.stdout.write("[]" if first else "\n  ]")
+    _write_json_list(batches, 1)
     sys.stdout.write(after + "\n")
