@@ -42,6 +42,32 @@ def test_reads_the_validated_drives(shared, name):
         assert len(d.hpl_seek) == 6 and len(d.first_ten_seeks_ms) == 10
 
 
+def test_a_drive_read_again_sees_every_change_of_its_files(shared, tmp_path):
+    """read_drive keeps what it read (a parallel replay's every segment builds its array): the
+    same answer as a first read, a copy each caller may change, and a fresh read once any file
+    it read changes, the sourced ones and the seek curve too."""
+    src = shared / "validation" / "disksim"
+    for f in ("barracuda.parv", "barracuda.diskspecs", "barracuda.model", "barracuda.seek"):
+        (tmp_path / f).write_text((src / f).read_text())
+    parv = tmp_path / "barracuda.parv"
+    first = read_drive(parv)
+    assert read_drive(parv) == first
+    first.zones.clear()
+    first.seek_curve[0] = (1, 99.0)
+    again = read_drive(parv)
+    assert len(again.zones) == 11 and again.seek_curve[0] == (1, 1.943)
+    seek = tmp_path / "barracuda.seek"
+    seek.write_text(seek.read_text().replace("1,\t1.94300", "1,\t1.5"))
+    assert read_drive(parv).seek_curve[0] == (1, 1.5)
+    model = tmp_path / "barracuda.model"
+    model.write_text(model.read_text().replace("Number of data surfaces = 5",
+                                               "Number of data surfaces =  4"))
+    assert read_drive(parv).surfaces == 4
+    model.unlink()
+    with pytest.raises(ParamError, match="sourced file barracuda.model not found"):
+        read_drive(parv)
+
+
 def test_parameter_errors_name_file_and_line(tmp_path):
     bad = tmp_path / "bad.parv"
     bad.write_text("disksim_disk D {\n  Model = source missing.model,\n}\n")
