@@ -184,12 +184,14 @@ def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, S
 
 def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap: bool,
             closed_loop: int, think_ns: int, streams: Streams | None,
-            row_groups: range | None = None, row0: int = 0) -> Iterator[Chunk]:
-    """The read and write requests of the trace as engine chunks (of ``row_groups`` only, the
-    first of which starts at trace row ``row0``: a segment of a parallel replay)."""
+            row_groups: range | None = None, row0: int = 0,
+            batch_rows: int = BATCH_ROWS) -> Iterator[Chunk]:
+    """The read and write requests of the trace as engine chunks of ``batch_rows`` trace rows
+    (of ``row_groups`` only, the first of which starts at trace row ``row0``: a segment of a
+    parallel replay)."""
     row = row0
     last = -1
-    for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=_TRACE_COLUMNS,
+    for b in pf.iter_batches(batch_size=batch_rows, columns=_TRACE_COLUMNS,
                              row_groups=row_groups):
         op = b.column("op").to_numpy()
         keep = np.flatnonzero((op == OP_READ) | (op == OP_WRITE))
