@@ -429,9 +429,23 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         return _serial("the trace has one request" if ix.requests else "the trace has no "
                        "requests", **kw)
     client, cluster = None, None
+
+    def release() -> float:
+        """Close the client and a local cluster (once); returns the seconds it took."""
+        nonlocal client, cluster
+        t = time.perf_counter()
+        if client is not None:
+            client.close()
+            client = None
+        if cluster is not None:
+            cluster.close()
+            cluster = None
+        return time.perf_counter() - t
+
     try:
         from .cluster import connect, warm_cluster, warm_kernels
 
+        setup_t0 = time.perf_counter()
         client, cluster = connect(scheduler, workers, timeout)
         nworkers = len(client.scheduler_info().get("workers", {})) or (workers or 1)
         want = segments or nworkers
@@ -449,14 +463,12 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         t0 = time.perf_counter()
         client.run(load_kernels, str(array), drive_ops, on_error="ignore")
         warm_s += time.perf_counter() - t0
+        setup_s = time.perf_counter() - setup_t0
         return _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
-                    speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, progress,
-                    first_margin)
+                    speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, setup_s,
+                    release, progress, first_margin)
     finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+        release()
         # a local worker may have written into the temporary after it was removed (a stop
         # while segments ran); the workers are gone now. (The name holds this process's id.)
         shutil.rmtree(temporary_name(Path(output)), ignore_errors=True)
@@ -609,7 +621,8 @@ class _Rounds:
 
 def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
                      joins: _Joins, info: dict[str, Any], ix: TraceIndex, nworkers: int,
-                     scheduler: str, warm_s: float) -> dict[str, Any]:
+                     scheduler: str, warm_s: float, setup_s: float,
+                     teardown_s: float) -> dict[str, Any]:
     """meta.json ``parallel``: the segments, the cuts' self-checks and the times."""
     S = cuts.segments
     results = rounds.results
@@ -624,7 +637,10 @@ def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
                                    default=0),
         "agreed": identical == overlap,
         "drive_busy_exact": info["bins_exact"],
-        "grid_ns": ix.grid_ns, "warm_s": warm_s,
+        # setup_s: connecting to (or starting) the cluster and loading the kernels, warm_s
+        # included; teardown_s: disconnecting (and stopping a local cluster). What a cluster
+        # kept up between replays would not pay again
+        "grid_ns": ix.grid_ns, "warm_s": warm_s, "setup_s": setup_s, "teardown_s": teardown_s,
         "cuts": [dataclasses.asdict(checks[k]) for k in range(1, S)],
         "segment_seconds": [results[k]["seconds"] for k in range(S)],
         "segment_cpu_s": [results[k]["cpu_s"] for k in range(S)],
@@ -635,8 +651,9 @@ def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
 
 def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, tasks: Any,
          trace: Path, array: Path, out: Path, speed: float, wrap: bool, drive_ops: bool,
-         nworkers: int, scheduler: str, warm_s: float,
-         progress: Callable[[int, int], None] | None, first_margin: int) -> RP.ReplayResult:
+         nworkers: int, scheduler: str, warm_s: float, setup_s: float,
+         release: Callable[[], float], progress: Callable[[int, int], None] | None,
+         first_margin: int) -> RP.ReplayResult:
     n = ix.requests
     cuts = _Cuts.plan(ix, lines, first_margin)
     S = cuts.segments
@@ -656,10 +673,13 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
             todo = cuts.check(rounds.results, checks)
         elapsed = time.perf_counter() - started
         assert joins.joined == S, (joins.joined, S)
+        # the cluster's work is done: free it now (a local one's workers stop, so none can
+        # still write into the temporary), not after the stitch and the run's summary
+        teardown_s = release()
         results = [rounds.results[k] for k in range(S)]
         info = _stitch(tmp, arr, results, joins.files, cuts.bounds)
         par = _parallel_record(cuts, checks, rounds, joins, info, ix, nworkers, scheduler,
-                               warm_s)
+                               warm_s, setup_s, teardown_s)
         skipped = ix.rows - n
         meta = RP.run_meta(trace, array, cfg, arr, tasks,
                            RM.RunOptions(speed=speed, closed_loop=0, think_us=0.0, wrap=wrap,

@@ -494,7 +494,8 @@ def _print_report(report: dict[str, object]) -> None:
 
 def _print_parallel(pr: dict[str, float]) -> None:
     print(f"  replay --workers 2 vs 1 (serial), {pr['requests'] / 1e6:.0f} M requests: "
-          f"{pr['w1_s']:.1f} s -> {pr['w2_s']:.1f} s (segments {pr['w2_segments_s']:.1f} s, "
+          f"{pr['w1_s']:.2f} s -> {pr['w2_s']:.2f} s (the whole command less {pr['setup_s']:.1f} s "
+          f"of cluster start, stop and kernel loading; segments {pr['w2_segments_s']:.2f} s, "
           f"stitch {pr['stitch_s']:.2f} s): speed-up {pr['speedup_2_over_1']:.2f} x "
           f"(goal >= 1.8 x); whole command with cluster start "
           f"{pr['speedup_2_over_1_whole']:.2f} x; overlaps {pr['identical_fraction']:.2%} "
@@ -503,7 +504,8 @@ def _print_parallel(pr: dict[str, float]) -> None:
           f"{pr['segment_requests_per_s'] / 1e6:.2f} M requests/s, margin "
           f"{pr['mean_margin']:.0f} requests a side; projected speed-up on 2 workers "
           f"{pr['projected_speedup_2']:.2f} x, on 100 workers {pr['projected_speedup_100']:.1f} x "
-          "(bounded by the fixed cost, the margins and the stitch)")
+          f"(bounded by the fixed cost, the margins, the stitch and {pr['serial_s']:.2f} s "
+          "on the client alone: the pass choosing the cuts, the run summary)")
     print(f"    machine: one serial replay alone on a worker {pr['ceiling_alone_s']:.1f} s, two at "
           f"once on the two {pr['ceiling_pair_s']:.1f} s: {pr['ceiling']:.2f} x the throughput "
           f"of one (2.0 x with both cores free), the most 2 workers can give here; the "
