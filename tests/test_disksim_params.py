@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -43,11 +44,13 @@ def test_reads_the_validated_drives(shared, name):
 
 
 def test_a_drive_read_again_sees_every_change_of_its_files(shared, tmp_path):
-    """read_drive keeps what it read (a parallel replay's every segment builds its array): the
-    same answer as a first read, a copy each caller may change, and a fresh read once any file
-    it read changes, the sourced ones and the seek curve too."""
+    """read_drive keeps what it parsed (a parallel replay's every segment builds its array):
+    the same answer as a first read, a copy each caller may change, and a fresh parse once any
+    file it read holds other text, the sourced ones and the seek curve too, even rewritten at
+    the same size and time stamp (a coarse file clock)."""
     src = shared / "validation" / "disksim"
-    for f in ("barracuda.parv", "barracuda.diskspecs", "barracuda.model", "barracuda.seek"):
+    names = ("barracuda.parv", "barracuda.diskspecs", "barracuda.model", "barracuda.seek")
+    for f in names:
         (tmp_path / f).write_text((src / f).read_text())
     parv = tmp_path / "barracuda.parv"
     first = read_drive(parv)
@@ -57,8 +60,11 @@ def test_a_drive_read_again_sees_every_change_of_its_files(shared, tmp_path):
     again = read_drive(parv)
     assert len(again.zones) == 11 and again.seek_curve[0] == (1, 1.943)
     seek = tmp_path / "barracuda.seek"
-    seek.write_text(seek.read_text().replace("1,\t1.94300", "1,\t1.5"))
-    assert read_drive(parv).seek_curve[0] == (1, 1.5)
+    st = seek.stat()
+    seek.write_text(seek.read_text().replace("1,\t1.94300", "1,\t1.80000"))
+    os.utime(seek, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert seek.stat().st_size == st.st_size
+    assert read_drive(parv).seek_curve[0] == (1, 1.8)
     model = tmp_path / "barracuda.model"
     model.write_text(model.read_text().replace("Number of data surfaces = 5",
                                                "Number of data surfaces =  4"))
@@ -66,6 +72,35 @@ def test_a_drive_read_again_sees_every_change_of_its_files(shared, tmp_path):
     model.unlink()
     with pytest.raises(ParamError, match="sourced file barracuda.model not found"):
         read_drive(parv)
+
+
+def test_links_to_one_drive_file_read_the_files_beside_them(shared, tmp_path):
+    """Two links to one .parv in two folders, each folder with its own model: each reads its
+    own folder's (sourced files are looked up beside the path given), and names its path."""
+    src = shared / "validation" / "disksim"
+    (tmp_path / "x.parv").write_text((src / "barracuda.parv").read_text())
+    for sub, surfaces in (("a", 5), ("b", 4)):
+        d = tmp_path / sub
+        d.mkdir()
+        for f in ("barracuda.diskspecs", "barracuda.seek"):
+            (d / f).write_text((src / f).read_text())
+        (d / "barracuda.model").write_text((src / "barracuda.model").read_text().replace(
+            "Number of data surfaces = 5", f"Number of data surfaces = {surfaces}"))
+        (d / "x.parv").symlink_to(tmp_path / "x.parv")
+    for sub, surfaces in (("a", 5), ("b", 4), ("a", 5)):
+        d = read_drive(tmp_path / sub / "x.parv")
+        assert (d.surfaces, d.source) == (surfaces, str(tmp_path / sub / "x.parv"))
+
+
+def test_a_seek_curve_that_is_not_text_names_its_line(shared, tmp_path):
+    """Bytes that are not UTF-8 in a seek curve: a ParamError naming the file and line (was a
+    UnicodeDecodeError, not a one-line error)."""
+    src = shared / "validation" / "disksim"
+    for f in ("barracuda.parv", "barracuda.diskspecs", "barracuda.model"):
+        (tmp_path / f).write_text((src / f).read_text())
+    (tmp_path / "barracuda.seek").write_bytes(b"Seek distances measured: 2\n1,\t1.9\n\xff\xfe,2\n")
+    with pytest.raises(ParamError, match=r"barracuda.seek:3: expected 'distance, time_ms'"):
+        read_drive(tmp_path / "barracuda.parv")
 
 
 def test_parameter_errors_name_file_and_line(tmp_path):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -54,12 +53,12 @@ def _norm(key: str) -> str:
 
 
 class _Parser:
-    def __init__(self, path: Path, opened: list[tuple[Path, tuple[int, ...]]] | None = None):
+    def __init__(self, path: Path, opened: list[tuple[Path, str]] | None = None):
         self.path = path
-        # every file read, with its stamp taken before reading it (read_drive's cache)
+        self.text = _read_text(path)
+        # every file read, with the text the parse saw (read_drive's cache)
         self.opened = opened if opened is not None else []
-        self.opened.append((path, _stamp(path)))
-        self.text = path.read_text(errors="replace")
+        self.opened.append((path.absolute(), self.text))
         self.i = 0
 
     def _line(self) -> int:
@@ -192,23 +191,28 @@ def _number(w: str) -> Any:
         return w
 
 
-def parse(path: str | Path,
-          opened: list[tuple[Path, tuple[int, ...]]] | None = None) -> list[Block]:
+def parse(path: str | Path, opened: list[tuple[Path, str]] | None = None) -> list[Block]:
     """All top-level blocks of a DiskSim parameter file (sourced files included); each file
-    read is appended to ``opened`` with its ``_stamp``."""
+    read is appended to ``opened`` with its text."""
     p = Path(path)
     if not p.exists():
         raise ParamError(f"{p}: no such file")
     return _Parser(p, opened).top()
 
 
-def _stamp(path: Path) -> tuple[int, ...]:
-    """What changes when a file is rewritten: (inode, size, modification time in ns)."""
+def _read_text(path: Path) -> str:
+    """A parameter file's text, as the parser reads it (bytes that are not UTF-8 become
+    U+FFFD, which no parameter accepts: the parse names the line)."""
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _unchanged(opened: tuple[tuple[Path, str], ...]) -> bool:
+    """Whether every file holds the text it held when it was read (its content, not its
+    time stamp, which a coarse file clock leaves equal across a quick rewrite)."""
     try:
-        st = os.stat(path)
+        return all(_read_text(f) == text for f, text in opened)
     except OSError:
-        return (-1, -1, -1)
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return False
 
 
 @dataclasses.dataclass
@@ -387,8 +391,10 @@ def check_supported(disk: Block, mech: Block, where: str) -> None:
                              f"{', '.join(ok)})")
 
 
-def _seek_curve(path: Path) -> list[tuple[int, float]]:
-    lines = path.read_text().splitlines()
+def _seek_curve(path: Path, opened: list[tuple[Path, str]]) -> list[tuple[int, float]]:
+    text = _read_text(path)
+    opened.append((path.absolute(), text))
+    lines = text.splitlines()
     curve = []
     for n, line in enumerate(lines[1:], start=2):  # the first line counts the points
         line = line.strip()
@@ -402,29 +408,31 @@ def _seek_curve(path: Path) -> list[tuple[int, float]]:
     return curve
 
 
-#: read_drive's answers by resolved path: (the files read with their stamps, the drive).
-_READ: dict[str, tuple[tuple[tuple[Path, tuple[int, ...]], ...], DiskSimDrive]] = {}
+#: read_drive's answers by absolute path (symbolic links not followed: sourced files are
+#: looked up beside the path as given): (every file read with its text, the drive).
+_READ: dict[str, tuple[tuple[tuple[Path, str], ...], DiskSimDrive]] = {}
 
 
 def read_drive(path: str | Path) -> DiskSimDrive:
     """The disk a ``.parv`` instantiates (or the first disk a ``.diskspecs`` defines).
 
-    Read once per process while none of the files it read changes: every replay builds its
-    array, and a parallel replay's every segment does, where parsing the Atlas 10K's
+    Parsed once per process while the files it read hold the same text: every replay builds
+    its array, and a parallel replay's every segment does, where parsing the Atlas 10K's
     parameter files took 12 ms of a one-request segment's 23 (measured; more than the
-    replay). A changed file (inode, size or time) is read again; callers get their own copy."""
+    replay); reading them again to compare costs a fraction of a millisecond. A changed
+    file is parsed again; each caller gets its own copy, named by the path it gave."""
     p = Path(path)
-    key = str(p.resolve())
+    key = str(p.absolute())
     hit = _READ.get(key)
-    if hit is not None and all(_stamp(f) == s for f, s in hit[0]):
-        return copy.deepcopy(hit[1])
-    opened: list[tuple[Path, tuple[int, ...]]] = []
+    if hit is not None and _unchanged(hit[0]):
+        return dataclasses.replace(copy.deepcopy(hit[1]), source=str(p))
+    opened: list[tuple[Path, str]] = []
     d = _read_drive(p, opened)
     _READ[key] = (tuple(opened), d)
     return copy.deepcopy(d)
 
 
-def _read_drive(p: Path, opened: list[tuple[Path, tuple[int, ...]]]) -> DiskSimDrive:
+def _read_drive(p: Path, opened: list[tuple[Path, str]]) -> DiskSimDrive:
     blocks = parse(p, opened)
     disks = [b for b in blocks if b.type == "disksim_disk"]
     if not disks:
@@ -459,8 +467,7 @@ def _read_drive(p: Path, opened: list[tuple[Path, tuple[int, ...]]]) -> DiskSimD
         sp = p.parent / seek_file
         if not sp.exists():
             raise ParamError(f"{where}: seek curve file {seek_file} not found")
-        opened.append((sp, _stamp(sp)))
-        curve = _seek_curve(sp)
+        curve = _seek_curve(sp, opened)
     zones = []
     for z in layout.need("Zones", where):
         zones.append(Zone(
