@@ -430,30 +430,34 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
                        "requests", **kw)
     client, cluster = None, None
 
-    def release() -> float:
-        """Close the client and a local cluster (once); returns the seconds it took."""
+    def release() -> None:
+        """Close the client, then a local cluster, each once (even if closing the client
+        fails)."""
         nonlocal client, cluster
-        t = time.perf_counter()
-        if client is not None:
-            client.close()
-            client = None
-        if cluster is not None:
-            cluster.close()
-            cluster = None
-        return time.perf_counter() - t
+        c, k = client, cluster
+        client = cluster = None
+        try:
+            if c is not None:
+                c.close()
+        finally:
+            if k is not None:
+                k.close()
 
     try:
         from .cluster import connect, warm_cluster, warm_kernels
 
-        setup_t0 = time.perf_counter()
+        t0 = time.perf_counter()
         client, cluster = connect(scheduler, workers, timeout)
+        connect_s = time.perf_counter() - t0
         nworkers = len(client.scheduler_info().get("workers", {})) or (workers or 1)
         want = segments or nworkers
         lines = choose_cuts(ix, want)
         if not lines:
             why = ("its requests cannot be cut in time (they arrive at once)"
                    if want > 1 else "one segment")
+            release()
             return _serial(why, **kw)
+        t_warm = time.perf_counter()
         warm_s = warm_kernels()
         warm_cluster(client, local=cluster is not None)
         # every worker process loads the kernels from the cache before the segments start
@@ -463,15 +467,18 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         t0 = time.perf_counter()
         client.run(load_kernels, str(array), drive_ops, on_error="ignore")
         warm_s += time.perf_counter() - t0
-        setup_s = time.perf_counter() - setup_t0
+        setup_s = connect_s + time.perf_counter() - t_warm
         return _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
                     speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, setup_s,
                     release, progress, first_margin)
     finally:
-        release()
-        # a local worker may have written into the temporary after it was removed (a stop
-        # while segments ran); the workers are gone now. (The name holds this process's id.)
-        shutil.rmtree(temporary_name(Path(output)), ignore_errors=True)
+        try:
+            release()
+        finally:
+            # a local worker may have written into the temporary after it was removed (a
+            # stop while segments ran); the workers are gone now. (The name holds this
+            # process's id.)
+            shutil.rmtree(temporary_name(Path(output)), ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -652,7 +659,7 @@ def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
 def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, tasks: Any,
          trace: Path, array: Path, out: Path, speed: float, wrap: bool, drive_ops: bool,
          nworkers: int, scheduler: str, warm_s: float, setup_s: float,
-         release: Callable[[], float], progress: Callable[[int, int], None] | None,
+         release: Callable[[], None], progress: Callable[[int, int], None] | None,
          first_margin: int) -> RP.ReplayResult:
     n = ix.requests
     cuts = _Cuts.plan(ix, lines, first_margin)
@@ -674,8 +681,13 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         elapsed = time.perf_counter() - started
         assert joins.joined == S, (joins.joined, S)
         # the cluster's work is done: free it now (a local one's workers stop, so none can
-        # still write into the temporary), not after the stitch and the run's summary
-        teardown_s = release()
+        # still write into the temporary), not after the stitch and the run's summary. Every
+        # part is in: a failure to close does not cost the run (the handles are gone either
+        # way, and the command's end retries nothing)
+        t0 = time.perf_counter()
+        with contextlib.suppress(Exception):
+            release()
+        teardown_s = time.perf_counter() - t0
         results = [rounds.results[k] for k in range(S)]
         info = _stitch(tmp, arr, results, joins.files, cuts.bounds)
         par = _parallel_record(cuts, checks, rounds, joins, info, ix, nworkers, scheduler,

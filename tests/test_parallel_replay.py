@@ -4,6 +4,7 @@ LocalCluster, against the serial replay of the same trace (issue 21, deliverable
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from blocklab.pipeline import cluster as cluster_mod
+from blocklab.pipeline import parallel
 from blocklab.pipeline.cluster import numba_cache_base
 from blocklab.pipeline.model.array import build_array
 from blocklab.pipeline.model.config import load_array
@@ -130,6 +133,39 @@ def test_parallel_equals_serial_on_a_trace_with_idle_points(work, cluster, tmp_p
     assert not [q for q in tmp_path.iterdir() if ".tmp-" in q.name or q.name.endswith(".lock")]
     if array == "c.toml":
         assert max(c["rounds"] for c in p["cuts"]) > 1
+
+
+def test_a_local_cluster_is_stopped_before_the_stitch(work, tmp_path, monkeypatch):
+    """``--workers 2`` without a scheduler: the local cluster's worker processes are gone by
+    the time the parts are stitched (nothing can still write into the temporary, and the
+    stitch and the summary run on a free machine); the run is the serial one row for row, and
+    meta.json says what starting and stopping the cluster cost."""
+    trace = work / "bursts.parquet"
+    ser = tmp_path / "serial"
+    replay(trace, work / "a.toml", ser)
+    # (the module's own cluster, when another test started it, has worker processes too)
+    before = {c.pid for c in multiprocessing.active_children()}
+    seen: list[set[int]] = []
+    stitch, connect = parallel._stitch, cluster_mod.connect
+
+    def watched_connect(*a, **k):
+        out = connect(*a, **k)
+        seen.append({c.pid for c in multiprocessing.active_children()} - before)
+        return out
+
+    def watched_stitch(*a, **k):
+        seen.append({c.pid for c in multiprocessing.active_children()} - before)
+        return stitch(*a, **k)
+
+    monkeypatch.setattr(cluster_mod, "connect", watched_connect)
+    monkeypatch.setattr(parallel, "_stitch", watched_stitch)
+    par = tmp_path / "par"
+    r = replay_parallel(trace, work / "a.toml", par, workers=2, segments=4, first_margin=16)
+    p = r.parallel
+    assert p is not None and p["scheduler"] == "local" and p["agreed"]
+    assert len(seen) == 2 and seen[0] and not seen[1], seen  # workers, then none
+    assert p["setup_s"] >= p["warm_s"] > 0 and p["teardown_s"] >= 0
+    assert_same_run(par, ser)
 
 
 def _cold(arr, opts, cols, a: int, b: int) -> dict:
