@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 from blocklab.pipeline import cluster as cluster_mod
 from blocklab.pipeline import parallel
+from blocklab.pipeline.cli import app
 from blocklab.pipeline.cluster import numba_cache_base
 from blocklab.pipeline.model.array import build_array
 from blocklab.pipeline.model.config import load_array
@@ -166,6 +168,22 @@ def test_a_local_cluster_is_stopped_before_the_stitch(work, tmp_path, monkeypatc
     assert len(seen) == 2 and seen[0] and not seen[1], seen  # workers, then none
     assert p["setup_s"] >= p["warm_s"] > 0 and p["teardown_s"] >= 0
     assert_same_run(par, ser)
+
+
+def test_the_command_says_what_the_cluster_cost(work, cluster, tmp_path):
+    """``blocklab replay --scheduler``: the line about the segments also gives the seconds
+    spent connecting, loading kernels and disconnecting, which meta.json holds (what makes a
+    short trace slower on a cluster than serially)."""
+    par = tmp_path / "par"
+    res = CliRunner().invoke(app, ["replay", str(work / "bursts.parquet"), "--array",
+                                   str(work / "a.toml"), "-o", str(par), "--scheduler",
+                                   cluster.scheduler_address, "--segments", "4"])
+    assert res.exit_code == 0, res.output
+    p = json.loads((par / "meta.json").read_text())["parallel"]
+    line = next(x for x in res.output.splitlines() if "segments on" in x)
+    assert line.startswith("  4 segments on ") and "100.00% of" in line
+    assert line.endswith(f"; cluster start, stop and kernel loading "
+                         f"{p['setup_s'] + p['teardown_s']:.1f} s")
 
 
 def _cold(arr, opts, cols, a: int, b: int) -> dict:

@@ -123,7 +123,11 @@ def replay(
             f"requests identical, largest latency difference "
             f"{par['max_latency_diff_ns'] / 1e6:.3f} ms"
             + ("" if par["agreed"] else " (the neighbours did not agree: see meta.json "
-               "parallel.cuts)"), highlight=False, soft_wrap=True)
+               "parallel.cuts)")
+            # what a short trace loses to the cluster (a 2 M-request replay takes about 2 s
+            # serially here; starting a local cluster of 2 and loading its kernels about 1 s)
+            + f"; cluster start, stop and kernel loading "
+            f"{par['setup_s'] + par['teardown_s']:.1f} s", highlight=False, soft_wrap=True)
     for rb in r.rebuilds:
         window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
         lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
