@@ -494,8 +494,9 @@ def _print_report(report: dict[str, object]) -> None:
 
 def _print_parallel(pr: dict[str, float]) -> None:
     print(f"  replay --workers 2 vs 1 (serial), {pr['requests'] / 1e6:.0f} M requests: "
-          f"{pr['w1_s']:.2f} s -> {pr['w2_s']:.2f} s (the whole command less {pr['setup_s']:.1f} s "
-          f"of cluster start, stop and kernel loading; segments {pr['w2_segments_s']:.2f} s, "
+          f"{pr['w1_s']:.2f} s -> {pr['w2_s']:.2f} s (the whole command less "
+          f"{pr['cluster_s']:.1f} s of cluster start, stop and kernel loading; segments "
+          f"{pr['w2_segments_s']:.2f} s, "
           f"stitch {pr['stitch_s']:.2f} s): speed-up {pr['speedup_2_over_1']:.2f} x "
           f"(goal >= 1.8 x); whole command with cluster start "
           f"{pr['speedup_2_over_1_whole']:.2f} x; overlaps {pr['identical_fraction']:.2%} "

@@ -55,10 +55,8 @@ def _norm(key: str) -> str:
 class _Parser:
     def __init__(self, path: Path, opened: list[tuple[Path, str]] | None = None):
         self.path = path
-        self.text = _read_text(path)
-        # every file read, with the text the parse saw (read_drive's cache)
         self.opened = opened if opened is not None else []
-        self.opened.append((path.absolute(), self.text))
+        self.text = _read_text(path, self.opened)
         self.i = 0
 
     def _line(self) -> int:
@@ -200,10 +198,14 @@ def parse(path: str | Path, opened: list[tuple[Path, str]] | None = None) -> lis
     return _Parser(p, opened).top()
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, opened: list[tuple[Path, str]] | None = None) -> str:
     """A parameter file's text, as the parser reads it (bytes that are not UTF-8 become
-    U+FFFD, which no parameter accepts: the parse names the line)."""
-    return path.read_text(encoding="utf-8", errors="replace")
+    U+FFFD, which no parameter accepts: the parse names the line); appended to ``opened``
+    with the file's absolute path (read_drive's cache)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if opened is not None:
+        opened.append((path.absolute(), text))
+    return text
 
 
 def _unchanged(opened: tuple[tuple[Path, str], ...]) -> bool:
@@ -392,9 +394,7 @@ def check_supported(disk: Block, mech: Block, where: str) -> None:
 
 
 def _seek_curve(path: Path, opened: list[tuple[Path, str]]) -> list[tuple[int, float]]:
-    text = _read_text(path)
-    opened.append((path.absolute(), text))
-    lines = text.splitlines()
+    lines = _read_text(path, opened).splitlines()
     curve = []
     for n, line in enumerate(lines[1:], start=2):  # the first line counts the points
         line = line.strip()
