@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.venv/numba-cache
+# kernels are cached in .venv/numba-cache (NUMBA_CACHE_DIR overrides): kernels/_jit.py
 
 .PHONY: help setup demo test fuzz lint bench golden fidelity docs clean tools
 

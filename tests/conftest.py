@@ -24,6 +24,24 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _kernels_in_cache() -> frozenset[str]:
+    """The kernels in this install's kernel cache (``module.function``, from Numba's index
+    file names: ``pairing.rehash-229.py311.nbi``)."""
+    from blocklab.kernels._jit import cache_folder
+
+    return frozenset(p.name.split("-")[0] for p in Path(cache_folder()).rglob("*.nbi"))
+
+
+#: The kernels cached as the suite starts, before any test compiles one: in a fresh clone (as
+#: CI runs ``make test``), exactly what ``make setup``'s warm compiled (tools/warm.py).
+_CACHED_AT_START = _kernels_in_cache()
+
+
+@pytest.fixture(scope="session")
+def kernels_cached_at_start() -> frozenset[str]:
+    return _CACHED_AT_START
+
+
 @pytest.fixture
 def shared() -> Path:
     if not (SHARED / "traces").is_dir():

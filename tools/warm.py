@@ -8,7 +8,7 @@ use (Numba compiles a kernel per argument types, and these are the commands' own
 
 When every family has compiled, a stamp file is left in the cache folder, which is named after
 a hash of every kernel source (kernels/_jit.py): an edited kernel makes a new folder without
-the stamp. ``is_warm`` reads it; the CLI calls ``warm`` with a progress line before a command
+the stamp. The stamp holds a hash of this file: an edited warm set compiles again. ``is_warm`` reads it; the CLI calls ``warm`` with a progress line before a command
 that would otherwise sit silent for minutes while the kernels compile.
 
 On two cores or more the replay engine (about two thirds of the work) and the families that
@@ -26,6 +26,7 @@ processes took 59-68 s here against 70 s for one.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -44,9 +45,21 @@ def _stamp() -> Path:
     return Path(cache_folder()) / STAMP
 
 
+def _warm_set() -> str:
+    """What the stamp is good for: a hash of this file, which says what the warm compiles.
+    The cache folder is keyed on the kernel sources only, so a kernel added to the warm (or a
+    call of a kernel with new argument types) would otherwise find the old stamp and never
+    compile ahead."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
 def is_warm() -> bool:
-    """Whether every kernel family has been compiled into this install's cache."""
-    return _stamp().exists()
+    """Whether every kernel family, as this file names them, has been compiled into this
+    install's cache."""
+    try:
+        return _stamp().read_text().split()[0] == _warm_set()
+    except (OSError, IndexError):
+        return False
 
 
 def _small_raid5() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -106,6 +119,9 @@ def _generators_and_failures(tmp: Path) -> None:
     synth_spc1(tmp / "spc1.parquet", bsu=1, duration_s=0.5, array=hdd)
     synth_ior(tmp / "ior.parquet", tasks=2, transfer_size="64KiB", block_size="1MiB",
               segments=1, array=hdd)
+    # IOR -z: random offsets are drawn by a kernel of their own (kernels/synth.py)
+    synth_ior(tmp / "ior-z.parquet", tasks=2, transfer_size="64KiB", block_size="1MiB",
+              segments=1, random=True, array=hdd)
     synth_iometer(tmp / "iom.parquet", requests=64, array=hdd)
     synth_orion(tmp / "orion.parquet", matrix="point", num_small=2, num_large=1,
                 requests_per_slot=4, array=hdd)
@@ -113,8 +129,20 @@ def _generators_and_failures(tmp: Path) -> None:
     replay(tmp / "iom.parquet", ssd, tmp / "run-ssd", failures=[(0, 0.0)])
 
 
+def _many_in_flight(n: int = 1100) -> str:
+    """blkparse text of ``n`` reads all queued before the first completes: more requests in
+    flight than the pairing table's first 1,024 entries, so that it grows (kernels/pairing.py
+    ``rehash``), as it does on a real trace of a deep queue."""
+    queued = "".join(f"  8,16   0 {i:8d}     0.{i:09d}  4242  Q   R {8 * i} + 8 [fio]\n"
+                     for i in range(n))
+    done = "".join(f"  8,16   0 {n + i:8d}     1.{i:09d}     0  C   R {8 * i} + 8 [0]\n"
+                   for i in range(n))
+    return queued + done
+
+
 #: One request of each text format a kernel parses (blkparse; the field formats share one
-#: kernel: DiskSim ASCII stands for MQSim, fio and DiskSim validate), as ``ingest`` reads them.
+#: kernel: DiskSim ASCII stands for MQSim, fio and DiskSim validate), as ``ingest`` reads them,
+#: and a blkparse text with more requests in flight than the pairing table first holds.
 _TEXT_SAMPLES = {
     "warm.blkparse.txt": (
         "  8,16   0        0     0.000000000  4242  Q   R 789442856 + 8 [fio]\n"
@@ -123,6 +151,7 @@ _TEXT_SAMPLES = {
         "  8,16   0        3     0.000001500  4242  D   R 789442856 + 8 [fio]\n"
         "  8,16   0        4     0.000091500     0  C   R 789442856 + 8 [0]\n"),
     "warm.disksim.txt": "0.000000 0 8 8 1\n1.500000 0 64 8 0\n",
+    "warm.inflight.blkparse.txt": _many_in_flight(),
 }
 
 
@@ -148,7 +177,16 @@ def _ingest(tmp: Path) -> None:
         inputs.append(str(tmp / name))
     for i, src in enumerate(inputs):
         ingest([src], str(tmp / f"ingest{i}.parquet"))
+    # a blktrace file with junk between two records, read with --skip-bad: the decoder looks
+    # for the next record's magic (kernels/blktrace_decode.py find_magic)
+    raw = (tmp / "warm.blktrace.0").read_bytes()
+    (tmp / "warm-bad.blktrace.0").write_bytes(raw[:_BLK_RECORD] + b"junk!!!" + raw[_BLK_RECORD:])
+    ingest([str(tmp / "warm-bad.blktrace.0")], str(tmp / "ingest-bad.parquet"), skip_bad=1)
     _capture_decoder()
+
+
+#: The length of synth_blktrace's first record (a queue event: the 48-byte header, no payload).
+_BLK_RECORD = 48
 
 
 def _capture_decoder() -> None:
@@ -276,7 +314,7 @@ def warm(progress: Callable[[str, int, int], None] | None = None, jobs: int | No
     if only is None:
         path = _stamp()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"compiled in {time.perf_counter() - t0:.1f} s\n")
+        path.write_text(f"{_warm_set()} compiled in {time.perf_counter() - t0:.1f} s\n")
     return time.perf_counter() - t0
 
 
