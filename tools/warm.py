@@ -8,8 +8,10 @@ use (Numba compiles a kernel per argument types, and these are the commands' own
 
 When every family has compiled, a stamp file is left in the cache folder, which is named after
 a hash of every kernel source (kernels/_jit.py): an edited kernel makes a new folder without
-the stamp. The stamp holds a hash of this file: an edited warm set compiles again. ``is_warm`` reads it; the CLI calls ``warm`` with a progress line before a command
-that would otherwise sit silent for minutes while the kernels compile.
+the stamp. The stamp holds a hash of this file: an edited warm set compiles again.
+``is_warm`` reads it; the CLI calls ``warm`` with a progress line before a command that would
+otherwise sit silent for minutes while the kernels compile (on a terminal; a script is told
+of each kernel as it compiles).
 
 On two cores or more the replay engine (about two thirds of the work) and the families that
 replay through it compile in this process, while a second process compiles the others into
