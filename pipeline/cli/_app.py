@@ -106,25 +106,24 @@ def _fail(e: Exception) -> None:
 def _kernels_ready() -> None:
     """Compile every kernel family first, saying so, when this install has not yet: a command
     would otherwise sit silent for minutes while Numba compiles (issue 21). ``make setup``
-    does it ahead of time. A terminal sees a progress line while every family compiles; a
-    script or a log (standard error not a terminal) is told of each kernel the command
-    compiles as it compiles (``_say_compiles``)."""
+    does it ahead of time. A terminal sees a progress line while every family compiles. Then
+    any kernel the command still compiles is told as it compiles (``_say_compiles``): on a
+    script's cold install (standard error not a terminal: the command compiles only what it
+    needs), or one the warm did not foresee (tests/test_warm.py checks that it foresees every
+    kernel a command calls)."""
     from blocklab.tools import warm
 
-    if warm.is_warm():
-        return
-    if not err.is_terminal:
-        _say_compiles()
-        return
-    with err.status("Compiling blocklab's kernels for this machine (once per install)") as st:
+    if not warm.is_warm() and err.is_terminal:
+        with err.status("Compiling blocklab's kernels for this machine (once per install)") as st:
 
-        def progress(name: str, i: int, n: int) -> None:
-            st.update(f"Compiling blocklab's kernels for this machine, once per install: "
-                      f"{i + 1}/{n} {name}")
+            def progress(name: str, i: int, n: int) -> None:
+                st.update(f"Compiling blocklab's kernels for this machine, once per install: "
+                          f"{i + 1}/{n} {name}")
 
-        secs = warm.warm(progress)
-    err.print(f"blocklab: kernels compiled in {secs:.0f} s; later runs load them from the cache",
-              highlight=False)
+            secs = warm.warm(progress)
+        err.print(f"blocklab: kernels compiled in {secs:.0f} s; later runs load them from the "
+                  "cache", highlight=False)
+    _say_compiles()
 
 
 class _CompileNotes:
@@ -156,13 +155,20 @@ class _CompileNotes:
                       highlight=False, soft_wrap=True)
 
 
+_TOLD: list[_CompileNotes] = []  # the one listener of this process, once registered
+
+
 def _say_compiles() -> None:
-    """Tell a script's standard error of each kernel this command compiles (_CompileNotes):
-    until then a command started from a script after an install without ``make setup`` sat
-    silent while Numba compiled (measured: 43 s of a 45 s replay with a failure)."""
+    """Tell standard error of each kernel this command compiles (_CompileNotes), once per
+    process however many commands it runs: until then a command started from a script after
+    an install without ``make setup`` sat silent while Numba compiled (measured: 43 s of a
+    45 s replay with a failure)."""
     from numba.core import event
 
+    if _TOLD:
+        return
     notes = _CompileNotes()
+    _TOLD.append(notes)
 
     def _name(ev: Any) -> str:
         f = ev.data["dispatcher"].py_func
