@@ -184,3 +184,15 @@ def test_output_is_owner_only(tmp_path):
     res, out = run_ingest(tmp_path, src)
     assert res.exit_code == 0
     assert out.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("line", [100, 1234])
+def test_a_line_number_is_printed_as_a_number(tmp_path, line):
+    """Line 100 printed as ``:100:`` (rich reads ``:100:`` and ``:1234:`` as emoji codes, and
+    printed 💯 and 🔢 where the line number belonged)."""
+    src = tmp_path / "t.disksim.txt"
+    rows = [f"{k}.000000 0 {8 * k} 8 1" for k in range(line + 5)]
+    rows[line - 1] = "1.0 0 abc 8 1"
+    src.write_text("\n".join(rows) + "\n")
+    res, out = run_ingest(tmp_path, src, "--format", "disksim")
+    assert_clean_failure(res, out, f"{src}:{line}: ")

@@ -87,8 +87,14 @@ scenario_app = typer.Typer(
     "what blocklab assumes, and the figures it measures.", no_args_is_help=True)
 app.add_typer(scenario_app, name="scenario")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)  # ":100:" in a message is a line number, not an emoji
+err = Console(stderr=True, emoji=False)
+
+
+def wide(width: int) -> Console:
+    """A console for a table on standard output: at least ``width`` columns when the output is
+    not a terminal (a file or a pipe gets whole rows, not ones folded at 80 columns)."""
+    return Console(width=max(out.width, width) if not out.is_terminal else None, emoji=False)
 
 #: ``--timeout`` of the commands that reach a Dask cluster (replay --workers/--scheduler, sweep)
 ClusterTimeout = Annotated[float, typer.Option(

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 import typer.core
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -28,6 +27,7 @@ from ._app import (
     app,
     err,
     out,
+    wide,
 )
 
 
@@ -96,7 +96,7 @@ def query(
             t.add_row(q.name, escape(", ".join(q.views)),
                       escape("\n".join(f"{p.name}={p.default}: {p.doc}" for p in q.params)),
                       escape(q.description))
-        Console(width=max(out.width, 160) if not out.is_terminal else None).print(t)
+        wide(160).print(t)
         return
     paths = list(args or [])
     name = None
@@ -137,8 +137,7 @@ def query(
         if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
             col.justify = "right"
     cut = _add_ends(t, head, tail, total, lambda row: [escape(_cell(row[c])) for c in columns])
-    Console(width=max(out.width, 40 + 14 * len(columns)) if not out.is_terminal
-            else None).print(t)
+    wide(40 + 14 * len(columns)).print(t)
     if not total:
         err.print("(no rows)", highlight=False)
     elif cut:

@@ -9,14 +9,13 @@ from typing import Annotated
 
 import typer
 import typer.core
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, _kernels_ready, _size, app, cache_app, err, out
+from ._app import _fail, _kernels_ready, _size, app, cache_app, err, out, wide
 
 # --------------------------------------------------------------------------------------------
 # blocklab cache
@@ -186,7 +185,7 @@ def risk(
             f"{_g(r.mttdl_years)}\n[{_g(r.mttdl_ci_years[0])}, {_g(r.mttdl_ci_years[1])}]",
             f"{_g(r.mttdl_markov_years)} / {_g(r.mttdl_independent_years)}",
         )
-    Console(width=max(out.width, 150) if not out.is_terminal else None).print(t)
+    wide(150).print(t)
     for r in results:
         if r.ure_per_bit is not None:
             for g, rate in r.ure_per_bit.items():

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 import typer.core
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -30,6 +29,7 @@ from ._app import (
     err,
     out,
     trace_app,
+    wide,
 )
 
 
@@ -165,7 +165,7 @@ def trace_head(
         t.add_column(cols[i], justify="right", no_wrap=True)
     for r in rows:
         t.add_row(*("" if r[i] is None else str(r[i]) for i in shown))
-    Console(width=max(out.width, 200) if not out.is_terminal else None).print(t)
+    wide(200).print(t)
 
 
 _IOSTAT_COLUMNS = ("r/s", "w/s", "rkB/s", "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await",
@@ -222,7 +222,7 @@ def trace_iostat(
                 + [f"{row[c]:.2f}" for c in _IOSTAT_COLUMNS])
 
     cut = _add_ends(t, first, last, total, cells)
-    Console(width=max(out.width, 170) if not out.is_terminal else None).print(t)
+    wide(170).print(t)
     if cut:
         err.print(f"({total:,} iostat rows, {len(first) + len(last):,} shown: --max-rows 0 "
                   "shows every row; --json writes them all in bounded memory)",
@@ -232,7 +232,7 @@ def trace_iostat(
     for row in r.idle:
         it.add_row(*(([escape(row["run"])] if several else []) + [str(row["device"])] +
                      [escape(_cell(row[c])) for c in _IDLE_COLUMNS]))
-    Console(width=max(out.width, 170) if not out.is_terminal else None).print(it)
+    wide(170).print(it)
     for note in r.notes:
         err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
 
