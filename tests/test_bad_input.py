@@ -196,3 +196,34 @@ def test_a_line_number_is_printed_as_a_number(tmp_path, line):
     src.write_text("\n".join(rows) + "\n")
     res, out = run_ingest(tmp_path, src, "--format", "disksim")
     assert_clean_failure(res, out, f"{src}:{line}: ")
+
+
+@pytest.mark.replays
+def test_replay_refuses_a_folder_that_is_not_a_run(tmp_path):
+    """``replay -o`` into an existing folder that is not a run folder (no meta.json) and holds
+    anything: one line naming it, exit 2, its files untouched, no temporary left. The rename
+    that puts a run in place once deleted whatever the folder held. An empty folder, or an
+    older run folder, is still replaced."""
+    from .conftest import ROOT
+
+    array = ROOT / "examples" / "arrays" / "raid5-entry.toml"
+    trace = tmp_path / "t.parquet"
+    res = runner.invoke(app, ["synth", "spc1", "--bsu", "1", "--duration", "2", "--array",
+                              str(array), "-o", str(trace)])
+    assert res.exit_code == 0, res.output
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("important\n")
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o", str(mine)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"blocklab: error: {mine}: "), res.stderr
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert (mine / "notes.txt").read_text() == "important\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "t.parquet"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for _ in range(2):  # into an empty folder, then over the run folder it became
+        res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o", str(empty)])
+        assert res.exit_code == 0, res.output
+        assert (empty / "meta.json").exists()

@@ -172,7 +172,12 @@ class AtomicFolder:
             raise folder.fail(e) from None
     """
 
-    def __init__(self, dest: str | os.PathLike[str], mode: int = 0o700):
+    def __init__(self, dest: str | os.PathLike[str], mode: int = 0o700,
+                 marker: str = "meta.json"):
+        """``marker``: the file that says an existing folder of that name is one of these
+        outputs, which ``commit`` may replace; an existing folder without it that holds
+        anything is refused, not emptied (a user's folder given as ``-o`` by mistake: the
+        rename once deleted whatever it held)."""
         self.dest = Path(dest)
         self._lock = output_lock(self.dest, make_parent=True)
         with critical(raise_at_end=False):  # a signal waits for the try below (check())
@@ -184,6 +189,10 @@ class AtomicFolder:
             check()
             if self.dest.exists() and not self.dest.is_dir():
                 raise BlocklabError(f"{self.dest}: exists and is not a folder")
+            if (self.dest.is_dir() and not self.dest.is_symlink()
+                    and not (self.dest / marker).exists() and any(self.dest.iterdir())):
+                raise BlocklabError(f"{self.dest}: exists and is not a run folder (no {marker}); "
+                                    "not replaced: remove it or write elsewhere")
             if self.tmp.exists():
                 shutil.rmtree(self.tmp)
             # registered before it exists: a signal between the constructor's return and the
