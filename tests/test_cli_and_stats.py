@@ -191,3 +191,27 @@ def test_compressed_binary_detected_by_content(tmp_path, comp):
     ingest([str(p)], str(tmp_path / "p.parquet"))
     assert res.format == "blktrace"
     assert read_rows(tmp_path / "c.parquet") == read_rows(tmp_path / "p.parquet")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["trace", "head", "t.parquet", "-n", "0"], "blocklab trace head: Invalid value for '-n'"),
+    (["query", "run", "latency-summary", "--max-rows", "-1"], "'--max-rows'"),
+    (["replay", "t.parquet", "--bogus"], "blocklab replay: No such option: --bogus"),
+    (["replay"], "blocklab replay: Missing argument 'trace'"),
+    (["nosuch"], "blocklab: No such command 'nosuch'"),
+    (["--bogus"], "blocklab: No such option: --bogus"),
+])
+def test_a_bad_option_is_one_line(argv, says):
+    """A bad option value, an unknown option or command, a missing argument: one line naming
+    the command, exit 2, as any other bad input (Click drew a box of six lines)."""
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("blocklab: error: ") and says in lines[0], lines[0]
+    assert lines[0].endswith("--help)"), lines[0]
+
+
+def test_no_arguments_shows_the_help():
+    res = runner.invoke(app, ["trace"])
+    assert res.exit_code == 2 and "Usage" in res.output and "error" not in res.output

@@ -47,9 +47,22 @@ def test_a_thread_still_working_is_waited_for_as_python_would(tmp_path, daemon):
     """A thread that is not a daemon still runs when the command returns: Python's own exit
     (which waits for it) takes over; a daemon thread is not waited for, as by Python."""
     flag = tmp_path / "written"
+    # the thread writes once the command has returned (not after a fixed time, which a loaded
+    # machine's slow command outlasted): a daemon thread 2 s later, when the process is long
+    # gone; a thread Python waits for 0.2 s later
     r = _run(f"""
+import blocklab.pipeline.cli as cli
+returned = threading.Event()
+command = cli.app
+def app():
+    try:
+        command()
+    finally:
+        returned.set()
+cli.app = app
 def late():
-    time.sleep(0.5)
+    returned.wait()
+    time.sleep({2.0 if daemon else 0.2})
     Path({str(flag)!r}).write_text("done")
 threading.Thread(target=late, daemon={daemon}).start()
 """, "formats")

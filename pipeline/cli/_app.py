@@ -19,11 +19,32 @@ import typer.core
 from rich.console import Console
 
 from blocklab.traces import safety
+from blocklab.traces.errors import BlocklabError
+
+try:  # Typer 0.2x carries its own copy of Click, whose exceptions are not click's
+    from typer._click.exceptions import UsageError as _UsageError
+except ImportError:  # pragma: no cover - a Typer on Click itself
+    from click.exceptions import UsageError as _UsageError  # type: ignore[assignment]
+
+
+def _usage_error(e: Any) -> None:
+    """A bad option value, a missing argument, an unknown option or command: one line, as any
+    other bad input, where Click drew a box of six lines with the usage."""
+    where = e.ctx.command_path if e.ctx is not None else "blocklab"
+    if not e.format_message().strip():  # no arguments: the help is the answer, shown already
+        raise typer.Exit(e.exit_code)
+    _fail(BlocklabError(f"{where}: {e.format_message().rstrip('.')} (see {where} --help)"))
 
 
 class _Guarded(typer.core.TyperGroup):
     """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
     exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:  # blocklab's own options (``blocklab --bogus``), read before invoke
+            return super().make_context(*args, **kwargs)
+        except _UsageError as e:
+            _usage_error(e)
 
     def invoke(self, ctx: Any) -> Any:
         with safety.signals_handled():
@@ -33,6 +54,8 @@ class _Guarded(typer.core.TyperGroup):
                 err.print(f"blocklab: {e}; nothing half-written was kept", markup=False,
                           highlight=False, soft_wrap=True)
                 raise typer.Exit(128 + e.signum) from None
+            except _UsageError as e:
+                _usage_error(e)
             except typer.Exit as e:
                 sig = safety.received()  # a command that turned the signal into its own exit
                 if sig is not None and e.exit_code:
