@@ -181,10 +181,12 @@ def _check_out(sweep: Sweep, out: Path) -> None:
 
 
 def _lock(out: Path) -> contextlib.AbstractContextManager[None]:
-    """The output folder's lock (``.sweep.lock`` inside it, kept: the folder is the output),
-    held for the whole run."""
+    """The output folder's lock (``.sweep.lock`` inside it), held for the whole run and
+    removed at its end, as every other output's lock is (docs/bad-input.md: no lock file left;
+    a second sweep that opened it meanwhile locks the file that is there then: safety.py
+    ``_acquire``)."""
     return hold_lock(out / ".sweep.lock", f"-o {out}: another blocklab sweep is writing into "
-                     "it", remove=False)
+                     "it")
 
 
 def _clean_temporaries(out: Path) -> list[str]:

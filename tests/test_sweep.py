@@ -221,6 +221,7 @@ def test_sweep_matches_replays_one_by_one(grid, cluster):
     # rerunning does nothing
     again = run_sweep(f, out, scheduler=cluster.scheduler_address)
     assert (again.done, again.skipped) == (0, 4)
+    assert not (out / ".sweep.lock").exists()  # no lock file left (docs/bad-input.md)
 
 
 def test_failed_point_does_not_stop_the_others(work, cluster, tmp_path):
@@ -248,6 +249,7 @@ def test_failed_point_does_not_stop_the_others(work, cluster, tmp_path):
     assert res.exit_code == 1
     assert [ln for ln in res.stderr.splitlines() if ln.startswith("blocklab: point")] == [
         f"blocklab: {rec['error']}"]
+    assert not (out / ".sweep.lock").exists()
 
 
 def test_kill_midway_then_resume(work, cluster, tmp_path):
