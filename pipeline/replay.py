@@ -327,6 +327,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
     check_repeat(repeat, max_passes)
     cfg = load_array(array)
+    in_file = len(cfg.failures)  # the array file's failures, then --fail's
     if failures:
         for d, at in failures:
             if not 0 <= d < cfg.drives:
@@ -350,9 +351,10 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     passes_allowed = max_passes if repeat else 1
     if not closed:  # failures happen during the replay, not before or after it
         span_s = _trace_span_ns(pf) / speed / 1e9
-        for f in cfg.failures:
+        for i, f in enumerate(cfg.failures):
             if not 0 <= f.at_s <= span_s:
-                raise BlocklabError(f"{array}: failure of drive {f.drive} at {f.at_s:g} s is "
+                where = array if i < in_file else f"--fail {f.drive}@{f.at_s:g}"
+                raise BlocklabError(f"{where}: failure of drive {f.drive} at {f.at_s:g} s is "
                                     f"outside the trace (0 to {span_s:.6g} s)")
     tasks = plan(arr)
     opts = settings_for(cfg, closed=closed, record=drive_ops, drain=drain,

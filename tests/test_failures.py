@@ -295,8 +295,9 @@ def test_replay_with_a_failure_writes_events(tmp_path, small_trace):
 
 
 @pytest.mark.parametrize("fail,msg", [
-    ("9@0.5", "no drive 9: the array has drives 0 to 5"),
-    ("2@999", "outside the trace"),
+    ("9@0.5", "--fail 9@0.5: no drive 9: the array has drives 0 to 5"),
+    ("2@999", "--fail 2@999: failure of drive 2 at 999 s is outside the trace"),
+    ("2@-1", "--fail 2@-1: failure of drive 2 at -1 s is outside the trace"),
     ("two@1", "expected DRIVE@SECONDS"),
 ])
 def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
