@@ -215,3 +215,16 @@ def test_a_bad_option_is_one_line(argv, says):
 def test_no_arguments_shows_the_help():
     res = runner.invoke(app, ["trace"])
     assert res.exit_code == 2 and "Usage" in res.output and "error" not in res.output
+
+
+def test_the_drive_table_shows_every_name_whole():
+    """`blocklab drives` into a pipe: every catalog name in full, the name a user types (at 80
+    columns `constellation_es3_4tb` was cut to `constellation_es…`)."""
+    from blocklab.pipeline.model.catalog import describe
+
+    res = runner.invoke(app, ["drives"])
+    assert res.exit_code == 0, res.output
+    names = [r["name"] for r in describe()]
+    assert len(names) == 13
+    cells = {c.strip() for ln in res.output.splitlines() for c in ln.split("│")[1:2]}
+    assert set(names) <= cells, sorted(set(names) - cells)

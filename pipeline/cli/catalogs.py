@@ -12,7 +12,7 @@ from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, app, out
+from ._app import _fail, app, out, wide
 
 
 @app.command()
@@ -45,13 +45,14 @@ def drives(
         for k, f in r["figures"].items():
             t.add_row(k, str(f["value"]), escape(f["label"] + (": " + f["how"] if f["how"]
                                                               else "")), escape(f["source"]))
-        out.print(t)
+        wide(160).print(t)
         return
     t = Table("name", "kind", "class", "model", "GB")
+    t.columns[0].no_wrap = True  # the name to type: never cut (it was, at 80 columns)
     for r in rows:
         t.add_row(str(r["name"]), str(r["kind"]), escape(str(r["class"])),
                   escape(str(r["model"])), f"{r['capacity_gb']:.1f}")
-    out.print(t)
+    wide(120).print(t)
 
 
 @app.command()
@@ -68,4 +69,4 @@ def formats(
     t = Table("format", "description")
     for name, f in reg.items():
         t.add_row(name, escape(f.description))
-    out.print(t)
+    wide(120).print(t)
