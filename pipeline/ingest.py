@@ -21,7 +21,7 @@ from blocklab.traces import formats
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import Chunk, Format, ReadContext
 from blocklab.traces.io import Input
-from blocklab.traces.schema import NULL, NUMPY_DTYPES, TIME_COLUMNS, parse_dev
+from blocklab.traces.schema import NULL, NUMPY_DTYPES, TIME_COLUMNS, format_dev, parse_dev
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
 
 from . import __version__
@@ -164,6 +164,7 @@ def ingest(
     streams = []
     contexts = []
     fmts: list[Format] = []
+    seen: set[int] = set()  # with --device, the devices read until one request was kept
     total = 0
 
     def tick() -> None:
@@ -182,7 +183,7 @@ def ingest(
             ctx = budget.context(device=dev, on_progress=tick)
             fmts.append(f)
             contexts.append(ctx)
-            streams.append(_filtered(f.read(ins, ctx), dev))
+            streams.append(_filtered(f.read(ins, ctx), dev, seen))
         meta = TraceMeta(source_format=",".join(sorted({f.name for f in fmts})))
         meta.blocklab_version = __version__
         with TraceWriter(output, meta) as writer:
@@ -193,6 +194,15 @@ def ingest(
             for chunk in _chain(chunks, merged):
                 _rebase(chunk, t0)
                 writer.write(columns_to_batch(chunk.cols, chunk.comm))
+            seen.update(*(c.devices for c in contexts))
+            seen.discard(NULL)
+            if dev is not None and writer.rows == 0 and seen:
+                # a device the inputs do not have is a mistake, not an empty trace (as
+                # `trace iostat --device` says); the output is not written
+                linux = all(c.linux_devices for c in contexts)
+                have = ", ".join(format_dev(d, linux) for d in sorted(seen))
+                raise BlocklabError(f"--device {device}: no such device in "
+                                    f"{', '.join(i.name for i in inputs)} (devices: {have})")
             meta.sources = [i.finish() for i in inputs]
             _fill_meta(meta, contexts, t0, budget)
         tick()
@@ -216,10 +226,17 @@ def _chain(first: list[Chunk], rest: Iterator[Chunk]) -> Iterator[Chunk]:
     yield from rest
 
 
-def _filtered(stream: Iterator[Chunk], dev: int | None) -> Iterator[Chunk]:
+def _filtered(stream: Iterator[Chunk], dev: int | None, seen: set[int]) -> Iterator[Chunk]:
+    """The chunks of ``stream`` with the requests of device ``dev`` only (all without it);
+    the devices met are noted in ``seen`` until a request of ``dev`` is kept (for the error
+    when none is: no cost once one is)."""
+    kept = False
     for chunk in stream:
         if dev is not None:
             keep = chunk.cols["device"] == dev
+            if not kept and len(chunk):
+                seen.update(d for d in np.unique(chunk.cols["device"]).tolist() if d != NULL)
+                kept = bool(keep.any())
             if not keep.all():
                 chunk = chunk.take(np.nonzero(keep)[0])
         if len(chunk):

@@ -227,3 +227,22 @@ def test_replay_refuses_a_folder_that_is_not_a_run(tmp_path):
         res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o", str(empty)])
         assert res.exit_code == 0, res.output
         assert (empty / "meta.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["blktrace", "disksim"])
+def test_a_device_the_input_does_not_have(tmp_path, kind):
+    """``ingest --device`` of a device no request has: one line naming the input and the
+    devices it has, exit 2, nothing written (it wrote an empty trace and exited 0), for a
+    format whose reader keeps the device early (blktrace) and one filtered after it."""
+    if kind == "blktrace":
+        src = tmp_path / "t.blktrace.0"
+        src.write_bytes(_blob(_events(5)))
+        have = "devices: 8,0)"
+    else:
+        src = tmp_path / "t.disksim.txt"
+        src.write_text("0.0 3 8 8 1\n1.0 5 64 8 0\n")
+        have = "devices: 3, 5)"
+    res, out = run_ingest(tmp_path, src, "--device", "9:9")
+    assert_clean_failure(res, out, f"--device 9:9: no such device in {src}", have)
+    res, out = run_ingest(tmp_path, src, "--device", "8:0" if kind == "blktrace" else "5")
+    assert res.exit_code == 0, res.output

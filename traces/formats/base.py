@@ -42,6 +42,9 @@ class ReadContext:
 
     skip_bad: int = 0  # bad records that may still be skipped
     device: int | None = None  # keep only this device
+    # with ``device``, the devices a reader that filters early met until it kept a request
+    # of it: what ingest names when it never does
+    devices: set[int] = dataclasses.field(default_factory=set)
     skipped: int = 0
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     clock: str = "relative"  # "unix" when times are ns since 1970, so the start is wall-clock

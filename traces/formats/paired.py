@@ -191,9 +191,14 @@ def pair_stream(
 ) -> Iterator[Chunk]:
     """Turn time-ordered event chunks into request chunks in arrival order."""
     pairer = Pairer(expect_queue, ctx)
+    found = False
     for events in event_chunks:
         if ctx.device is not None and len(events):
-            events = events[events[:, K.TE_DEV] == ctx.device]
+            keep = events[:, K.TE_DEV] == ctx.device
+            if not found:
+                ctx.devices.update(np.unique(events[:, K.TE_DEV]).tolist())
+                found = bool(keep.any())
+            events = events[keep]
         if len(events) == 0:
             continue
         pairer.feed(events)
