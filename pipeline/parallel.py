@@ -47,7 +47,8 @@ segment their start falls in, and ``parallel.drive_busy_exact`` says false.)
 **Where exactness is given up**: closed loop (arrivals follow completions: a segment cannot
 know when its first request is issued), drive failures and background tasks (a rebuild's
 progress spans the whole run), and a trace that cannot be cut (fewer requests than two
-segments, or all arriving at once) are replayed serially, and the result says why.
+segments, or all arriving within one statistics interval, where a cut must fall) are
+replayed serially, and the result says why (before a local cluster is started for nothing).
 
 Output: each segment writes its kept rows as Parquet parts (``ios.parquet``, and
 ``drive_ops.parquet``), with the serial replay's writer (``replay._RunWriter``: the schema,
@@ -304,6 +305,14 @@ def index_trace(pf: pq.ParquetFile, speed: float) -> TraceIndex:
     return TraceIndex(reqs, rows, grid, group_rows, group_requests, first_at, gap, backwards)
 
 
+def _uncut(ix: TraceIndex, segments: int) -> str:
+    """Why no cut was found for ``segments`` segments."""
+    if segments < 2:
+        return "one segment"
+    return (f"its requests cannot be cut in time: a cut falls on a statistics interval's "
+            f"edge ({ix.grid_ns / 1e9:g} s here), and they all arrive within one")
+
+
 def choose_cuts(ix: TraceIndex, segments: int) -> list[int]:
     """Grid lines to cut at (ascending): for each even split of the requests, among the grid
     lines whose first request is within a quarter of a segment of it, those whose arrival gap
@@ -428,6 +437,9 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
     if ix.requests <= 1:
         return _serial("the trace has one request" if ix.requests else "the trace has no "
                        "requests", **kw)
+    if not scheduler and workers is not None and not choose_cuts(ix, segments or workers):
+        # known before a local cluster is started for nothing (2.4 s of a short trace)
+        return _serial(_uncut(ix, segments or workers), **kw)
     client, cluster = None, None
 
     def release() -> None:
@@ -453,10 +465,8 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         want = segments or nworkers
         lines = choose_cuts(ix, want)
         if not lines:
-            why = ("its requests cannot be cut in time (they arrive at once)"
-                   if want > 1 else "one segment")
             release()
-            return _serial(why, **kw)
+            return _serial(_uncut(ix, want), **kw)
         t_warm = time.perf_counter()
         warm_s = warm_kernels()
         warm_cluster(client, local=cluster is not None)

@@ -270,6 +270,27 @@ def test_one_worker_and_one_request_replay_serially(work, cluster, tmp_path):
     assert r.parallel is not None and "closed loop" in r.parallel["serial_because"]
 
 
+def test_a_trace_that_cannot_be_cut_starts_no_cluster(work, tmp_path, monkeypatch):
+    """Requests that all arrive within one statistics interval (where a cut must fall):
+    replayed serially, saying why with the interval, and without starting a local cluster
+    first (it started one, 2.4 s, and said the requests "arrive at once")."""
+    from blocklab.pipeline import cluster as C
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(C, "connect", no_cluster)
+    trace = write_trace(tmp_path / "short.parquet", np.arange(200, dtype=np.int64) * 1000,
+                        seed=3)
+    r = replay_parallel(trace, work / "a.toml", tmp_path / "w2", workers=2)
+    assert r.parallel is not None
+    why = r.parallel["serial_because"]
+    assert why.startswith("its requests cannot be cut in time") and " s here)" in why, why
+    ser = tmp_path / "serial"
+    replay(trace, work / "a.toml", ser)
+    assert table(tmp_path / "w2", "ios").equals(table(ser, "ios"))
+
+
 def test_a_worker_that_dies_mid_segment(work, cluster, tmp_path):
     """SIGKILL to the worker process writing a segment (its process id is in the part's
     name): Dask runs the segment again elsewhere and the run still equals the serial one."""
