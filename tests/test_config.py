@@ -152,3 +152,37 @@ def test_framed_links_carry_what_the_headers_leave(tmp_path: Path, proto, mtu, l
                  f"protocol = \"{proto}\", mtu = {mtu}, frame_us = {frame_us} }}\n")
     c = load_array(f).controller
     assert c.link_payload_bytes_per_s() == pytest.approx(want, rel=1e-12)
+
+
+def test_a_cache_that_costs_nothing_is_told():
+    """A controller cache with no command overhead, internal bus or host link: a hit and a
+    cached write take 0 ns, which replay tells (each of the three alone is a cost)."""
+    from blocklab.pipeline.model.config import ControllerConfig
+
+    assert ControllerConfig().free_cache_note() is None  # no cache
+    free = ControllerConfig(cache_bytes=1 << 30)
+    assert "complete in 0 ns" in (free.free_cache_note() or "")
+    for cost in ({"command_overhead_ns": 20_000}, {"bandwidth_bytes_per_s": 1e9},
+                 {"link_gbit_per_s": 8.0}):
+        assert ControllerConfig(cache_bytes=1 << 30, **cost).free_cache_note() is None, cost
+
+
+@pytest.mark.replays
+def test_replay_tells_a_cache_that_costs_nothing(tmp_path):
+    """Through the CLI: the note on standard error, once, with its key names whole."""
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+
+    arr = tmp_path / "a.toml"
+    arr.write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 4\ndrive = "atlas10k"\n'
+                   '[controller]\ncache = "64MiB"\n')
+    runner = CliRunner()
+    res = runner.invoke(app, ["synth", "iometer", "--requests", "200", "--array", str(arr),
+                              "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["replay", str(tmp_path / "t.parquet"), "--array", str(arr), "-o",
+                              str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    notes = [ln for ln in res.stderr.splitlines() if ln.startswith("blocklab: note: ")]
+    assert len(notes) == 1 and "complete in 0 ns" in notes[0] and "[controller]" in notes[0]

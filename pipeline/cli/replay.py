@@ -100,6 +100,11 @@ def replay(
                         max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes)
         except BlocklabError as e:
             _fail(e)
+    from blocklab.pipeline.model.config import load_array
+
+    note = load_array(array).controller.free_cache_note()
+    if note:
+        err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return

@@ -159,6 +159,19 @@ class ControllerConfig:
     # cost that bounds a software target at small MTUs; 0 = none
     link_frame_ns: int = 0
 
+    def free_cache_note(self) -> str | None:
+        """What to tell a user whose cache costs nothing: with a controller cache and no
+        command overhead, internal bus or host link, a cache hit, and a write-back write the
+        cache takes, complete in 0 ns, which no real array gives (measured: every write of an
+        Orion trace on examples/arrays/nearline-raid6-inline.toml, 1 MiB ones too). These are
+        the engine's defaults, kept: an array file says what its controller is."""
+        if self.cache_bytes <= 0 or self.command_overhead_ns > 0 \
+                or self.bandwidth_bytes_per_s > 0 or self.link_payload_bytes_per_s() > 0:
+            return None
+        return ("the controller has a cache but no command_overhead_us, bandwidth_mb_s or "
+                "host_links: a cache hit, and a write the cache takes, complete in 0 ns; give "
+                "them in [controller] for latencies a real array would show (docs/arrays.md)")
+
     def link_payload_bytes_per_s(self) -> float:
         """What the host links carry of data per second, all links together: the wire rate
         less the protocol's headers per frame, and no more than the controller's frame
