@@ -55,6 +55,7 @@ from blocklab.traces.schema import (
     RUN_SCHEMA_VERSION,
     RUN_SCHEMAS,
     SECTOR_BYTES,
+    format_dev,
 )
 from blocklab.traces.store import AtomicFolder, open_trace, run_parquet_writer
 
@@ -307,6 +308,28 @@ def _trace_span_ns(pf: pq.ParquetFile) -> int:
             col = pf.read_row_group(i, columns=["time_ns"]).column(0).to_numpy()
             span = max(span, int(col.max()) if len(col) else 0)
     return span
+
+
+def devices_note(trace: str | Path) -> str | None:
+    """What to tell a user whose trace holds requests of more than one device: a replay puts
+    them all on the one volume, in one address space (a tracefs capture of a loop device and
+    its backing disk counts each request twice). Read from the device column's statistics in
+    the Parquet footer alone: the lowest and highest device, no pass over the trace."""
+    pf, meta = open_trace(Path(trace))
+    col = pf.schema_arrow.get_field_index("device")
+    lo = hi = None
+    for i in range(pf.metadata.num_row_groups):
+        stats = pf.metadata.row_group(i).column(col).statistics
+        if stats is None or not stats.has_min_max:
+            return None  # (a writer without statistics: say nothing rather than scan)
+        lo = int(stats.min) if lo is None else min(lo, int(stats.min))
+        hi = int(stats.max) if hi is None else max(hi, int(stats.max))
+    if lo is None or lo == hi:
+        return None
+    linux = meta.linux_devices
+    return (f"{trace} holds requests of several devices ({format_dev(lo, linux)} to "
+            f"{format_dev(hi, linux)}): the replay puts them all on one volume, in one address "
+            "space; `blocklab ingest --device` keeps one")
 
 
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,

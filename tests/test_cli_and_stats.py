@@ -228,3 +228,33 @@ def test_the_drive_table_shows_every_name_whole():
     assert len(names) == 13
     cells = {c.strip() for ln in res.output.splitlines() for c in ln.split("│")[1:2]}
     assert set(names) <= cells, sorted(set(names) - cells)
+
+
+@pytest.mark.replays
+def test_replay_tells_a_trace_of_several_devices(tmp_path):
+    """A trace of two devices (a capture of a loop device and its backing disk): replay puts
+    every request on one volume, and says so, once, naming the lowest and highest device; a
+    trace of one device is replayed without a word."""
+    from .blktrace_writer import Event, pack
+
+    def blk(path, devs):
+        ev = []
+        for j in range(40):
+            d = devs[j % len(devs)]
+            ev += [Event(1000 * j, "Q", d, 8 * j, 4096, "read", 7, 0),
+                   Event(1000 * j + 500, "C", d, 8 * j, 4096, "read", 7, 0)]
+        path.write_bytes(b"".join(pack(e, k) for k, e in enumerate(ev)))
+        return path
+
+    array = str(ROOT / "examples" / "arrays" / "raid6-4p2-x8.toml")
+    for devs, told in (([7 << 20, 254 << 20], True), ([8 << 20], False)):
+        src = blk(tmp_path / f"t{len(devs)}.blktrace.0", devs)
+        trace = tmp_path / f"t{len(devs)}.parquet"
+        assert runner.invoke(app, ["ingest", str(src), "-o", str(trace)]).exit_code == 0
+        res = runner.invoke(app, ["replay", str(trace), "--array", array, "-o",
+                                  str(tmp_path / f"run{len(devs)}")])
+        assert res.exit_code == 0, res.output
+        notes = [ln for ln in res.stderr.splitlines() if "several devices" in ln]
+        assert notes == ([f"blocklab: note: {trace} holds requests of several devices (7,0 "
+                          "to 254,0): the replay puts them all on one volume, in one address "
+                          "space; `blocklab ingest --device` keeps one"] if told else [])

@@ -101,10 +101,11 @@ def replay(
         except BlocklabError as e:
             _fail(e)
     from blocklab.pipeline.model.config import load_array
+    from blocklab.pipeline.replay import devices_note
 
-    note = load_array(array).controller.free_cache_note()
-    if note:
-        err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
+    for note in (devices_note(trace), load_array(array).controller.free_cache_note()):
+        if note:
+            err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
