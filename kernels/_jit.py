@@ -88,9 +88,19 @@ def _cache_dir() -> str:
     return os.path.join(base, h.hexdigest()[:16])
 
 
+def _own(folder: str) -> bool:
+    """Whether this user owns ``folder`` and may write it: root (``sudo blocklab capture``)
+    may write a user's environment, but the kernels it compiled there would be root's, and
+    the user's next compile into that folder would fail; root keeps its own cache."""
+    try:
+        return os.stat(folder).st_uid == os.geteuid() and os.access(folder, os.W_OK)
+    except OSError:
+        return False
+
+
 def _default_base() -> str:
     """Where kernels are cached when NUMBA_CACHE_DIR does not say: in the virtual environment
-    blocklab runs from (``.venv/numba-cache``), when it has one that this user may write, else
+    blocklab runs from (``.venv/numba-cache``), when it has one that this user owns, else
     in the user's cache folder (``~/.cache/blocklab/numba``).
 
     The environment's own folder is what ``make setup`` fills: a ``blocklab`` started from
@@ -99,7 +109,7 @@ def _default_base() -> str:
     command started by hand compiled every kernel again into the user's folder (measured: a
     1 M-request replay with a failure, run from a script after ``make setup``, 45 s against
     2 s). Two installs of different sources never share a folder: it is keyed on them."""
-    if sys.prefix != sys.base_prefix and os.access(sys.prefix, os.W_OK):
+    if sys.prefix != sys.base_prefix and _own(sys.prefix):
         return os.path.join(sys.prefix, "numba-cache")
     return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                         "blocklab", "numba")

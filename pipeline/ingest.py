@@ -196,7 +196,7 @@ def ingest(
                 writer.write(columns_to_batch(chunk.cols, chunk.comm))
             seen.update(*(c.devices for c in contexts))
             seen.discard(NULL)
-            if dev is not None and writer.rows == 0 and seen:
+            if dev is not None and writer.rows == 0 and seen and dev not in seen:
                 # a device the inputs do not have is a mistake, not an empty trace (as
                 # `trace iostat --device` says); the output is not written
                 linux = all(c.linux_devices for c in contexts)

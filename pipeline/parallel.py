@@ -437,9 +437,10 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
     if ix.requests <= 1:
         return _serial("the trace has one request" if ix.requests else "the trace has no "
                        "requests", **kw)
-    if not scheduler and workers is not None and not choose_cuts(ix, segments or workers):
+    local = segments or workers or os.cpu_count() or 1  # (a local cluster's default size)
+    if not scheduler and not choose_cuts(ix, local):
         # known before a local cluster is started for nothing (2.4 s of a short trace)
-        return _serial(_uncut(ix, segments or workers), **kw)
+        return _serial(_uncut(ix, local), **kw)
     client, cluster = None, None
 
     def release() -> None:

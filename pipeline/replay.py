@@ -316,6 +316,8 @@ def devices_note(trace: str | Path) -> str | None:
     its backing disk counts each request twice). Read from the device column's statistics in
     the Parquet footer alone: the lowest and highest device, no pass over the trace."""
     pf, meta = open_trace(Path(trace))
+    if meta.source_format.startswith("synth-"):
+        return None  # a generator's devices (SPC-1's ASUs) are parts of the one host volume
     col = pf.schema_arrow.get_field_index("device")
     lo = hi = None
     for i in range(pf.metadata.num_row_groups):

@@ -221,6 +221,16 @@ def test_replay_refuses_a_folder_that_is_not_a_run(tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert (mine / "notes.txt").read_text() == "important\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "t.parquet"]
+    other = tmp_path / "other"  # another tool's meta.json is not a run's
+    other.mkdir()
+    (other / "meta.json").write_text('{"tool": "not blocklab"}')
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o", str(other)])
+    assert res.exit_code == 2 and f"{other}: exists and is not a run folder" in res.stderr
+    assert (other / "meta.json").read_text() == '{"tool": "not blocklab"}'
+    link = tmp_path / "link"  # a symbolic link: refused before the work (the rename failed)
+    link.symlink_to(mine)
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o", str(link)])
+    assert res.exit_code == 2 and f"{link}: a symbolic link" in res.stderr, res.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     for _ in range(2):  # into an empty folder, then over the run folder it became
@@ -245,4 +255,18 @@ def test_a_device_the_input_does_not_have(tmp_path, kind):
     res, out = run_ingest(tmp_path, src, "--device", "9:9")
     assert_clean_failure(res, out, f"--device 9:9: no such device in {src}", have)
     res, out = run_ingest(tmp_path, src, "--device", "8:0" if kind == "blktrace" else "5")
+    assert res.exit_code == 0, res.output
+
+
+def test_a_device_with_events_but_no_request_gives_an_empty_trace(tmp_path):
+    """--device of a device the input has, with plug and unplug events but no request: that
+    device is there, so an empty trace (exit 0), not "no such device" naming it."""
+    ev = [Event(10, "P", 8 << 20, 0, 0, "read", 7, 0), Event(20, "U", 8 << 20, 0, 0, "read", 7, 0)]
+    for j in range(3):
+        ev += [Event(100 * j, "Q", 8 << 20 | 16, 8 * j, 4096, "read", 7, 0),
+               Event(100 * j + 50, "C", 8 << 20 | 16, 8 * j, 4096, "read", 7, 0)]
+    ev.sort(key=lambda e: e.time)
+    src = tmp_path / "p.blktrace.0"
+    src.write_bytes(_blob(ev))
+    res, out = run_ingest(tmp_path, src, "--device", "8:0")
     assert res.exit_code == 0, res.output

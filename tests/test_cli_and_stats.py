@@ -200,6 +200,9 @@ def test_compressed_binary_detected_by_content(tmp_path, comp):
     (["replay"], "blocklab replay: Missing argument 'trace'"),
     (["nosuch"], "blocklab: No such command 'nosuch'"),
     (["--bogus"], "blocklab: No such option: --bogus"),
+    (["replay", "t.parquet", "--array", "a.toml", "--fail"],  # the parser's: no context
+     "blocklab replay: Option '--fail' requires an argument"),
+    (["trace", "head", "t.parquet", "-n"], "blocklab trace head: Option '-n' requires"),
 ])
 def test_a_bad_option_is_one_line(argv, says):
     """A bad option value, an unknown option or command, a missing argument: one line naming
@@ -247,6 +250,13 @@ def test_replay_tells_a_trace_of_several_devices(tmp_path):
         return path
 
     array = str(ROOT / "examples" / "arrays" / "raid6-4p2-x8.toml")
+    # SPC-1's ASUs (devices 1 to 3) are parts of one host volume: not told
+    res = runner.invoke(app, ["synth", "spc1", "--bsu", "1", "--duration", "2", "--array",
+                              array, "-o", str(tmp_path / "spc1.parquet")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["replay", str(tmp_path / "spc1.parquet"), "--array", array, "-o",
+                              str(tmp_path / "spc1-run")])
+    assert res.exit_code == 0 and "several devices" not in res.stderr, res.stderr
     for devs, told in (([7 << 20, 254 << 20], True), ([8 << 20], False)):
         src = blk(tmp_path / f"t{len(devs)}.blktrace.0", devs)
         trace = tmp_path / f"t{len(devs)}.parquet"

@@ -187,6 +187,9 @@ def test_the_kernel_cache_is_the_virtual_environments_own(monkeypatch, tmp_path)
     with monkeypatch.context() as m:
         m.setattr(_jit.os, "access", lambda path, mode: False)  # a venv this user cannot write
         assert _jit._default_base() == str(tmp_path / "blocklab" / "numba")
+    with monkeypatch.context() as m:  # root in a user's venv (sudo): not root's to fill
+        m.setattr(_jit.os, "geteuid", lambda: os.stat(_jit.sys.prefix).st_uid + 1)
+        assert _jit._default_base() == str(tmp_path / "blocklab" / "numba")
     monkeypatch.setattr(_jit.sys, "prefix", _jit.sys.base_prefix)  # no virtual environment
     assert _jit._default_base() == str(tmp_path / "blocklab" / "numba")
 

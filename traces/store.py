@@ -157,6 +157,15 @@ def _unlink(p: Path) -> None:
         os.unlink(p)
 
 
+def _holds(path: Path, key: str) -> bool:
+    """Whether ``path`` is a JSON object with the key ``key``."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and key in data
+
+
 class AtomicFolder:
     """A folder written under a temporary name (``.NAME.tmp-PID``, mode 0700) and renamed into
     place by ``commit``; ``fail`` removes it. The folder's name is locked in between, as
@@ -173,11 +182,12 @@ class AtomicFolder:
     """
 
     def __init__(self, dest: str | os.PathLike[str], mode: int = 0o700,
-                 marker: str = "meta.json"):
-        """``marker``: the file that says an existing folder of that name is one of these
-        outputs, which ``commit`` may replace; an existing folder without it that holds
-        anything is refused, not emptied (a user's folder given as ``-o`` by mistake: the
-        rename once deleted whatever it held)."""
+                 marker: str = "meta.json", marker_key: str = "run_schema_version"):
+        """``marker``: the JSON file, with the key ``marker_key``, that says an existing
+        folder of that name is one of these outputs, which ``commit`` may replace; an existing
+        folder without it that holds anything is refused, not emptied (a user's folder given
+        as ``-o`` by mistake: the rename once deleted whatever it held; another tool's
+        meta.json is not a run's)."""
         self.dest = Path(dest)
         self._lock = output_lock(self.dest, make_parent=True)
         with critical(raise_at_end=False):  # a signal waits for the try below (check())
@@ -189,10 +199,12 @@ class AtomicFolder:
             check()
             if self.dest.exists() and not self.dest.is_dir():
                 raise BlocklabError(f"{self.dest}: exists and is not a folder")
-            if (self.dest.is_dir() and not self.dest.is_symlink()
-                    and not (self.dest / marker).exists() and any(self.dest.iterdir())):
-                raise BlocklabError(f"{self.dest}: exists and is not a run folder (no {marker}); "
-                                    "not replaced: remove it or write elsewhere")
+            if self.dest.is_symlink():  # (the rename would fail once the work is done)
+                raise BlocklabError(f"{self.dest}: a symbolic link; give the folder it names")
+            if (self.dest.is_dir() and not _holds(self.dest / marker, marker_key)
+                    and any(self.dest.iterdir())):
+                raise BlocklabError(f"{self.dest}: exists and is not a run folder (no blocklab "
+                                    f"{marker}); not replaced: remove it or write elsewhere")
             if self.tmp.exists():
                 shutil.rmtree(self.tmp)
             # registered before it exists: a signal between the constructor's return and the

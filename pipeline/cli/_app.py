@@ -27,10 +27,22 @@ except ImportError:  # pragma: no cover - a Typer on Click itself
     from click.exceptions import UsageError as _UsageError  # type: ignore[assignment]
 
 
-def _usage_error(e: Any) -> None:
+def _usage_error(e: Any, top: Any = None, argv: list[str] | None = None) -> None:
     """A bad option value, a missing argument, an unknown option or command: one line, as any
-    other bad input, where Click drew a box of six lines with the usage."""
-    where = e.ctx.command_path if e.ctx is not None else "blocklab"
+    other bad input, where Click drew a box of six lines with the usage. An error of the
+    option parser has no context (``--fail`` without its value): the command is then the
+    path of command names ``argv`` starts with, from the group ``top``."""
+    if e.ctx is not None:
+        where = e.ctx.command_path
+    else:
+        names, cmd = ["blocklab"], top
+        for tok in argv or []:
+            sub = getattr(cmd, "commands", {}).get(tok)
+            if sub is None:
+                break
+            names.append(tok)
+            cmd = sub
+        where = " ".join(names)
     if not e.format_message().strip():  # no arguments: the help is the answer, shown already
         raise typer.Exit(e.exit_code)
     _fail(BlocklabError(f"{where}: {e.format_message().rstrip('.')} (see {where} --help)"))
@@ -47,6 +59,7 @@ class _Guarded(typer.core.TyperGroup):
             _usage_error(e)
 
     def invoke(self, ctx: Any) -> Any:
+        argv = [*getattr(ctx, "_protected_args", []), *ctx.args]  # (the group consumes them)
         with safety.signals_handled():
             try:
                 return super().invoke(ctx)
@@ -55,7 +68,7 @@ class _Guarded(typer.core.TyperGroup):
                           highlight=False, soft_wrap=True)
                 raise typer.Exit(128 + e.signum) from None
             except _UsageError as e:
-                _usage_error(e)
+                _usage_error(e, self, argv)
             except typer.Exit as e:
                 sig = safety.received()  # a command that turned the signal into its own exit
                 if sig is not None and e.exit_code:

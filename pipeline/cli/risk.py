@@ -47,6 +47,7 @@ def cache_mrc(
     """The LRU miss-ratio curve of a trace: the miss ratio an LRU cache of each size would
     have had, from every block access's reuse (stack) distance, reads and writes apart;
     exact, or estimated from a spatial sample (SHARDS)."""
+    _kernels_ready()
     from blocklab.pipeline.mrc import mrc as run
     from blocklab.pipeline.mrc import parse_size
 
