@@ -268,3 +268,21 @@ def test_replay_tells_a_trace_of_several_devices(tmp_path):
         assert notes == ([f"blocklab: note: {trace} holds requests of several devices (7,0 "
                           "to 254,0): the replay puts them all on one volume, in one address "
                           "space; `blocklab ingest --device` keeps one"] if told else [])
+
+
+@pytest.mark.replays
+def test_replay_of_a_trace_without_requests_gives_no_latency(tmp_path):
+    """An empty trace replays (exit 0) and says it had no request, not "latency mean 0.000 ms",
+    which reads as a measured figure."""
+    src = tmp_path / "t.disksim.txt"
+    src.write_text("")
+    trace = tmp_path / "t.parquet"
+    res = runner.invoke(app, ["ingest", str(src), "--format", "disksim", "-o", str(trace)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["replay", str(trace), "--array",
+                              str(ROOT / "examples" / "arrays" / "raid5-entry.toml"), "-o",
+                              str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())  # (the console folds lines at 80 columns)
+    assert "0 requests, no latency (the trace has no read or write request)" in said, said
+    assert "0.000 ms" not in said

@@ -105,11 +105,11 @@ def replay(
         print(json.dumps(r.as_dict(), indent=2))
         return
     passes = f" in {r.passes} passes of the trace" if repeat_until_tasks_end else ""
-    out.print(
-        f"{r.output}: {r.requests} requests{passes}, latency mean {r.mean_latency_ms:.3f} ms, "
-        f"p99 {r.p99_latency_ms:.3f} ms; replayed at {r.requests_per_s:,.0f} requests/s",
-        highlight=False,
-    )
+    # no request, no latency: "mean 0.000 ms" read as a measured figure
+    lat = (f"latency mean {r.mean_latency_ms:.3f} ms, p99 {r.p99_latency_ms:.3f} ms"
+           if r.requests else "no latency (the trace has no read or write request)")
+    out.print(f"{r.output}: {r.requests} requests{passes}, {lat}; replayed at "
+              f"{r.requests_per_s:,.0f} requests/s", highlight=False)
     if r.repeat_limit_reached:
         out.print(f"  --max-passes {r.passes} reached with background tasks still under way: "
                   "they finished without host I/O (raise --max-passes to cover them)",
