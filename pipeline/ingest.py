@@ -164,7 +164,6 @@ def ingest(
     streams = []
     contexts = []
     fmts: list[Format] = []
-    seen: set[int] = set()  # with --device, the devices read until one request was kept
     total = 0
 
     def tick() -> None:
@@ -183,7 +182,7 @@ def ingest(
             ctx = budget.context(device=dev, on_progress=tick)
             fmts.append(f)
             contexts.append(ctx)
-            streams.append(_filtered(f.read(ins, ctx), dev, seen))
+            streams.append(_filtered(f.read(ins, ctx), ctx))
         meta = TraceMeta(source_format=",".join(sorted({f.name for f in fmts})))
         meta.blocklab_version = __version__
         with TraceWriter(output, meta) as writer:
@@ -194,8 +193,7 @@ def ingest(
             for chunk in _chain(chunks, merged):
                 _rebase(chunk, t0)
                 writer.write(columns_to_batch(chunk.cols, chunk.comm))
-            seen.update(*(c.devices for c in contexts))
-            seen.discard(NULL)
+            seen = set().union(*(c.devices for c in contexts)) - {NULL}
             if dev is not None and writer.rows == 0 and seen and dev not in seen:
                 # a device the inputs do not have is a mistake, not an empty trace (as
                 # `trace iostat --device` says); the output is not written
@@ -226,16 +224,18 @@ def _chain(first: list[Chunk], rest: Iterator[Chunk]) -> Iterator[Chunk]:
     yield from rest
 
 
-def _filtered(stream: Iterator[Chunk], dev: int | None, seen: set[int]) -> Iterator[Chunk]:
-    """The chunks of ``stream`` with the requests of device ``dev`` only (all without it);
-    the devices met are noted in ``seen`` until a request of ``dev`` is kept (for the error
-    when none is: no cost once one is)."""
+def _filtered(stream: Iterator[Chunk], ctx: ReadContext) -> Iterator[Chunk]:
+    """The chunks of ``stream`` with the requests of ``ctx.device`` only (all without it);
+    the devices met are noted in ``ctx.devices`` until a request of it is kept, as the
+    readers that keep a device early note them (for the error when none is: no cost once
+    one is)."""
+    dev = ctx.device
     kept = False
     for chunk in stream:
         if dev is not None:
             keep = chunk.cols["device"] == dev
             if not kept and len(chunk):
-                seen.update(d for d in np.unique(chunk.cols["device"]).tolist() if d != NULL)
+                ctx.devices.update(np.unique(chunk.cols["device"]).tolist())
                 kept = bool(keep.any())
             if not keep.all():
                 chunk = chunk.take(np.nonzero(keep)[0])

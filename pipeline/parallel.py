@@ -414,7 +414,7 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         return RP.replay(**kw)  # its one-line error
     trace = Path(trace)
     cfg = load_array(array)
-    pf, _meta = open_trace(trace)
+    pf, trace_meta = open_trace(trace)
     if closed_loop:
         return _serial("closed loop: a request is issued when an earlier one completes, so "
                        "no segment can start on its own", **kw)
@@ -479,9 +479,11 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         client.run(load_kernels, str(array), drive_ops, on_error="ignore")
         warm_s += time.perf_counter() - t0
         setup_s = connect_s + time.perf_counter() - t_warm
-        return _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
-                    speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, setup_s,
-                    release, progress, first_margin)
+        res = _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
+                   speed, wrap, drive_ops, nworkers, scheduler or "local", warm_s, setup_s,
+                   release, progress, first_margin)
+        res.notes = RP.run_notes(pf, trace_meta, trace, cfg)
+        return res
     finally:
         try:
             release()

@@ -57,7 +57,7 @@ from blocklab.traces.schema import (
     SECTOR_BYTES,
     format_dev,
 )
-from blocklab.traces.store import AtomicFolder, open_trace, run_parquet_writer
+from blocklab.traces.store import AtomicFolder, TraceMeta, open_trace, run_parquet_writer
 
 from . import __version__
 from . import runmeta as RM
@@ -99,6 +99,8 @@ class ReplayResult:
     passes: int = 1
     # repeat: background tasks were still under way when max_passes stopped the repetition
     repeat_limit_reached: bool = False
+    # what the user should know of a run that went well (run_notes)
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -310,12 +312,18 @@ def _trace_span_ns(pf: pq.ParquetFile) -> int:
     return span
 
 
-def devices_note(trace: str | Path) -> str | None:
+def run_notes(pf: pq.ParquetFile, meta: TraceMeta, trace: Path, cfg: ArrayConfig) -> list[str]:
+    """What to tell the user of a replay of ``trace`` (opened as ``pf``, ``meta``) on ``cfg``
+    that went well: a trace of several devices put on one volume (``_devices_note``), a
+    controller cache that costs nothing (ControllerConfig.free_cache_note)."""
+    return [n for n in (_devices_note(pf, meta, trace), cfg.controller.free_cache_note()) if n]
+
+
+def _devices_note(pf: pq.ParquetFile, meta: TraceMeta, trace: Path) -> str | None:
     """What to tell a user whose trace holds requests of more than one device: a replay puts
     them all on the one volume, in one address space (a tracefs capture of a loop device and
     its backing disk counts each request twice). Read from the device column's statistics in
     the Parquet footer alone: the lowest and highest device, no pass over the trace."""
-    pf, meta = open_trace(Path(trace))
     if meta.source_format.startswith("synth-"):
         return None  # a generator's devices (SPC-1's ASUs) are parts of the one host volume
     col = pf.schema_arrow.get_field_index("device")
@@ -362,7 +370,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
             Failure(d, at) for d, at in failures))
     arr = build_array(cfg)
     trace = Path(trace)
-    pf, _meta = open_trace(trace)
+    pf, trace_meta = open_trace(trace)
     total, skipped, streams = _scan(pf, trace, closed_loop)
     closed = streams is not None
     if repeat and not closed:
@@ -436,6 +444,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         p99_latency_ms=float(lat["quantile_ms"] or 0.0),
         elapsed_s=elapsed, requests_per_s=total * passes / elapsed if elapsed > 0 else 0.0,
         passes=passes, repeat_limit_reached=bool(repeat) and tasks_left > 0,
+        notes=run_notes(pf, trace_meta, trace, cfg),
     )
 
 

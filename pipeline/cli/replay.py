@@ -100,7 +100,8 @@ def replay(
                         max_passes=DEFAULT_MAX_PASSES if max_passes is None else max_passes)
         except BlocklabError as e:
             _fail(e)
-    _say_notes(trace, array)
+    for note in r.notes:
+        err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
@@ -134,14 +135,3 @@ def replay(
         lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
         out.print(f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
                   f"rebuild window {window}{lost}", highlight=False)
-
-
-def _say_notes(trace: Path, array: Path) -> None:
-    """What the user should know of a replay that went well: a trace of several devices put
-    on one volume, a controller cache that costs nothing (docs/engine.md)."""
-    from blocklab.pipeline.model.config import load_array
-    from blocklab.pipeline.replay import devices_note
-
-    for note in (devices_note(trace), load_array(array).controller.free_cache_note()):
-        if note:
-            err.print(f"blocklab: note: {note}", markup=False, highlight=False, soft_wrap=True)

@@ -42,8 +42,8 @@ class ReadContext:
 
     skip_bad: int = 0  # bad records that may still be skipped
     device: int | None = None  # keep only this device
-    # with ``device``, the devices a reader that filters early met until it kept a request
-    # of it: what ingest names when it never does
+    # with ``device``, the devices met until a request of it was kept (by the readers that
+    # keep a device early, or by ingest after them): what ingest names when none is
     devices: set[int] = dataclasses.field(default_factory=set)
     skipped: int = 0
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
