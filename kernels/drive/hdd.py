@@ -61,6 +61,15 @@ facts only):
   completes after the media write and a reselection. A read served from the segment of a
   read-ahead in progress gets the blocks the segment holds at interface speed, then the
   read-ahead's, none before it is read (``disk_buffer_transfer_size`` sends what it holds).
+- **Queued writes** (catalog drives, ``queued_write_data``; DiskSim's validation drives do not
+  set it): a drive with command queuing (SCSI tagged queuing on SAS and FC, SATA's native
+  command queuing) takes a waiting write's command and data while it serves the request before
+  it, once that request's data has left the interface, and holds the data in its buffer; with
+  its write cache off it still reports the write only once it is on the platter. The media
+  write starts as soon as the mechanism is free, so a contiguous stream of queued writes (a
+  rebuild's spare, a RAID controller's full-stripe writes) loses no revolution between writes,
+  where a drive offered one write at a time loses one. The engine keeps the queue and its
+  order (its scheduler); the drive adds when the waiting write's data is in.
 - **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
   soon as its head settles on the track and keeps the sectors that pass before the first one
   wanted (Quantum Atlas 10K II product manual, section 6.4: "the initial data read is stored in
@@ -68,11 +77,13 @@ facts only):
 
 Not modelled (docs/drives.md, the fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
-remapped to another sector (none in DiskSim's validation drives), command queueing inside the
-drive (the engine queues), sneaky read hits, reconnections when the interface overtakes the
-media during a read, and the disk keys ``pipeline/model/disksim_params.py`` lists as not
-modelled. Almost read hits (DiskSim's "Allow almost read hits": a read starting where the
-read-ahead in progress has got to is served from it) are modelled when the drive allows them.
+remapped to another sector (none in DiskSim's validation drives), a drive's reordering of
+its own queue (the engine's scheduler orders it), the queued overlap for reads (a read's
+command overhead after a read is nil on the catalog's firmware), sneaky read hits,
+reconnections when the interface overtakes the media during a read, and the disk keys
+``pipeline/model/disksim_params.py`` lists as not modelled. Almost read hits (DiskSim's "Allow
+almost read hits": a read starting where the read-ahead in progress has got to is served from
+it) are modelled when the drive allows them.
 
 Where each part lives:
 
@@ -139,6 +150,7 @@ from blocklab.kernels.drive.hdd_tables import (
     P_OV_WHW,
     P_OV_WMR,
     P_OV_WMW,
+    P_QUEUED_WRITES,
     P_RA_IDLE_HIT,
     P_RA_KIND,
     P_READ_ARRIVAL,
@@ -159,6 +171,7 @@ from blocklab.kernels.drive.hdd_tables import (
     P_XFER_W,
     PARAMS,
     RA_DEC,
+    S_BUS_FREE,
     S_CYL,
     S_DS_SEG,
     S_FREE,
@@ -187,7 +200,8 @@ from blocklab.kernels.drive.hdd_tables import (
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
 __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
            "Drive", "Field", "Zone", "locate", "new_state", "pack", "read_state", "replay_closed",
-           "seek_ms", "seek_times", "service", "settle", "track_bounds", "unpack", "zone_table"]
+           "seek_ms", "seek_times", "service", "service_queued", "settle", "track_bounds",
+           "unpack", "zone_table"]
 
 
 @njit(forceinline=True, nrt=False)
@@ -328,11 +342,12 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
 
 
 @njit(forceinline=True, nrt=False)
-def _write_timing(p, st, b, t, a, n, k, prev_write, seq, free, destaging):
+def _write_timing(p, st, b, t, tq, a, n, k, prev_write, seq, free, destaging):
     """When a write's data reaches the buffer and its media write may start: (segment, the
     segment's first block, when the media write may start, when the first block's transfer
     starts, the completion of a write-back write, the disconnection and reselection that end a
-    write-through write, the shortest positioning time)."""
+    write-through write, the shortest positioning time). ``tq`` is when the write reached the
+    drive's queue (``t`` when the drive took it at once)."""
     xw = p[P_XFER_W]
     seg_n = p[P_SEG_BLOCKS]
     mintime = p[P_MIN_SEEK]
@@ -366,6 +381,15 @@ def _write_timing(p, st, b, t, a, n, k, prev_write, seq, free, destaging):
         disc = p[P_XD_DISC2]
         resel = p[P_RESELECT2]
     else:
+        if p[P_QUEUED_WRITES] > 0:
+            # command queuing: a write that waited in the drive's queue had its command taken
+            # and its data sent while the drive served the request before it, once that
+            # request's own data phase had left the interface (SAS tagged queuing, SATA NCQ:
+            # the drive takes a queued write's data before it completes the one in progress),
+            # so its media write may start as soon as the mechanism is free: a contiguous
+            # stream of queued writes loses no revolution between writes. A write the drive
+            # took at once (tq == t) is served as before
+            t = min(t, max(tq, st[b + S_BUS_FREE]))
         ov = p[P_OV_WMW] if prev_write else p[P_OV_WMR]
         media_at = t + ov
         x0 = t + ov + p[P_DATA_PREP]
@@ -375,7 +399,7 @@ def _write_timing(p, st, b, t, a, n, k, prev_write, seq, free, destaging):
 
 
 @njit(forceinline=True, nrt=False)
-def _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cyl, head, pf,
+def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free, cyl, head, pf,
            destaging, stop_t, stop_c, stop_h):
     """Serve a write of ``n`` blocks at ``a`` arriving at ``t``, the drive's own work as
     ``_own_work`` found it. Returns the completion time."""
@@ -387,7 +411,7 @@ def _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cy
         cyl = stop_c
         head = stop_h
     k, seg_lo, media_at, x0, done, disc, resel, mintime = _write_timing(
-        p, st, b, t, a, n, k, prev_write, seq, free, destaging)
+        p, st, b, t, tq, a, n, k, prev_write, seq, free, destaging)
     need = 0
     if p[P_XD_ON] > 0:
         # DiskSim's HP C2247A model writes nothing until the buffer holds the whole request, or
@@ -398,6 +422,7 @@ def _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cy
     if p[P_WRITE_BACK] <= 0:
         done = max(t_end, x0 + n * xw + disc) + resel + p[P_COMPL_W]
         st[b + S_DS_SEG] = -1
+        st[b + S_BUS_FREE] = x0 + n * xw + disc  # the data is in: the drive disconnects
     else:
         st[b + S_DS_SEG] = k
         if prev_write and seq and p[P_NWSEGS] > 1:
@@ -410,6 +435,7 @@ def _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cy
             zb_w, _q_w, _n_w = _phys_call(p, zones, a)
             room = p[P_NWSEGS] * p[P_SEG_BLOCKS] * p[P_ROT_MS] / zones[zb_w + Z_BPT]
             done = max(done, t_end - room)
+        st[b + S_BUS_FREE] = done
     _drop_overlaps(p, st, b, k, a, n)
     _seg_set(st, b, k, seg_lo, a + n)
     st[b + S_FREE] = t_end
@@ -424,9 +450,19 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     """Serve one request of ``n`` blocks at LBN ``a`` (a write if ``w``) that drive ``d``
     receives at time ``t`` (ms), when it has no other request. Updates the drive's state in
     ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0)."""
+    return service_queued(p, zones, curve_d, curve_t, st, d, t, t, a, n, w)
+
+
+@njit(nrt=False)
+def service_queued(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
+    """``service`` of a request that reached drive ``d``'s queue at ``q`` (ms, ``q <= t``) and
+    that the drive starts at ``t``, when the request before it completed. A drive with command
+    queuing (``queued_write_data``) has taken a waiting write's data meanwhile (``_write_timing``);
+    any other request is served as ``service`` serves it."""
     b = d * S_N
     # DiskSim's "Per-request overhead time": the request reaches the drive's controller this
     # much later (disksim_diskctlr.c, disk_event_arrive)
+    tq = q + p[P_REQ_OVERHEAD]
     t = t + p[P_REQ_OVERHEAD]
     prev_write = st[b + S_PREV_WRITE] > 0
     seq = a == st[b + S_PREV_END]
@@ -436,9 +472,10 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     if not w:
         done, hit = _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl,
                           head, pf, stop_t, stop_c, stop_h)
+        st[b + S_BUS_FREE] = done  # a read holds the interface until its last block
     else:
-        done = _write(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, seq, free, cyl,
-                      head, pf, destaging, stop_t, stop_c, stop_h)
+        done = _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free,
+                      cyl, head, pf, destaging, stop_t, stop_c, stop_h)
     st[b + S_PREV_END] = a + n
     return done, hit
 

@@ -108,6 +108,9 @@ PARAMS: tuple[Field, ...] = (
           "each (CHOICES)"),
     Field("request_overhead_ms", "interface", "DiskSim's per-request overhead: the request "
           "reaches the drive's controller this much later (disk_event_arrive)"),
+    Field("queued_write_data", "cache", "flag: command queuing (SCSI tagged queuing, SATA NCQ) "
+          "takes a waiting write's command and data while the drive serves the request before "
+          "it, so its media write can start as that one's ends (write-through only)", 0.0),
 )
 NAMES: tuple[str, ...] = tuple(f.name for f in PARAMS)
 P_N = len(PARAMS)
@@ -160,6 +163,7 @@ P_XD_DISC2 = _p("extra_disconnect_2_ms")
 P_XD_SEEKDELTA = _p("extra_disconnect_seek_delta_ms")
 P_MIN_SEEK = _p("minimum_seek_delay_ms")
 P_WRITE_BACK = _p("write_back")
+P_QUEUED_WRITES = _p("queued_write_data")
 P_CACHE_ON = _p("cache_on")
 P_NSEGS = _p("segments")
 P_WSEG = _p("write_segment")
@@ -370,7 +374,7 @@ class Drive(NamedTuple):
 # numbers the walk from its start gives.
 STATE = ("cyl", "head", "free", "prev_write", "prev_end", "clock", "ra_seg", "ra_t", "ra_cyl",
          "ra_head", "ra_lbn", "ra_blocks", "destage_seg", "ra_end_known", "m_j", "m_tp", "m_ts",
-         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt")
+         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt", "bus_free")
 S_CYL = STATE.index("cyl")
 S_HEAD = STATE.index("head")
 S_FREE = STATE.index("free")
@@ -396,6 +400,7 @@ S_M_H = STATE.index("m_h")
 S_M_ZB = STATE.index("m_zb")
 S_M_Q = STATE.index("m_q")
 S_M_NXT = STATE.index("m_nxt")
+S_BUS_FREE = STATE.index("bus_free")  # when the last request's data phase ended (its interface)
 S_SEGS = len(STATE)  # then SEG_MAX segments of (first block, end block, last use)
 S_N = S_SEGS + 3 * SEG_MAX
 

@@ -232,8 +232,9 @@ def _op_kind(job_kind, write):
 
 
 @njit(forceinline=True, nrt=False)
-def _service(M, DR, d, now, lba, n, write):
-    """(completion ns, 1 if served from the drive's cache) of an operation started now."""
+def _service(M, DR, d, now, queued, lba, n, write):
+    """(completion ns, 1 if served from the drive's cache) of an operation started now that
+    reached the drive's queue at ``queued`` (ns)."""
     m = DR[d, D_MPARAM]
     if DR[d, D_MODEL] == MODEL_FIXED:
         return now + M.fixed[2 * m] + M.fixed[2 * m + 1] * n, 0
@@ -244,7 +245,8 @@ def _service(M, DR, d, now, lba, n, write):
     zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
     cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]
     ct = M.hct[M.ht_off[m]:M.ht_off[m + 1]]
-    t_ms, hit = H.service(p, zones, cd, ct, M.hst, d, now / 1e6, lba, n, write != 0)
+    t_ms, hit = H.service_queued(p, zones, cd, ct, M.hst, d, now / 1e6, queued / 1e6, lba, n,
+                                 write != 0)
     done = int(np.ceil(t_ms * 1e6))
     return (done if done > now else now), hit
 
@@ -274,7 +276,8 @@ def _start_drives(cfg, W, ncand, now):
             s, contended = _pick(OP, DR, d, now)
             DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
             g = OP[s, O_ITEM]
-            done, hit = _service(W.M, DR, d, now, OP[s, O_LBA], OP[s, O_N], OP[s, O_WRITE])
+            done, hit = _service(W.M, DR, d, now, OP[s, O_QTIME], OP[s, O_LBA], OP[s, O_N],
+                                 OP[s, O_WRITE])
             if cfg.bus_ps > 0:  # the operation's data crosses the internal bus meanwhile
                 tb = max(now, S[S_BUS_FREE]) + (OP[s, O_N] * SECTOR * cfg.bus_ps + 999) // 1000
                 S[S_BUS_FREE] = tb

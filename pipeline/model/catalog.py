@@ -30,7 +30,11 @@ how it was obtained (stated, measured, derived, proxy, assumed); ``blocklab driv
   a segment holds a large request and its read-ahead); a read that starts where
   the read-ahead has got to is served from it ("almost read hits": modern drives stream
   sequential reads at media speed). The drive's own write cache follows the entry's
-  ``write_cache`` (arrays turn it off).
+  ``write_cache`` (arrays turn it off). With ``command_queueing`` (tagged queuing on SAS, NCQ
+  on SATA; an entry that leaves it out has it, as every SAS and SATA II drive does) a write
+  waiting in the drive's queue has its data taken while the write before it is on the platter,
+  so queued sequential writes stream at the media's rate with the write cache off
+  (kernels/drive/hdd.py, "Queued writes").
 
 **An SSD** (``ssd_params``): the parameters of ``kernels/drive/ssd.py``, with the write
 amplification of greedy garbage collection at the entry's over-provisioning (steady state) or
@@ -67,7 +71,8 @@ SSD_KEYS = ("blocks", "channels", "dies", "planes", "page_bytes", "pages_per_blo
             "command_us", "write_command_us", "buffer_pages", "queue_depth")
 # figures a drive of each kind may leave out (then: no such limit; ure_per_bit, the
 # datasheet's unrecoverable read errors per bit read, is read by blocklab risk --ure catalog)
-OPTIONAL_KEYS = {"hdd": ("ure_per_bit",), "ssd": ("write_mb_s", "ure_per_bit"), "disksim": ()}
+OPTIONAL_KEYS = {"hdd": ("ure_per_bit", "command_queueing"), "ssd": ("write_mb_s", "ure_per_bit"),
+                 "disksim": ()}
 
 
 class CatalogError(BlocklabError):
@@ -223,6 +228,7 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
         "fast_write_level": 2 if v["write_cache"] else 0, "combine_seq_writes": 1,
         "allow_read_hits_on_write_data": 1, "allow_almost_read_hits": 1,
         "max_queue_length": 8, "watermark_by_request_size": 1,
+        "queued_write_data": 1 if v.get("command_queueing", True) else 0,
     })
     return DiskSimDrive(
         name=name, source=f"blocklab catalog entry {name}", block_count=blocks,

@@ -552,7 +552,7 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
     for k, v in sorted(value.items()):
         if k in ("base", "kind"):
             continue
-        if k in ("write_cache", "fresh"):
+        if k in ("write_cache", "command_queueing", "fresh"):
             if not isinstance(v, bool):
                 raise c.fail(f"{key}.{k}", f"expected true or false, found {v!r}")
         elif k == "firmware":

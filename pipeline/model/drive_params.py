@@ -186,6 +186,9 @@ def drive_params(d: DiskSimDrive) -> H.Drive:
         **{k.replace(" ", "_") + "_ms": v for k, v in d.overheads_ms.items()},
         extra_write_disconnect=bool(c["extra_write_disconnect"]),
         write_back=c["fast_write_level"] > 0, cache_on=bool(c["enable_caching"]),
+        # command queuing's early data phase for waiting writes: catalog drives only (a DiskSim
+        # parameter file has no such key: DiskSim's validated drives keep DiskSim's timing)
+        queued_write_data=bool(c.get("queued_write_data", 0)),
         almost_read_hits=bool(c["allow_almost_read_hits"]),
         segments=nseg, write_segment=bool(c["separate_write_segment"]) and nseg > 1,
         max_write_segments=max(1, int(c["max_write_segments"])),

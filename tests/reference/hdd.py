@@ -138,7 +138,9 @@ class RefDisk:
         self.wm_by_req = bool(c["watermark_by_request_size"])
         self.read_arrival = bool(c["read_any_free_blocks"] or c["immediate_buffer_read"])
         self.xd = bool(c["extra_write_disconnect"])
+        self.queued = bool(c.get("queued_write_data", 0))
         # state
+        self.bus_free = 0.0  # when the last request's data phase left the interface
         self.cyl = self.head = 0
         self.free = 0.0
         self.prev_write = False
@@ -289,8 +291,10 @@ class RefDisk:
         self.free, self.cyl, self.head = t_end, ce, he
 
     # -- one request
-    def service(self, t, a, n, write):
-        """Serve a request of ``n`` blocks at ``a`` arriving at ``t`` (ms): (completion, hit)."""
+    def service(self, t, a, n, write, queued=None):
+        """Serve a request of ``n`` blocks at ``a`` that the drive starts at ``t`` (ms), having
+        had it in its queue since ``queued`` (``t`` when not given): (completion, hit)."""
+        tq = (t if queued is None else queued) + self.d.per_request_overhead_ms
         t += self.d.per_request_overhead_ms  # it reaches the controller this much later
         seq = a == self.prev_end
         prev_write = self.prev_write
@@ -315,8 +319,9 @@ class RefDisk:
             self.destage_seg = -1
         if not write:
             done, hit = self._read(t, a, n, prev_write, pf, stop)
+            self.bus_free = done
         else:
-            done, hit = self._write(t, a, n, prev_write, seq, pf, stop, destaging), 0
+            done, hit = self._write(t, tq, a, n, prev_write, seq, pf, stop, destaging), 0
         self.prev_end = a + n
         return done, hit
 
@@ -398,7 +403,7 @@ class RefDisk:
         self.prev_write = False
         return done, hit
 
-    def _write(self, t, a, n, prev_write, seq, pf, stop, destaging):
+    def _write(self, t, tq, a, n, prev_write, seq, pf, stop, destaging):
         """A write arriving at ``t`` (the drive's own work as ``service`` found it): its
         completion."""
         ov = self.ov
@@ -427,6 +432,10 @@ class RefDisk:
                   + ov["data preparation"])
             disc, resel = ov["extra disconnect 2"], ov["other reselect"]
         else:
+            if self.queued and tq < t:
+                # a waiting write's command and data came in once the interface was free of
+                # the request before it
+                t = min(t, max(tq, self.bus_free))
             ovw = ov["write miss after write" if prev_write else "write miss after read"]
             media_at = t + ovw
             x0 = t + ovw + ov["data preparation"]
@@ -437,11 +446,13 @@ class RefDisk:
         if not self.write_back:
             done = max(t_end, x0 + n * self.xw + disc) + resel + ov["write completion"]
             self.destage_seg = -1
+            self.bus_free = x0 + n * self.xw + disc
         else:
             self.destage_seg = k
             if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
                 bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
                 done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
+            self.bus_free = done
         for j in range(self.nseg):
             lo, hi, _u = self.segs[j]
             if j != k and hi > lo and a < hi and lo < a + n:
