@@ -214,6 +214,25 @@ def test_bad_line(tmp_path, fmt, line, msg):
     assert list(out_dir.iterdir()) == []
 
 
+@pytest.mark.parametrize("fmt", ["msr", "spc", "alibaba", "tencent", "mqsim"])
+@pytest.mark.parametrize("good", [1, 2, 5])
+def test_a_cut_last_line_is_reported_by_its_number(tmp_path, fmt, good):
+    """A short file whose last line is cut (a capture interrupted, ``head -c``) is still
+    recognised by its other lines, and the cut line is reported by its number, as with
+    ``--format``; before, with a handful of lines, the cut one sank the 80 % rule and the
+    file was 'unknown format'."""
+    src = tmp_path / "cut.txt"
+    line = GOOD[fmt]
+    src.write_text(line * good + line[: len(line) // 2])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    res = runner.invoke(app, ["ingest", str(src), "-o", str(out_dir / "t.parquet")])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{src}:{good + 1}:" in lines[0], lines
+    assert list(out_dir.iterdir()) == []
+
+
 def test_skip_bad_csv(tmp_path):
     src = tmp_path / "in.csv"
     good = GOOD["alibaba"]

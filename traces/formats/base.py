@@ -67,6 +67,21 @@ class ReadContext:
             self.counts[key] = self.counts.get(key, 0) + int(n)
 
 
+SNIFF_BYTES = 1 << 16  # what an input's peek() holds of it at most
+
+
+def sniff_lines(head: bytes, limit: int) -> list[bytes]:
+    """The first ``limit`` lines of an input's head that a sniffer may judge: a line cut at the
+    head's end is left out (the head is a prefix of a longer input), and so is a last line
+    without its newline in a short input (cut short: a capture interrupted, ``head -c``), which
+    the reader then reports by its number, when other lines remain to judge by."""
+    lines = head.split(b"\n")
+    if len(head) >= SNIFF_BYTES or (len(lines) > 1 and lines[-1].strip()
+                                     and any(ln.strip() for ln in lines[:-1])):
+        lines = lines[:-1]
+    return lines[:limit]
+
+
 def mostly(lines: list[bytes], match) -> bool:
     """Sniffing rule: at least one line, and at least 80 % of the lines look right (a few bad
     records must not hide the format: they are reported by line instead)."""
