@@ -196,6 +196,7 @@ BAD = [
     ("mqsim", "1000 0 8 eight 1\n", "not a number"),
     ("mqsim", "999 0 8 8 1\n", "time runs backwards"),
     ("mqsim", "2000 0 8 999999999999 1\n", "negative or absurd size"),
+    ("mqsim", "2000 0 8 8 7\n", "unknown request type (MQSim: 0 write, 1 read)"),
 ]
 
 

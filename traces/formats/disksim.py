@@ -4,7 +4,7 @@
   arrival in milliseconds (decimal), blkno and bcount in 512-byte blocks, flags bit 0 set for a
   read (DiskSim's ``DISKSIM_READ``).
 - ``mqsim``: the same five fields as MQSim writes them, arrival in integer nanoseconds and the
-  last field 1 for a read, 0 for a write.
+  last field 1 for a read, 0 for a write (any other value is bad input).
 - ``disksim-validate``: ``R|W CLASS blkno bcount servtime idle`` with the service time the
   real drive took and the idle time after it, both in microseconds. CLASS is how the real
   drive served it: ``Hit`` or ``Miss`` for reads; the HP C2247A trace also has ``Doub`` and
@@ -63,6 +63,11 @@ def _ascii_chunks(inputs: list[Input], ctx: ReadContext, ms: bool) -> Iterator[C
         for mask, msg in (
             ((cnt < 0) | (cnt * SECTOR_BYTES > MAX_REQUEST_BYTES), "negative or absurd size"),
             ((blk < 0) | (dev < 0) | (t < 0), "negative time, device or block number"),
+            # MQSim's type is 0 (write) or 1 (read), nothing else (its README; MQSim itself
+            # takes anything but "0" as a read, so a corrupt field would pass as reads
+            # unseen); DiskSim's flags are a bit field, bit 0 the read flag
+            (np.zeros(len(fl), dtype=bool) if ms else (fl != 0) & (fl != 1),
+             "unknown request type (MQSim: 0 write, 1 read)"),
         ):
             k = check_rows(ctx, inp.name, mask & keep, rows.lines, msg)
             if k is not None:
@@ -160,7 +165,7 @@ FORMATS = [
     ),
     Format(
         name="mqsim",
-        description="MQSim ASCII: arrival_ns device lba_sectors size_sectors type(1=read)",
+        description="MQSim ASCII: arrival_ns device lba_sectors size_sectors type(0 write, 1 read)",
         sniff=lambda head: _sniff_ascii(head, decimal=False),
         read=read_mqsim,
     ),
