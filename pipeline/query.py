@@ -481,6 +481,35 @@ def _needs(info: QueryInfo, sources: list[Source]) -> None:
                             "run folders")
 
 
+#: What writes each optional run file, for an answer with no rows.
+_WRITTEN_BY = {
+    "drive_ops": "blocklab replay --drive-ops records it",
+    "drive_busy": "blocklab replay writes it",
+    "events": "a replay with failures, rebuilds or initializations writes it",
+}
+
+
+def missing_views(paths: Iterable[str | os.PathLike[str]], name: str) -> list[str]:
+    """Why named query ``name`` may have answered with no rows: for each optional run file
+    its views read, the runs among ``paths`` without it (``run X: no drive_ops.parquet
+    (blocklab replay --drive-ops records it)``)."""
+    info = catalog().get(name)
+    if info is None:
+        return []
+    sources = [s for s in find_sources(paths) if s.kind == "run"]
+    out = []
+    for stem in OPTIONAL_FILES:
+        if stem not in info.views:
+            continue
+        lacking = [s.name for s in sources if not (s.path / f"{stem}.parquet").is_file()]
+        if lacking:
+            runs = ", ".join(lacking[:3]) + (f" and {len(lacking) - 3} more"
+                                             if len(lacking) > 3 else "")
+            out.append(f"{'runs' if len(lacking) > 1 else 'run'} {runs}: no {stem}.parquet "
+                       f"({_WRITTEN_BY[stem]})")
+    return out
+
+
 def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,
                    sql: str) -> dict[str, Any]:
     """The values of the query's parameters: defaults, then ``given`` (text) converted."""

@@ -490,6 +490,19 @@ def test_missing_optional_files_are_empty_tables_of_their_schema(runs):
     con2.close()
 
 
+def test_an_empty_answer_names_the_files_its_runs_lack(runs):
+    """A query with no rows says which optional file the runs lack and what writes it; one
+    whose runs have its files says nothing more."""
+    res = runner.invoke(app, ["query", str(runs["raid0"]), "task-rates"])
+    assert res.exit_code == 0, res.output
+    note = res.stderr.strip().replace("\n", " ")
+    assert note.startswith(f"(no rows: run {runs['raid0']}: no drive_ops.parquet"), note
+    assert "--drive-ops" in note and "no events.parquet" in note
+    res = runner.invoke(app, ["query", str(runs["raid5"]), "task-rates"])
+    assert res.exit_code == 0, res.output
+    assert "drive_ops.parquet" not in res.stderr
+
+
 def test_runs_and_traces_together(work, runs):
     rows = q([work / "trace.parquet", runs["raid0"]],
              sql="SELECT run, count(*) AS n FROM requests GROUP BY run ORDER BY run")

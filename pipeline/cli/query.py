@@ -139,7 +139,11 @@ def query(
     cut = _add_ends(t, head, tail, total, lambda row: [escape(_cell(row[c])) for c in columns])
     wide(40 + 14 * len(columns)).print(t)
     if not total:
-        err.print("(no rows)", highlight=False)
+        from blocklab.pipeline.query import missing_views
+
+        why = missing_views(paths, name) if name else []
+        err.print(f"(no rows{': ' + '; '.join(why) if why else ''})", highlight=False,
+                  soft_wrap=True)
     elif cut:
         err.print(f"({total:,} rows, {len(head) + len(tail):,} shown: --max-rows 0 shows every "
                   "row; -f csv "
