@@ -234,6 +234,26 @@ def test_a_cut_last_line_is_reported_by_its_number(tmp_path, fmt, good):
     assert list(out_dir.iterdir()) == []
 
 
+@pytest.mark.parametrize("text,fmt,rows", [
+    ("Timestamp,Offset,Size,IOType,VolumeID\n1538323200,100,8,0,1", "tencent", 1),
+    ("# a comment\n0.000 0 100 8 1", "disksim", 1),
+    ("0 0 100 8 1\n1.5 0 200 8 0", "disksim", 2),
+    (GOOD["msr"] * 2 + GOOD["msr"].strip(), "msr", 3),
+])
+def test_a_whole_file_without_its_last_newline_is_recognised_as_before(tmp_path, text, fmt,
+                                                                        rows):
+    """The second look without a last line that may be cut only comes when no format knows
+    the whole file: a complete file without its final newline (a header or a comment and one
+    line; a DiskSim file whose only decimal time is on its last line, which MQSim, tried
+    first, would take without that line) is read as before, every line of it."""
+    src = tmp_path / "whole.txt"
+    src.write_text(text)
+    res = runner.invoke(app, ["ingest", str(src), "-o", str(tmp_path / "o.parquet"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["format"] == fmt
+    assert len(read_rows(tmp_path / "o.parquet")) == rows
+
+
 def test_skip_bad_csv(tmp_path):
     src = tmp_path / "in.csv"
     good = GOOD["alibaba"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from blocklab.traces.errors import BlocklabError
 
-from .base import Chunk, Format, ReadContext
+from .base import Chunk, Format, ReadContext, without_cut_line
 
 _MODULES = ["blktrace", "blkparse", "tracefs", "fio", "disksim", "csvs"]
 
@@ -29,13 +29,20 @@ def get(name: str) -> Format:
 
 
 def detect(head: bytes, path: str) -> Format:
-    """The format of an input, by its first (decompressed) bytes."""
-    for fmt in registry().values():
-        try:
-            if fmt.sniff(head):
-                return fmt
-        except Exception:  # a sniffer must never decide on an exception
+    """The format of an input, by its first (decompressed) bytes. When no format recognises a
+    short input whose last line has no newline, they judge it again without that line (it may
+    be cut short): the reader then reports the line by its number, as with ``--format``. A
+    format recognising the whole input always wins (the second look never changes what the
+    first decides)."""
+    for attempt in (head, without_cut_line(head)):
+        if attempt is None:
             continue
+        for fmt in registry().values():
+            try:
+                if fmt.sniff(attempt):
+                    return fmt
+            except Exception:  # a sniffer must never decide on an exception
+                continue
     raise BlocklabError(f"{path}: unknown format (no reader recognises its content; use --format)")
 
 

@@ -70,16 +70,14 @@ class ReadContext:
 SNIFF_BYTES = 1 << 16  # what an input's peek() holds of it at most
 
 
-def sniff_lines(head: bytes, limit: int) -> list[bytes]:
-    """The first ``limit`` lines of an input's head that a sniffer may judge: a line cut at the
-    head's end is left out (the head is a prefix of a longer input), and so is a last line
-    without its newline in a short input (cut short: a capture interrupted, ``head -c``), which
-    the reader then reports by its number, when other lines remain to judge by."""
-    lines = head.split(b"\n")
-    if len(head) >= SNIFF_BYTES or (len(lines) > 1 and lines[-1].strip()
-                                     and any(ln.strip() for ln in lines[:-1])):
-        lines = lines[:-1]
-    return lines[:limit]
+def without_cut_line(head: bytes) -> bytes | None:
+    """The head of a short input (all of it) without its last line when that line has no
+    newline and other lines come before it: the line may have been cut short (a capture
+    interrupted, ``head -c``). None when there is no such line."""
+    if len(head) >= SNIFF_BYTES or head.endswith(b"\n"):
+        return None
+    cut = head.rfind(b"\n")
+    return head[:cut + 1] if cut >= 0 and head[:cut].strip() else None
 
 
 def mostly(lines: list[bytes], match) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from blocklab.kernels import textparse as T
 from blocklab.traces.io import Input
 
-from .base import Chunk, Format, ReadContext, mostly, sniff_lines
+from .base import Chunk, Format, ReadContext, mostly
 from .paired import ProcessNames, pair_stream
 from .textevents import text_events
 
@@ -21,7 +21,9 @@ _SUMMARY = re.compile(rb"^(CPU\d+ \(|Total \()")
 
 def sniff(head: bytes) -> bool:
     """Event lines up to blkparse's closing summary (if it is within the head)."""
-    lines = [ln for ln in sniff_lines(head, 40) if ln.strip()]
+    lines = [ln for ln in head.split(b"\n")[:40] if ln.strip()]
+    if len(head) >= 1 << 16:
+        lines = lines[:-1]  # the last line may be cut
     events = []
     for ln in lines:
         if _SUMMARY.match(ln):

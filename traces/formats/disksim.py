@@ -29,7 +29,7 @@ from blocklab.traces.schema import (
     SECTOR_BYTES,
 )
 
-from .base import Chunk, Format, ReadContext, mostly, sniff_lines
+from .base import Chunk, Format, ReadContext, mostly
 from .fields import K_FIX3, K_FIX6, K_INT, K_TOKEN, check_monotonic, check_rows, field_rows
 
 _NUM = rb"[+-]?\d+(?:\.\d*)?"
@@ -38,8 +38,10 @@ _VALIDATE = re.compile(rb"^\s*[RW]\s+[A-Z][a-z]+\s+\d+\s+\d+\s+" + _NUM + rb"\s+
 
 
 def _lines(head: bytes) -> list[bytes]:
-    return [ln for ln in sniff_lines(head, 50)
-            if ln.strip() and not ln.lstrip().startswith(b"#")]
+    lines = head.split(b"\n")
+    if len(head) >= 1 << 16:
+        lines = lines[:-1]  # the last line may be cut
+    return [ln for ln in lines[:50] if ln.strip() and not ln.lstrip().startswith(b"#")]
 
 
 def _sniff_ascii(head: bytes, decimal: bool) -> bool:
