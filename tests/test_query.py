@@ -500,7 +500,10 @@ def test_an_empty_answer_names_the_files_its_runs_lack(runs):
     assert "--drive-ops" in note and "no events.parquet" in note
     res = runner.invoke(app, ["query", str(runs["raid5"]), "task-rates"])
     assert res.exit_code == 0, res.output
-    assert "drive_ops.parquet" not in res.stderr
+    # (this run has both files and no background task: no rows, and no file to blame)
+    assert (runs["raid5"] / "drive_ops.parquet").is_file()
+    assert (runs["raid5"] / "events.parquet").is_file()
+    assert res.stderr == "(no rows)\n"
 
 
 def test_runs_and_traces_together(work, runs):

@@ -78,8 +78,9 @@ facts only):
 Not modelled (docs/drives.md, the fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
 remapped to another sector (none in DiskSim's validation drives), a drive's reordering of
-its own queue (the engine's scheduler orders it), the queued overlap for reads (a read's
-command overhead after a read is nil on the catalog's firmware), sneaky read hits,
+its own queue (the engine's scheduler orders it), the queued overlap for reads (a
+read's data comes from the platter and cannot cross early: only its command overhead could,
+0 to 0.16 ms on the catalog's firmware, and is not overlapped), sneaky read hits,
 reconnections when the interface overtakes the media during a read, and the disk keys
 ``pipeline/model/disksim_params.py`` lists as not modelled. Almost read hits (DiskSim's "Allow
 almost read hits": a read starting where the read-ahead in progress has got to is served from
@@ -171,11 +172,11 @@ from blocklab.kernels.drive.hdd_tables import (
     P_XFER_W,
     PARAMS,
     RA_DEC,
-    S_BUS_FREE,
     S_CYL,
     S_DS_SEG,
     S_FREE,
     S_HEAD,
+    S_IF_FREE,
     S_N,
     S_PF_LBN,
     S_PF_N,
@@ -389,7 +390,7 @@ def _write_timing(p, st, b, t, tq, a, n, k, prev_write, seq, free, destaging):
             # so its media write may start as soon as the mechanism is free: a contiguous
             # stream of queued writes loses no revolution between writes. A write the drive
             # took at once (tq == t) is served as before
-            t = min(t, max(tq, st[b + S_BUS_FREE]))
+            t = min(t, max(tq, st[b + S_IF_FREE]))
         ov = p[P_OV_WMW] if prev_write else p[P_OV_WMR]
         media_at = t + ov
         x0 = t + ov + p[P_DATA_PREP]
@@ -422,7 +423,7 @@ def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free
     if p[P_WRITE_BACK] <= 0:
         done = max(t_end, x0 + n * xw + disc) + resel + p[P_COMPL_W]
         st[b + S_DS_SEG] = -1
-        st[b + S_BUS_FREE] = x0 + n * xw + disc  # the data is in: the drive disconnects
+        st[b + S_IF_FREE] = x0 + n * xw + disc  # the data is in: the drive disconnects
     else:
         st[b + S_DS_SEG] = k
         if prev_write and seq and p[P_NWSEGS] > 1:
@@ -435,7 +436,7 @@ def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free
             zb_w, _q_w, _n_w = _phys_call(p, zones, a)
             room = p[P_NWSEGS] * p[P_SEG_BLOCKS] * p[P_ROT_MS] / zones[zb_w + Z_BPT]
             done = max(done, t_end - room)
-        st[b + S_BUS_FREE] = done
+        st[b + S_IF_FREE] = done
     _drop_overlaps(p, st, b, k, a, n)
     _seg_set(st, b, k, seg_lo, a + n)
     st[b + S_FREE] = t_end
@@ -456,9 +457,11 @@ def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
 @njit(nrt=False)
 def service_queued(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     """``service`` of a request that reached drive ``d``'s queue at ``q`` (ms, ``q <= t``) and
-    that the drive starts at ``t``, when the request before it completed. A drive with command
-    queuing (``queued_write_data``) has taken a waiting write's data meanwhile (``_write_timing``);
-    any other request is served as ``service`` serves it."""
+    that the drive starts at ``t``, when the request before it completed: the drive was busy
+    from ``q`` to ``t`` with the requests before it (the engine's queue), so a drive with
+    command queuing (``queued_write_data``) has taken a waiting write's data meanwhile
+    (``_write_timing``); any other request is served as ``service`` serves it. (A ``q`` while
+    the drive was idle would start the write early: the engine never gives one.)"""
     b = d * S_N
     # DiskSim's "Per-request overhead time": the request reaches the drive's controller this
     # much later (disksim_diskctlr.c, disk_event_arrive)
@@ -472,7 +475,7 @@ def service_queued(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     if not w:
         done, hit = _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl,
                           head, pf, stop_t, stop_c, stop_h)
-        st[b + S_BUS_FREE] = done  # a read holds the interface until its last block
+        st[b + S_IF_FREE] = done  # a read holds the interface until its last block
     else:
         done = _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free,
                       cyl, head, pf, destaging, stop_t, stop_c, stop_h)

@@ -374,7 +374,7 @@ class Drive(NamedTuple):
 # numbers the walk from its start gives.
 STATE = ("cyl", "head", "free", "prev_write", "prev_end", "clock", "ra_seg", "ra_t", "ra_cyl",
          "ra_head", "ra_lbn", "ra_blocks", "destage_seg", "ra_end_known", "m_j", "m_tp", "m_ts",
-         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt", "bus_free")
+         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt", "if_free")
 S_CYL = STATE.index("cyl")
 S_HEAD = STATE.index("head")
 S_FREE = STATE.index("free")
@@ -400,7 +400,7 @@ S_M_H = STATE.index("m_h")
 S_M_ZB = STATE.index("m_zb")
 S_M_Q = STATE.index("m_q")
 S_M_NXT = STATE.index("m_nxt")
-S_BUS_FREE = STATE.index("bus_free")  # when the last request's data phase ended (its interface)
+S_IF_FREE = STATE.index("if_free")  # when the last request's data phase left the interface
 S_SEGS = len(STATE)  # then SEG_MAX segments of (first block, end block, last use)
 S_N = S_SEGS + 3 * SEG_MAX
 

@@ -38,7 +38,10 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    first-served server, ``path_ps`` picoseconds per byte); read data crosses them on its way
    out. Every drive operation's data crosses the internal bus (``bus_ps``), a server
    reserved first come first served when the operation starts: the operation completes when
-   both the drive and its bus transfer are done.
+   both the drive and its bus transfer are done. (A write that a drive with command queuing
+   took its data for while still queued, ``hdd.service_queued``, is still put on the bus when
+   it starts: the bus is a bound on the drives' data rate, not a schedule of when each byte
+   moves.)
 3. **Controller cache** (``cache_lines`` > 0; ``kernels/cache.py``). A request is cut into
    pieces per LUN (below) and each piece into cache lines of ``line_sectors``.
    *Reads*: when every sector is valid in the cache the read is a hit and its data goes out at

@@ -31,7 +31,8 @@ how it was obtained (stated, measured, derived, proxy, assumed); ``blocklab driv
   the read-ahead has got to is served from it ("almost read hits": modern drives stream
   sequential reads at media speed). The drive's own write cache follows the entry's
   ``write_cache`` (arrays turn it off). With ``command_queueing`` (tagged queuing on SAS, NCQ
-  on SATA; an entry that leaves it out has it, as every SAS and SATA II drive does) a write
+  on SATA, where it is optional; an entry that leaves it out has it, as SAS drives and SATA
+  drives with NCQ do, and a host that sends one command at a time sets it false) a write
   waiting in the drive's queue has its data taken while the write before it is on the platter,
   so queued sequential writes stream at the media's rate with the write cache off
   (kernels/drive/hdd.py, "Queued writes").

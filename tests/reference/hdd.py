@@ -140,7 +140,7 @@ class RefDisk:
         self.xd = bool(c["extra_write_disconnect"])
         self.queued = bool(c.get("queued_write_data", 0))
         # state
-        self.bus_free = 0.0  # when the last request's data phase left the interface
+        self.if_free = 0.0  # when the last request's data phase left the interface
         self.cyl = self.head = 0
         self.free = 0.0
         self.prev_write = False
@@ -319,7 +319,7 @@ class RefDisk:
             self.destage_seg = -1
         if not write:
             done, hit = self._read(t, a, n, prev_write, pf, stop)
-            self.bus_free = done
+            self.if_free = done
         else:
             done, hit = self._write(t, tq, a, n, prev_write, seq, pf, stop, destaging), 0
         self.prev_end = a + n
@@ -435,7 +435,7 @@ class RefDisk:
             if self.queued and tq < t:
                 # a waiting write's command and data came in once the interface was free of
                 # the request before it
-                t = min(t, max(tq, self.bus_free))
+                t = min(t, max(tq, self.if_free))
             ovw = ov["write miss after write" if prev_write else "write miss after read"]
             media_at = t + ovw
             x0 = t + ovw + ov["data preparation"]
@@ -446,13 +446,13 @@ class RefDisk:
         if not self.write_back:
             done = max(t_end, x0 + n * self.xw + disc) + resel + ov["write completion"]
             self.destage_seg = -1
-            self.bus_free = x0 + n * self.xw + disc
+            self.if_free = x0 + n * self.xw + disc
         else:
             self.destage_seg = k
             if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
                 bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
                 done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
-            self.bus_free = done
+            self.if_free = done
         for j in range(self.nseg):
             lo, hi, _u = self.segs[j]
             if j != k and hi > lo and a < hi and lo < a + n:
