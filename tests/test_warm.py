@@ -104,17 +104,42 @@ def test_after_the_warm_no_ingest_compiles(tmp_path):
                     "it; make test runs setup first)")
 def test_the_hdd_models_service_is_compiled_once_for_the_engine_and_the_model():
     """The second process compiles the HDD model first so that the engine's compile links its
-    ``service`` from the cache (tools/warm.py): that holds only if both call it with the same
-    argument types, that is, if the cache holds one compiled ``service``, not two. (Numba
-    keeps a folder per kernel source folder, named after its path: a cache shared by two
-    checkouts holds one ``service`` for each, so the count is per folder.)"""
+    ``service_queued`` from the cache (tools/warm.py): that holds only if the model's own
+    ``service`` and the engine call it with the same argument types, that is, if the cache
+    holds one compiled ``service_queued``, not two (and one ``service``). (Numba keeps a folder
+    per kernel source folder, named after its path: a cache shared by two checkouts holds one
+    for each, so the count is per folder.)"""
     from collections import Counter
     from pathlib import Path
 
     from blocklab.kernels._jit import cache_folder
 
-    per_folder = Counter(p.parent for p in Path(cache_folder()).rglob("hdd.service-*.nbc"))
-    assert per_folder and set(per_folder.values()) == {1}, per_folder
+    for kernel in ("service", "service_queued"):
+        per_folder = Counter(p.parent for p in Path(cache_folder()).rglob(f"hdd.{kernel}-*.nbc"))
+        assert per_folder and set(per_folder.values()) == {1}, (kernel, per_folder)
+
+
+def test_the_capture_decoder_is_compiled_where_tracefs_cannot_be_read(tmp_path):
+    """``make setup`` runs before anything mounts tracefs (the capture tests mount it later):
+    the warm then compiles capture's page decoder on a 64-bit kernel's page header and no
+    event formats, the same argument types. Before, it skipped the decoder there, and a fresh
+    clone's first capture compiled it (CI found the kernel missing from the cache)."""
+    import subprocess
+    import sys
+
+    code = ("import blocklab.pipeline.tracefs as T\n"
+            "def gone():\n    raise OSError('tracefs is not mounted')\n"
+            "T.find_tracefs = gone\n"
+            "from blocklab.tools import warm\n"
+            "from blocklab.kernels import tracefs_raw as R\n"
+            "assert not R.decode_pages.signatures\n"
+            "warm._capture_decoder()\n"
+            "print(len(R.decode_pages.signatures))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["1"]
 
 
 def test_the_second_process_takes_the_hdd_model_first_and_not_the_engines_replays():

@@ -193,20 +193,27 @@ _BLK_RECORD = 48
 
 def _capture_decoder() -> None:
     """capture's page decoder (kernels/tracefs_raw.py) on no pages: the kernel compiles for
-    its argument types, which do not depend on the pages. Skipped where tracefs cannot be read
-    (capture cannot run there either)."""
+    its argument types, which depend neither on the pages nor on the events' formats. Where
+    tracefs cannot be read (not mounted yet: make setup runs before anything mounts it), a
+    64-bit kernel's page header and no event format give the same types, so a capture run once
+    tracefs is mounted finds the decoder compiled."""
     from blocklab.pipeline.capture import RQ_EVENTS
     from blocklab.pipeline.tracefs import find_tracefs
     from blocklab.traces.errors import BlocklabError
     from blocklab.traces.formats.paired import ProcessNames
-    from blocklab.traces.formats.tracefs_raw import PageDecoder, parse_header_page, read_formats
+    from blocklab.traces.formats.tracefs_raw import (
+        PageDecoder,
+        PageHeader,
+        parse_header_page,
+        read_formats,
+    )
 
     try:
         events = find_tracefs() / "events"
         header = parse_header_page((events / "header_page").read_text())
         formats = read_formats(events, list(RQ_EVENTS))
     except (BlocklabError, OSError):
-        return
+        header, formats = PageHeader(commit_size=8, data_off=16), []
     page = 4096
     PageDecoder(header, formats, page, ProcessNames()).decode(
         np.zeros(page, dtype=np.uint8), 0, "warm")
