@@ -21,6 +21,9 @@ from .safety import Worker, critical
 
 #: Bytes read per chunk: a few MB keeps the kernels busy and memory small.
 CHUNK_BYTES = 8 << 20
+#: Bytes ``Input.peek`` reads ahead by default: what format detection sees of an input (a head
+#: this long may end in a cut line).
+PEEK_BYTES = 1 << 16
 
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
 
@@ -222,7 +225,7 @@ class Input:
         self._peeked = b""
         self.consumed = 0  # decompressed bytes handed out so far
 
-    def peek(self, n: int = 1 << 16) -> bytes:
+    def peek(self, n: int = PEEK_BYTES) -> bytes:
         """The first ``n`` decompressed bytes, without consuming them."""
         while len(self._peeked) < n:
             data = self._read_raw(n - len(self._peeked))

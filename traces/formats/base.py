@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from blocklab.traces.errors import BadInput
-from blocklab.traces.io import Input
+from blocklab.traces.io import PEEK_BYTES, Input
 
 
 @dataclasses.dataclass
@@ -67,14 +67,11 @@ class ReadContext:
             self.counts[key] = self.counts.get(key, 0) + int(n)
 
 
-SNIFF_BYTES = 1 << 16  # what an input's peek() holds of it at most
-
-
 def without_cut_line(head: bytes) -> bytes | None:
     """The head of a short input (all of it) without its last line when that line has no
     newline and other lines come before it: the line may have been cut short (a capture
     interrupted, ``head -c``). None when there is no such line."""
-    if len(head) >= SNIFF_BYTES or head.endswith(b"\n"):
+    if len(head) >= PEEK_BYTES or head.endswith(b"\n"):
         return None
     cut = head.rfind(b"\n")
     return head[:cut + 1] if cut >= 0 and head[:cut].strip() else None

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 from blocklab.kernels import textparse as T
-from blocklab.traces.io import Input
+from blocklab.traces.io import PEEK_BYTES, Input
 
 from .base import Chunk, Format, ReadContext, mostly
 from .paired import ProcessNames, pair_stream
@@ -22,7 +22,7 @@ _SUMMARY = re.compile(rb"^(CPU\d+ \(|Total \()")
 def sniff(head: bytes) -> bool:
     """Event lines up to blkparse's closing summary (if it is within the head)."""
     lines = [ln for ln in head.split(b"\n")[:40] if ln.strip()]
-    if len(head) >= 1 << 16:
+    if len(head) >= PEEK_BYTES:
         lines = lines[:-1]  # the last line may be cut
     events = []
     for ln in lines:

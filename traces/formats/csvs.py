@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blocklab.traces.io import Input, compression_of, text_chunks
+from blocklab.traces.io import PEEK_BYTES, Input, compression_of, text_chunks
 from blocklab.traces.schema import MAX_REQUEST_BYTES, OP_READ, OP_WRITE, SECTOR_BYTES
 
 from .base import Chunk, Format, ReadContext, mostly
@@ -169,7 +169,7 @@ SPECS = [
 
 def _data_lines(head: bytes) -> list[bytes]:
     lines = head.split(b"\n")
-    if len(head) >= 1 << 16:
+    if len(head) >= PEEK_BYTES:
         lines = lines[:-1]
     lines = [ln.rstrip(b"\r") for ln in lines[:50] if ln.strip()]
     if lines and not lines[0][:1].isdigit():

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from blocklab.traces.io import Input
+from blocklab.traces.io import PEEK_BYTES, Input
 from blocklab.traces.schema import (
     FLAG_CACHE_HIT,
     MAX_REQUEST_BYTES,
@@ -39,7 +39,7 @@ _VALIDATE = re.compile(rb"^\s*[RW]\s+[A-Z][a-z]+\s+\d+\s+\d+\s+" + _NUM + rb"\s+
 
 def _lines(head: bytes) -> list[bytes]:
     lines = head.split(b"\n")
-    if len(head) >= 1 << 16:
+    if len(head) >= PEEK_BYTES:
         lines = lines[:-1]  # the last line may be cut
     return [ln for ln in lines[:50] if ln.strip() and not ln.lstrip().startswith(b"#")]
 
@@ -62,15 +62,16 @@ def _ascii_chunks(inputs: list[Input], ctx: ReadContext, ms: bool) -> Iterator[C
         v = rows.values
         t, dev, blk, cnt, fl = (v[:, k] for k in range(5))
         keep = np.ones(len(v), dtype=bool)
-        for mask, msg in (
+        checks = [
             ((cnt < 0) | (cnt * SECTOR_BYTES > MAX_REQUEST_BYTES), "negative or absurd size"),
             ((blk < 0) | (dev < 0) | (t < 0), "negative time, device or block number"),
+        ]
+        if not ms:
             # MQSim's type is 0 (write) or 1 (read), nothing else (its README; MQSim itself
             # takes anything but "0" as a read, so a corrupt field would pass as reads
             # unseen); DiskSim's flags are a bit field, bit 0 the read flag
-            (np.zeros(len(fl), dtype=bool) if ms else (fl != 0) & (fl != 1),
-             "unknown request type (MQSim: 0 write, 1 read)"),
-        ):
+            checks.append(((fl != 0) & (fl != 1), "unknown request type (MQSim: 0 write, 1 read)"))
+        for mask, msg in checks:
             k = check_rows(ctx, inp.name, mask & keep, rows.lines, msg)
             if k is not None:
                 keep &= k
