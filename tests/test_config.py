@@ -69,6 +69,11 @@ BAD = [
      "controller.host_links.efficiency", "follows from its MTU"),
     (BASE + "[controller]\nhost_links = { protocol = \"aoe\", mtu = 16000 }\n",
      "controller.host_links.mtu", "at most 9216"),
+    (BASE + 'scheduler = "satf"\n', "group[0].scheduler", "expected fcfs, sstf, clook or sptf"),
+    (BASE.replace('"atlas10k"', '"intel_s3700_800g"') + 'scheduler = "sptf"\n',
+     "group[0].scheduler", "this group's drives are SSDs"),
+    (BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", command_queueing = false }')
+     + 'scheduler = "sptf"\n', "group[0].scheduler", "command_queueing = false"),
     ("", "group", "at least one [[group]]"),
     ("[[group]\n", "", "not valid TOML"),
 ]
@@ -83,6 +88,16 @@ def test_bad_config_names_the_key(tmp_path: Path, text, key, msg):
     line = str(e.value)
     assert "\n" not in line and line.startswith(f"{f}: {key}")
     assert msg in line
+
+
+@pytest.mark.parametrize("drive", ['"atlas10k"', '"cheetah_15k5_146g"',
+                                   '{ base = "savvio_15k3_300g", rpm = 10000 }'])
+def test_disks_with_command_queueing_take_sptf(tmp_path: Path, drive):
+    """A DiskSim drive (a SCSI disk with tagged queuing), a catalog HDD (command queuing by
+    default) and an inline one derived from it may order their queues by positioning time."""
+    f = tmp_path / "array.toml"
+    f.write_text(BASE.replace('"atlas10k"', drive) + 'scheduler = "sptf"\n')
+    assert load_array(f).groups[0].scheduler == "sptf"
 
 
 def test_drives_command_lists_the_catalog():

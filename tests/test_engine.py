@@ -37,7 +37,8 @@ def scenario(draw):
     volume = draw(st.booleans()) and count > 1
     toml = {"group": [{"name": "g", "layout": layout, "width": width, "stripe_unit": unit,
                        "count": count, "drive": "atlas10k",
-                       "scheduler": draw(st.sampled_from(["fcfs", "sstf", "clook"])),
+                       # (sptf on these fixed-time drives, which have no positioning time: FCFS)
+                       "scheduler": draw(st.sampled_from(["fcfs", "sstf", "clook", "sptf"])),
                        "queue_depth": draw(st.sampled_from([1, 2, 8, 64])),
                        # aging: 0 (never), limits a queue of a few ms reaches, the default
                        "max_wait_ms": draw(st.sampled_from([0, 0.2, 3, 500]))}]}

@@ -12,7 +12,7 @@ from .fidelity_doc import BEGIN, DOC, END, rows
 SAMPLE = {
     "coraid-sr-aoe": ["sr1521-raid5-14-rebuild", "sr1520-raid5-14-init",
                       "sr1521-raid1-2-rebuild", "sr1521-raid1-2", "sr1520-raid10-4"],
-    "md3000-raid5-vs-raid10": ["raid10-seq-read", "raid5-seq-write"],
+    "md3000-raid5-vs-raid10": ["raid10-seq-read", "raid5-seq-write", "raid10-seeker"],
 }
 
 

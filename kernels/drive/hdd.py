@@ -78,7 +78,8 @@ facts only):
 Not modelled (docs/drives.md, the fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
 remapped to another sector (none in DiskSim's validation drives), a drive's reordering of
-its own queue (the engine's scheduler orders it), the queued overlap for reads (a
+its own queue (the engine's scheduler orders it: with ``sptf``, by ``position_ms``), the queued
+overlap for reads (a
 read's data comes from the platter and cannot cross early: only its command overhead could,
 0 to 0.16 ms on the catalog's firmware, and is not overlapped), sneaky read hits,
 reconnections when the interface overtakes the media during a read, and the disk keys
@@ -105,6 +106,8 @@ Where each part lives:
 
 from __future__ import annotations
 
+import numpy as np
+
 from blocklab.kernels._jit import njit
 from blocklab.kernels.drive.hdd_cache import (
     _drop_overlaps,
@@ -123,7 +126,10 @@ from blocklab.kernels.drive.hdd_geometry import (
     _EPS,
     SEEK_TABLE_MAX,
     _lbns_before,
+    _move,
     _phys_call,
+    _wait,
+    _where,
     locate,
     seek_ms,
     seek_times,
@@ -142,6 +148,7 @@ from blocklab.kernels.drive.hdd_tables import (
     P_HIGH_WM,
     P_MIN_SEEK,
     P_N,
+    P_NSEGS,
     P_NWSEGS,
     P_OV_RHR,
     P_OV_RHW,
@@ -162,6 +169,7 @@ from blocklab.kernels.drive.hdd_tables import (
     P_SEG_BLOCKS,
     P_WM_BY_REQ,
     P_WRITE_BACK,
+    P_WSEG,
     P_XD_CMD,
     P_XD_DISC1,
     P_XD_DISC2,
@@ -201,7 +209,8 @@ from blocklab.kernels.drive.hdd_tables import (
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
 __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
            "Drive", "Field", "Zone", "locate", "new_state", "pack", "read_state", "replay_closed",
-           "seek_ms", "seek_times", "service", "service_queued", "settle", "track_bounds",
+           "position_ms", "seek_ms", "seek_times", "service", "service_queued", "settle",
+           "track_bounds",
            "unpack", "zone_table"]
 
 
@@ -481,6 +490,74 @@ def service_queued(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
                       cyl, head, pf, destaging, stop_t, stop_c, stop_h)
     st[b + S_PREV_END] = a + n
     return done, hit
+
+
+@njit(nrt=False)
+def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
+    """How long after ``t`` (ms) drive ``d`` would have its head over the first block of a
+    request of ``n`` blocks at ``a`` (a write if ``w``; it reached the drive's queue at ``q``)
+    if it started that request at ``t``: the rank of the shortest-positioning-time-first
+    scheduler (the engine's ``SCHED_SPTF``, as a drive with command queuing orders its own
+    queue). The steps are ``service_queued``'s up to the media access, so the rank is what the
+    request would meet: the per-request overhead; a read whose first block a cache segment
+    holds ranks 0, one that the read-ahead in progress is about to read ranks the time until
+    it does; otherwise the command overhead (a queued write's as ``_write_timing`` has it),
+    the mechanism's own work (a destage ends, a read-ahead stops at the next block boundary),
+    the seek or head switch (with a write's settling delay and minimum seek delay) and the
+    rotational wait, a revolution more for a write whose first block would not be in the
+    buffer yet. A queued write on a drive with command queuing may rank below 0: its data came
+    in early, and its media access can begin while the request before it is still reporting
+    its completion. The request's transfer, which no order changes, is left out, and so are the
+    HP C2247A's extra write disconnect and a write appended to a destage (ranked as a plain
+    write). The drive's state is read, not changed, except the read-ahead's walk, brought up to
+    ``t`` as serving any request at ``t`` brings it (``_ra_cut``: a memo of the walk and its
+    end, the same whoever asks first)."""
+    b = d * S_N
+    rot = p[P_ROT_MS]
+    tt = t + p[P_REQ_OVERHEAD]
+    free = st[b + S_FREE]
+    cyl = int(st[b + S_CYL])
+    head = int(st[b + S_HEAD])
+    pf = int(st[b + S_PF_SEG])
+    got = 0
+    going = False
+    if pf >= 0:
+        got, free, cyl, head, going = _ra_cut(p, zones, curve_d, curve_t, st, b, tt)
+    zb, qa, _nxt = _phys_call(p, zones, a)
+    bpt = zones[zb + Z_BPT]
+    if not w and p[P_CACHE_ON] > 0:
+        pf_lbn = int(st[b + S_PF_LBN])
+        for k in range(int(p[P_NSEGS]) - (1 if p[P_WSEG] > 0 else 0)):
+            lo, hi = _seg_bounds(st, b, k)
+            if k == pf:  # the read-ahead's segment, as ``_own_work`` brings it up to date
+                hi = pf_lbn + got
+                lo = max(lo, hi - p[P_SEG_BLOCKS])
+                if going and hi <= a < pf_lbn + int(st[b + S_PF_N]):
+                    return (a - hi + 1) * rot / bpt  # (track switches left out)
+            if lo <= a < hi:
+                return 0.0
+    prev_write = st[b + S_PREV_WRITE] > 0
+    x0 = 0.0
+    if w:
+        tw = tt
+        if p[P_WRITE_BACK] <= 0 and p[P_QUEUED_WRITES] > 0:
+            tw = min(tt, max(q + p[P_REQ_OVERHEAD], st[b + S_IF_FREE]))
+        ov = p[P_OV_WHW if prev_write else P_OV_WHR] if p[P_WRITE_BACK] > 0 else (
+            p[P_OV_WMW if prev_write else P_OV_WMR])
+        start = tw + ov
+        x0 = tw + ov + p[P_DATA_PREP] + p[P_XFER_W]  # the first block is in the buffer
+    else:
+        start = tt + (p[P_OV_RMW] if prev_write else p[P_OV_RMR])
+    start = max(start, free)
+    c1, h1, ang = _where(p, zones, zb, qa)
+    mv = _move(p, curve_d, curve_t, cyl, head, c1, h1, w)
+    if w and mv < p[P_MIN_SEEK]:
+        mv = p[P_MIN_SEEK]
+    ts = start + mv
+    tr = ts + _wait(rot, bpt, ts, ang)
+    if w and tr < x0 - _EPS:  # the block is not in yet: it comes round again
+        tr += np.ceil((x0 - tr) / rot - _EPS) * rot
+    return tr - t
 
 
 @njit(nrt=False)

@@ -82,8 +82,10 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    ``maxinf`` operations at once (1 for a disk, its queue depth for an SSD); when it may start
    one, its scheduler picks among the first ``depth`` queued: FCFS the oldest, SSTF the one
    nearest the end of the last operation started, C-LOOK the lowest sector at or past it, else
-   the lowest (ties: the oldest); but when the oldest queued operation has waited at least the
-   drive's ``max_wait`` (aging; 0: no limit), it goes first. Service times come from the
+   the lowest, SPTF (an HDD's) the one whose first block its head reaches soonest (the HDD
+   model's ``position_ms``; on a drive without a mechanism, FCFS) (ties: the oldest); but
+   when the oldest queued operation has waited at least the drive's ``max_wait`` (aging; 0: no
+   limit), it goes first. Service times come from the
    drive's model (``MODEL_*``). After every event, drives that can start do so in drive order.
 6. **Completion.** A read completes when its data has crossed the data path; a write when its
    last drive operation completes (or its data is in a write-back cache). A request of no

@@ -1,5 +1,5 @@
 """The drives' side of the engine: per-drive statistics in time bins, the event heap's push,
-drive queues, the schedulers' pick (FCFS, SSTF, C-LOOK, aging, background share) and starting
+drive queues, the schedulers' pick (FCFS, SSTF, C-LOOK, SPTF, aging, background share) and starting
 operations on drives through their models (package docstring, points 5 and 9)."""
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .tables import (
     J_KIND,
     JOB_REBUILD,
     MODEL_FIXED,
+    MODEL_HDD,
     MODEL_SSD,
     NONE,
     O_DRIVE,
@@ -70,6 +71,7 @@ from .tables import (
     S_REC,
     S_SEQ,
     SCHED_FCFS,
+    SCHED_SPTF,
     SCHED_SSTF,
     SECTOR,
 )
@@ -159,8 +161,40 @@ def _candidate(W, d, ncand):
     return ncand
 
 
+@njit(nrt=False)
+def _sptf(M, OP, DR, d, now):
+    """(operation, the one before it in the queue) of the least positioning time among the
+    first ``depth`` of drive ``d``'s host queue (the HDD model's ``position_ms``), the first
+    in queue order among equals. A call of its own: the loop calls the drive model, which
+    inlined into ``_pick`` would be compiled into the event loop once more."""
+    m = DR[d, D_MPARAM]
+    p = M.hp[m * H.P_N:(m + 1) * H.P_N]
+    zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
+    cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]
+    ct = M.hct[M.ht_off[m]:M.ht_off[m + 1]]
+    t = now / 1e6
+    best = DR[d, D_QHEAD]
+    best_prev = NONE
+    best_r = np.inf
+    prev = NONE
+    s = best
+    k = 0
+    depth = DR[d, D_DEPTH]
+    while s != NONE and k < depth:
+        r = H.position_ms(p, zones, cd, ct, M.hst, d, t, OP[s, O_QTIME] / 1e6, OP[s, O_LBA],
+                          OP[s, O_N], OP[s, O_WRITE] != 0)
+        if r < best_r:
+            best_r = r
+            best = s
+            best_prev = prev
+        prev = s
+        s = OP[s, O_NEXT]
+        k += 1
+    return best, best_prev
+
+
 @njit(forceinline=True, nrt=False)
-def _pick(OP, DR, d, now):
+def _pick(M, OP, DR, d, now):
     """Take the next operation off drive ``d``'s queues (see the module docstring, 5 and 9):
     host work first, except that when both queues hold work, background work goes first while
     its time credit is positive. Returns (operation, the waiting background work's share when both
@@ -187,7 +221,10 @@ def _pick(OP, DR, d, now):
     maxwait = DR[d, D_MAXWAIT]
     if maxwait > 0 and now - OP[best, O_QTIME] >= maxwait:
         policy = SCHED_FCFS  # the oldest has waited long enough: it goes first
-    if policy != SCHED_FCFS:
+    if policy == SCHED_SPTF:
+        if DR[d, D_MODEL] == MODEL_HDD:  # (the pipeline gives it to HDDs only; else FCFS)
+            best, best_prev = _sptf(M, OP, DR, d, now)
+    elif policy != SCHED_FCFS:
         # the least (wrap, key) wins, the first in queue order among equals: one integer per
         # operation (sectors and distances are far below 2**62) and selects, not branches
         # (which operation wins is as unpredictable as the addresses; the branches cost ~60 ns
@@ -273,7 +310,7 @@ def _start_drives(cfg, W, ncand, now):
         DR[d, D_CANDF] = 0
         while DR[d, D_INFLIGHT] < DR[d, D_MAXINF] and (DR[d, D_QHEAD] != NONE
                                                         or DR[d, D_BQHEAD] != NONE):
-            s, contended = _pick(OP, DR, d, now)
+            s, contended = _pick(W.M, OP, DR, d, now)
             DR[d, D_POS] = OP[s, O_LBA] + OP[s, O_N]
             g = OP[s, O_ITEM]
             done, hit = _service(W.M, DR, d, now, OP[s, O_QTIME], OP[s, O_LBA], OP[s, O_N],

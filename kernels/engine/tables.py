@@ -29,7 +29,7 @@ from blocklab.kernels.layout import raid as R
 from blocklab.kernels.units import SECTOR  # noqa: F401  (re-exported: the engine kernels take it from here)
 
 MODEL_FIXED, MODEL_HDD, MODEL_SSD = 0, 1, 2
-SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK = 0, 1, 2
+SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK, SCHED_SPTF = 0, 1, 2, 3
 # what replay() returns
 DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP, FULL_EVENTS = range(6)
 # heap event kinds (HK_), in their order at equal times (kernels/heap.py orders by kind)
@@ -276,5 +276,5 @@ _check()
 #: Codes by name, for the pipeline: background task kinds (TASK "kind"), drive schedulers and
 #: drive models (the per-drive settings of ``door.Array``).
 TASK_KINDS = {"rebuild": JOB_REBUILD, "init": JOB_INIT, "rebalance": JOB_REBALANCE}
-SCHEDULERS = {"fcfs": SCHED_FCFS, "sstf": SCHED_SSTF, "clook": SCHED_CLOOK}
+SCHEDULERS = {"fcfs": SCHED_FCFS, "sstf": SCHED_SSTF, "clook": SCHED_CLOOK, "sptf": SCHED_SPTF}
 DRIVE_MODELS = {"fixed": MODEL_FIXED, "hdd": MODEL_HDD, "ssd": MODEL_SSD}

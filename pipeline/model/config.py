@@ -2,7 +2,7 @@
 
 An array is an optional host volume striped over LUNs, one or more RAID groups (each a LUN,
 or ``count`` identical LUNs) of drives, and a controller. A group also says how its drives
-schedule their queues (``scheduler`` fcfs, sstf or clook; ``queue_depth``: how many queued
+schedule their queues (``scheduler`` fcfs, sstf, clook or sptf; ``queue_depth``: how many queued
 operations the drive chooses among; ``max_wait_ms``: queue aging, an operation that has
 waited that long goes first, 500 ms by default). Every size takes a unit (``512``
 is bytes; ``"128KiB"``, ``"1MiB"``, ``"2048s"`` for sectors). Worked examples are in
@@ -95,7 +95,7 @@ class GroupConfig:
     count: int
     hot_spares: int
     drive: DriveRef
-    scheduler: str = "fcfs"  # the drives' queue scheduling: fcfs, sstf, clook
+    scheduler: str = "fcfs"  # the drives' queue scheduling: fcfs, sstf, clook, sptf
     queue_depth: int = 1  # how many queued operations a drive's scheduler looks at
     # queue aging: an operation that has waited this long is served next, whatever the
     # scheduler prefers (0: never). The default is the read deadline of Linux's own deadline
@@ -370,8 +370,9 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
                       "scheduler", "queue_depth", "max_wait_ms", "preservation", "piece", "raid",
                       "group_width", "slice", "fill"})
         sched = g.get("scheduler", "fcfs")
-        if sched not in ("fcfs", "sstf", "clook"):
-            raise c.fail(f"{k}.scheduler", f"expected fcfs, sstf or clook, found {sched!r}")
+        if sched not in ("fcfs", "sstf", "clook", "sptf"):
+            raise c.fail(f"{k}.scheduler",
+                         f"expected fcfs, sstf, clook or sptf, found {sched!r}")
         layout = g.get("layout")
         if layout not in LAYOUTS:
             raise c.fail(f"{k}.layout", f"unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
@@ -394,7 +395,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
             stripe_unit_bytes=unit,
             count=c.integer(f"{k}.count", g.get("count", 1), 1),
             hot_spares=c.integer(f"{k}.hot_spares", g.get("hot_spares", 0), 0),
-            drive=_drive(c, f"{k}.drive", g["drive"]),
+            drive=_sptf_drive(c, k, sched, _drive(c, f"{k}.drive", g["drive"])),
             scheduler=sched,
             queue_depth=c.integer(f"{k}.queue_depth", g.get("queue_depth", 1), 1),
             max_wait_ms=c.number(f"{k}.max_wait_ms", g.get("max_wait_ms", 500.0)),
@@ -513,6 +514,28 @@ def _pool_keys(c: _Ctx, k: str, g: dict[str, Any], layout: str, width: int,
                          f"({unit} bytes)")
         extra.update(raid=raid, group_width=gw, slice_bytes=sl)
     return extra
+
+
+def _sptf_drive(c: _Ctx, key: str, sched: str, ref: DriveRef) -> DriveRef:
+    """``ref``, refused under ``sptf`` unless it is a disk that orders its own queue: sptf is a
+    drive's reordering by positioning time (the HDD model's), which needs its mechanism and
+    command queuing (an SSD has no positioning time; a drive without queuing is offered one
+    command at a time). A DiskSim parameter file's drive is a SCSI disk with tagged queuing."""
+    if sched != "sptf" or ref.disksim is not None:
+        return ref
+    entries = CAT.catalog()[0]
+    kind = ref.kind or entries[ref.catalog].kind
+    if kind == "ssd":
+        raise c.fail(f"{key}.scheduler", "sptf orders a disk's queue by its positioning "
+                     "time; this group's drives are SSDs (fcfs, sstf or clook)")
+    queued = True  # the catalog's default (CAT.OPTIONAL_KEYS)
+    if ref.catalog is not None and kind == "hdd":
+        queued = bool(entries[ref.catalog].values().get("command_queueing", True))
+    queued = bool(dict(ref.overrides).get("command_queueing", queued))
+    if not queued:
+        raise c.fail(f"{key}.scheduler", "sptf is the drive's own reordering, and this "
+                     "group's drive has command_queueing = false: it sees one command at a time")
+    return ref
 
 
 def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:

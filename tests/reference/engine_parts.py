@@ -217,8 +217,9 @@ class Cache:
 def pick_host(queue, policy, depth, pos, maxwait=0, now=0):
     """FCFS: the oldest. SSTF: nearest LBA to where the last operation ended. C-LOOK: lowest
     LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest.
-    Aging: the oldest goes first once it has waited ``maxwait`` ns (0: never)."""
-    if policy == 0 or (maxwait > 0 and now - queue[0].qtime >= maxwait):
+    Aging: the oldest goes first once it has waited ``maxwait`` ns (0: never). SPTF (3) on a
+    fixed-time drive, which has no positioning time: FCFS (test_hdd.py checks SPTF on disks)."""
+    if policy in (0, 3) or (maxwait > 0 and now - queue[0].qtime >= maxwait):
         return queue.popleft()
     seen = list(queue)[:depth]
     if policy == 1:

@@ -290,6 +290,52 @@ class RefDisk:
         self.pf = (seg, t, c, h, lbn, nblk)
         self.free, self.cyl, self.head = t_end, ce, he
 
+    # -- the scheduler's rank
+    def position(self, t, q, a, n, write):
+        """Shortest-positioning-time-first's rank of a request of ``n`` blocks at ``a`` queued
+        since ``q``, were the drive to start it at ``t`` (ms): how long until its first block
+        is under the head (kernels/drive/hdd.py, position_ms). The state is left as it is."""
+        ov = self.ov
+        tt = t + self.d.per_request_overhead_ms
+        free, cyl, head = self.free, self.cyl, self.head
+        L = self.lay.loc(a)
+        pf = None
+        if self.pf is not None:
+            pf, t0, c0, h0, lbn, nblk = self.pf
+            got, going = nblk, False
+            if tt < self.free:  # where the read-ahead is, and where it stops
+                got, free, cyl, head, _e = self.read_walk(t0, c0, h0, lbn, nblk, cut=tt)
+                going = True
+        if not write and self.cache_on:
+            for k in range(self.nseg - (1 if self.wseg else 0)):
+                lo, hi, _u = self.segs[k]
+                if k == pf:
+                    hi = lbn + got
+                    lo = max(lo, hi - self.seg_size)
+                    if going and hi <= a < lbn + nblk:  # the read-ahead reads it next
+                        return (a - hi + 1) * self.rot / L.bpt
+                if lo <= a < hi:
+                    return 0.0
+        after = "after write" if self.prev_write else "after read"
+        x0 = 0.0
+        if write:
+            tw = tt
+            if not self.write_back and self.queued:  # its data came in once the link was free
+                tw = min(tt, max(q + self.d.per_request_overhead_ms, self.if_free))
+            start = tw + ov[("write hit " if self.write_back else "write miss ") + after]
+            x0 = start + ov["data preparation"] + self.xw
+        else:
+            start = tt + ov["read miss " + after]
+        start = max(start, free)
+        mv = self.move(cyl, head, L.cyl, L.head, write)
+        if write:
+            mv = max(mv, ov["minimum seek delay"])
+        ts = start + mv
+        tr = ts + self.wait(ts, L.angle, L.bpt)
+        while write and tr < x0 - EPS:
+            tr += self.rot
+        return tr - t
+
     # -- one request
     def service(self, t, a, n, write, queued=None):
         """Serve a request of ``n`` blocks at ``a`` that the drive starts at ``t`` (ms), having
