@@ -498,8 +498,8 @@ def test_queued_service_matches_reference(name, steps, start, cache):
         t = want + idle
 
 
-@pytest.mark.parametrize("name", ["cheetah_15k5_146g", "savvio_15k3_300g", "atlas10k"])
-@settings(max_examples=20, deadline=None,
+@pytest.mark.parametrize("name", ["cheetah_15k5_146g", "atlas10k"])
+@settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(_edge_step, st.floats(0, 12)), min_size=1, max_size=20),
        start=st.integers(0, 2**30), cache=st.booleans())
@@ -509,7 +509,7 @@ def test_positioning_time_matches_reference(shared, name, steps, start, cache):
     or off, a queued write), for reads and writes near the head, on the next block (a read-ahead
     hit) and far away: the plain-Python reference's, to the microsecond. Asking does not change
     what the drive then does: the same requests served without asking complete at the same
-    times, bit for bit. Two catalog drives (command queuing on) and a DiskSim drive."""
+    times, bit for bit. A catalog drive (command queuing on) and a DiskSim drive."""
     if name == "atlas10k":
         d, (p, zones, cd, ct) = _drive(shared, name)
     else:
@@ -734,7 +734,7 @@ def test_the_engine_serves_the_least_positioning_time_first(tmp_path):
     trace (rotational position counts, not only the seek: Worthington, Ganger and Patt 1994)."""
     group = ('[[group]]\nname = "r5"\nlayout = "raid5"\nwidth = 4\nstripe_unit = "64KiB"\n'
              'drive = "cheetah_15k5_146g"\nqueue_depth = 64\nmax_wait_ms = 0\n')
-    synth = ["--requests", "400", "--transfer-size", "8k", "--read-pct", "70",
+    synth = ["--requests", "200", "--transfer-size", "8k", "--read-pct", "70",
              "--random-pct", "100", "--outstanding", "24"]
     ops = _replay_ops(tmp_path, "sptf", group + 'scheduler = "sptf"\n', synth)
     clook = _replay_ops(tmp_path, "clook", group + 'scheduler = "clook"\n', synth)
@@ -759,7 +759,7 @@ def test_the_engine_serves_the_least_positioning_time_first(tmp_path):
                                      queued=o["queued_ns"] / 1e6)
             assert abs(o["complete_ns"] - done * 1e6) <= 1.001, (drive, o, done)  # (ceil)
             assert bool(hit) == o["cache_hit"]
-    assert ranked > 100
+    assert ranked > 50
 
     def per_op(rows):
         return sum(r["complete_ns"] - r["start_ns"] for r in rows) / len(rows)

@@ -415,6 +415,10 @@ def _print_report(report: dict[str, object]) -> None:
           f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
           f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
           f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
+    if "random_4k_closed64_sptf_requests_per_s" in rp:
+        sp = rp["random_4k_closed64_sptf_requests_per_s"] / 1e6
+        print(f"  the same, SPTF drives  : closed 64 {sp:.2f} M/s ({sp / c64:.2f} x C-LOOK's: the "
+              f"HDD model ranks every queued operation at each pick)")
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")

@@ -192,6 +192,12 @@ def replay_speeds() -> dict[str, float]:
     # 20 requests/s of 1 MiB (30 % writes): busy drives, not a queue growing without bound
     run("sequential_1m_open_requests_per_s", 200_000, 2048, True, 20)
     run("random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=clook)
+    # the same with the drives ordering their queues by positioning time (the HDD model ranks
+    # every queued operation at each pick): what sptf costs against C-LOOK
+    sptf = build_array(parse_array({"group": [{
+        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
+        "scheduler": "sptf", "queue_depth": 64}]}, Path("bench.toml")))
+    run("random_4k_closed64_sptf_requests_per_s", 500_000, 8, False, 0, closed=64, arr=sptf)
     # the same requests on drives that take a fixed time (5 ms + 1 us a sector): what the
     # engine costs without the HDD model
     farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
