@@ -70,6 +70,9 @@ facts only):
   rebuild's spare, a RAID controller's full-stripe writes) loses no revolution between writes,
   where a drive offered one write at a time loses one. The engine keeps the queue and its
   order (its scheduler); the drive adds when the waiting write's data is in.
+- **The drive's own queue order**: the engine keeps the queue; with ``scheduler = "sptf"`` it
+  takes the operation this model ranks soonest (``position_ms``: when the head would be over
+  its first block, from the drive's state as ``service`` would find it).
 - **Read on arrival** (not in DiskSim): a drive that reads with zero latency starts reading as
   soon as its head settles on the track and keeps the sectors that pass before the first one
   wanted (Quantum Atlas 10K II product manual, section 6.4: "the initial data read is stored in
@@ -77,10 +80,8 @@ facts only):
 
 Not modelled (docs/drives.md, the fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
-remapped to another sector (none in DiskSim's validation drives), a drive's reordering of
-its own queue (the engine's scheduler orders it: with ``sptf``, by ``position_ms``), the queued
-overlap for reads (a
-read's data comes from the platter and cannot cross early: only its command overhead could,
+remapped to another sector (none in DiskSim's validation drives), the queued overlap for
+reads (a read's data comes from the platter and cannot cross early: only its command overhead could,
 0 to 0.16 ms on the catalog's firmware, and is not overlapped), sneaky read hits,
 reconnections when the interface overtakes the media during a read, and the disk keys
 ``pipeline/model/disksim_params.py`` lists as not modelled. Almost read hits (DiskSim's "Allow
@@ -138,6 +139,7 @@ from blocklab.kernels.drive.hdd_geometry import (
 from blocklab.kernels.drive.hdd_tables import (
     CHOICES,
     NAMES,
+    P_ALMOST,
     P_CACHE_ON,
     P_COMPL_R,
     P_COMPL_W,
@@ -208,10 +210,9 @@ from blocklab.kernels.drive.hdd_tables import (
 
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
 __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
-           "Drive", "Field", "Zone", "locate", "new_state", "pack", "read_state", "replay_closed",
-           "position_ms", "seek_ms", "seek_times", "service", "service_queued", "settle",
-           "track_bounds",
-           "unpack", "zone_table"]
+           "Drive", "Field", "Zone", "locate", "new_state", "pack", "position_ms", "read_state",
+           "replay_closed", "seek_ms", "seek_times", "service", "service_queued", "settle",
+           "track_bounds", "unpack", "zone_table"]
 
 
 @njit(forceinline=True, nrt=False)
@@ -498,20 +499,27 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     request of ``n`` blocks at ``a`` (a write if ``w``; it reached the drive's queue at ``q``)
     if it started that request at ``t``: the rank of the shortest-positioning-time-first
     scheduler (the engine's ``SCHED_SPTF``, as a drive with command queuing orders its own
-    queue). The steps are ``service_queued``'s up to the media access, so the rank is what the
-    request would meet: the per-request overhead; a read whose first block a cache segment
-    holds ranks 0, one that the read-ahead in progress is about to read ranks the time until
-    it does; otherwise the command overhead (a queued write's as ``_write_timing`` has it),
-    the mechanism's own work (a destage ends, a read-ahead stops at the next block boundary),
-    the seek or head switch (with a write's settling delay and minimum seek delay) and the
-    rotational wait, a revolution more for a write whose first block would not be in the
-    buffer yet. A queued write on a drive with command queuing may rank below 0: its data came
-    in early, and its media access can begin while the request before it is still reporting
-    its completion. The request's transfer, which no order changes, is left out, and so are the
-    HP C2247A's extra write disconnect and a write appended to a destage (ranked as a plain
-    write). The drive's state is read, not changed, except the read-ahead's walk, brought up to
-    ``t`` as serving any request at ``t`` brings it (``_ra_cut``: a memo of the walk and its
-    end, the same whoever asks first)."""
+    queue). The steps are ``service_queued``'s up to the first block's media access, so the
+    rank is when that access starts there:
+
+    - a read whose first block a cache segment holds ranks 0 (no positioning); an almost read
+      hit (``a`` is the block the read-ahead in progress reads now, on a drive that allows
+      them) ranks the start of that block from where the read-ahead stops (exact when it stops
+      within a track; within a head switch when it stops between runs);
+    - otherwise: the per-request and command overheads (a queued write's data taken early, as
+      ``_write_timing`` has it; HP's extra write disconnect), the mechanism's own work (a
+      read-ahead stops at the next block boundary; a destage ends, or goes on into a write
+      that appends to it; with one write segment a write's data waits for its end), the seek
+      or head switch (a write's settling delay, its minimum seek delay), the rotational wait,
+      and a revolution more while the write's first block is not in the buffer.
+
+    A queued write on a drive with command queuing may rank below 0: its data came in early,
+    and its media access can begin while the request before it is still reporting its
+    completion. The transfer, which no order changes, is left out (``n`` only counts on the HP
+    C2247A, which writes nothing before its buffer holds 10 or 15 of a write's blocks). The
+    drive's state is read, not changed, except the read-ahead's walk, brought up to ``t`` as
+    serving any request at ``t`` brings it (``_ra_cut``: a memo of the walk and its end, the
+    same whoever asks first)."""
     b = d * S_N
     rot = p[P_ROT_MS]
     tt = t + p[P_REQ_OVERHEAD]
@@ -532,30 +540,50 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
             if k == pf:  # the read-ahead's segment, as ``_own_work`` brings it up to date
                 hi = pf_lbn + got
                 lo = max(lo, hi - p[P_SEG_BLOCKS])
-                if going and hi <= a < pf_lbn + int(st[b + S_PF_N]):
-                    return (a - hi + 1) * rot / bpt  # (track switches left out)
+                if going and a == hi and p[P_ALMOST] > 0:  # being read now: ends at ``free``
+                    return free - rot / bpt - t
             if lo <= a < hi:
                 return 0.0
     prev_write = st[b + S_PREV_WRITE] > 0
-    x0 = 0.0
-    if w:
-        tw = tt
-        if p[P_WRITE_BACK] <= 0 and p[P_QUEUED_WRITES] > 0:
-            tw = min(tt, max(q + p[P_REQ_OVERHEAD], st[b + S_IF_FREE]))
-        ov = p[P_OV_WHW if prev_write else P_OV_WHR] if p[P_WRITE_BACK] > 0 else (
-            p[P_OV_WMW if prev_write else P_OV_WMR])
-        start = tw + ov
-        x0 = tw + ov + p[P_DATA_PREP] + p[P_XFER_W]  # the first block is in the buffer
-    else:
+    x0 = -np.inf  # when the first block is in the buffer (reads: no wait)
+    mintime = 0.0
+    if not w:
         start = tt + (p[P_OV_RMW] if prev_write else p[P_OV_RMR])
+    elif p[P_WRITE_BACK] > 0:
+        mintime = p[P_MIN_SEEK]
+        start = tt + (p[P_OV_WHW] if prev_write else p[P_OV_WHR])
+        x0 = start + p[P_DATA_PREP]
+        ds = int(st[b + S_DS_SEG])
+        if pf < 0 and tt < free and ds >= 0:  # a destage is under way
+            lo, hi = _seg_bounds(st, b, ds)
+            if a == hi and a + n - lo <= p[P_SEG_BLOCKS]:  # it goes on into this write
+                start = free
+                mintime = 0.0
+            elif p[P_NWSEGS] <= 1:  # no room in the buffer until it ends
+                x0 = max(x0, free)
+    elif p[P_XD_ON] > 0 and prev_write and a != st[b + S_PREV_END]:
+        mintime = p[P_MIN_SEEK]
+        start = tt + p[P_XD_CMD] + p[P_XD_SEEKDELTA]
+        x0 = (tt + p[P_XD_CMD] + p[P_XD_DISC1] + p[P_XD_INTER] + p[P_RESELECT1]
+              + p[P_DATA_PREP])
+    else:
+        mintime = p[P_MIN_SEEK]
+        tw = tt
+        if p[P_QUEUED_WRITES] > 0:
+            tw = min(tt, max(q + p[P_REQ_OVERHEAD], st[b + S_IF_FREE]))
+        start = tw + (p[P_OV_WMW] if prev_write else p[P_OV_WMR])
+        x0 = start + p[P_DATA_PREP]
+    if w:  # the first block is in the buffer one transfer later (HP: once it holds ``need``)
+        need = 1
+        if p[P_XD_ON] > 0:
+            need = max(1, min(n, 10) if n < 45 else 15)
+        x0 += need * p[P_XFER_W]
     start = max(start, free)
     c1, h1, ang = _where(p, zones, zb, qa)
-    mv = _move(p, curve_d, curve_t, cyl, head, c1, h1, w)
-    if w and mv < p[P_MIN_SEEK]:
-        mv = p[P_MIN_SEEK]
+    mv = max(_move(p, curve_d, curve_t, cyl, head, c1, h1, w), mintime)
     ts = start + mv
     tr = ts + _wait(rot, bpt, ts, ang)
-    if w and tr < x0 - _EPS:  # the block is not in yet: it comes round again
+    if tr < x0 - _EPS:  # the block is not in yet: it comes round again
         tr += np.ceil((x0 - tr) / rot - _EPS) * rot
     return tr - t
 

@@ -2,7 +2,8 @@
 for the fixed drive model: host volume striping, LUNs made of extents of member maps (RAID
 groups, storage pool slices, pool D-stripes), layout operations in two phases merged per drive
 where contiguous, drives serving up to ``maxinf`` operations at once from a host queue
-(FCFS/SSTF/C-LOOK over a depth) and a background queue that gets its share of a busy drive's
+(FCFS/SSTF/C-LOOK over a depth; SPTF, which needs a disk's positioning time, is FCFS on these
+fixed-time drives: tests/test_hdd.py checks it on disks) and a background queue that gets its share of a busy drive's
 picks, the controller's command time, host links and internal bus, its cache (write-back or
 write-through, LRU, prefetch for sequential readers, destage by watermarks and age), drive
 failures (missing members with rebuild cursors, data loss), background tasks (rebuild,

@@ -1,6 +1,7 @@
 """The reference engine's data and helpers (tests/reference/engine.py): drive operations, cache
 lines, jobs and the run's result, the layout planning over a request's pieces and member maps,
-the controller cache's LRU lists, and the drive queues' host scheduling (FCFS, SSTF, C-LOOK)."""
+the controller cache's LRU lists, and the drive queues' host scheduling (FCFS, SSTF, C-LOOK;
+SPTF is FCFS on the fixed-time drives)."""
 
 from __future__ import annotations
 

@@ -149,6 +149,8 @@ class RefDisk:
         self.segs = [[-1, -1, 0] for _ in range(self.nseg)]  # lo, hi, last use
         self.pf = None  # (segment, start time, cyl, head, first lbn, blocks)
         self.destage_seg = -1
+        self.first_at = None  # the last request's first block under the head (None: buffered)
+        self.first_from_ra = False  # ... and the read-ahead in progress read it
 
     # -- mechanics
     def seek(self, dist):
@@ -216,6 +218,8 @@ class RefDisk:
             avail = x0 + max(j + 1, need) * self.xw
             while start < avail - EPS:
                 start += self.rot
+            if j == 0:
+                self.first_at = start
             t = start + s
             prev = L
         return t, c, h
@@ -300,9 +304,10 @@ class RefDisk:
         free, cyl, head = self.free, self.cyl, self.head
         L = self.lay.loc(a)
         pf = None
+        going = False
         if self.pf is not None:
             pf, t0, c0, h0, lbn, nblk = self.pf
-            got, going = nblk, False
+            got = nblk
             if tt < self.free:  # where the read-ahead is, and where it stops
                 got, free, cyl, head, _e = self.read_walk(t0, c0, h0, lbn, nblk, cut=tt)
                 going = True
@@ -312,27 +317,43 @@ class RefDisk:
                 if k == pf:
                     hi = lbn + got
                     lo = max(lo, hi - self.seg_size)
-                    if going and hi <= a < lbn + nblk:  # the read-ahead reads it next
-                        return (a - hi + 1) * self.rot / L.bpt
+                    if going and a == hi and self.almost:  # being read now: ends at ``free``
+                        return free - self.rot / L.bpt - t
                 if lo <= a < hi:
                     return 0.0
         after = "after write" if self.prev_write else "after read"
-        x0 = 0.0
-        if write:
-            tw = tt
-            if not self.write_back and self.queued:  # its data came in once the link was free
-                tw = min(tt, max(q + self.d.per_request_overhead_ms, self.if_free))
-            start = tw + ov[("write hit " if self.write_back else "write miss ") + after]
-            x0 = start + ov["data preparation"] + self.xw
-        else:
+        x0 = -math.inf
+        mintime = ov["minimum seek delay"] if write else 0.0
+        if not write:
             start = tt + ov["read miss " + after]
+        elif self.write_back:
+            start = tt + ov["write hit " + after]
+            x0 = start + ov["data preparation"]
+            ds = self.destage_seg
+            if pf is None and tt < self.free and ds >= 0:  # a destage is under way
+                lo, hi, _u = self.segs[ds]
+                if a == hi and a + n - lo <= self.seg_size:  # it goes on into this write
+                    start, mintime = self.free, 0.0
+                elif self.nwsegs <= 1:  # no room until it ends
+                    x0 = max(x0, self.free)
+        elif self.xd and self.prev_write and a != self.prev_end:
+            start = tt + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
+            x0 = (tt + ov["extra disconnect command"] + ov["extra disconnect 1"]
+                  + ov["extra disconnect interval"] + ov["first reselect"]
+                  + ov["data preparation"])
+        else:
+            tw = tt
+            if self.queued:  # its data came in once the link was free
+                tw = min(tt, max(q + self.d.per_request_overhead_ms, self.if_free))
+            start = tw + ov["write miss " + after]
+            x0 = start + ov["data preparation"]
+        if write:  # its first block is in one transfer later (HP: once 10 or 15 are)
+            x0 += max(1, (min(n, 10) if n < 45 else 15) if self.xd else 1) * self.xw
         start = max(start, free)
-        mv = self.move(cyl, head, L.cyl, L.head, write)
-        if write:
-            mv = max(mv, ov["minimum seek delay"])
+        mv = max(self.move(cyl, head, L.cyl, L.head, write), mintime)
         ts = start + mv
         tr = ts + self.wait(ts, L.angle, L.bpt)
-        while write and tr < x0 - EPS:
+        while tr < x0 - EPS:  # its first block is not in the buffer yet: it comes round again
             tr += self.rot
         return tr - t
 
@@ -380,6 +401,9 @@ class RefDisk:
         ov_hit = ov["read hit after write" if prev_write else "read hit after read"]
         k, kind = self.pick_read(a, n, pf)
         lim = self.ra_limit(a, n)
+        # when the request's first block is under the head (None: it is in the buffer already)
+        self.first_at = None
+        self.first_from_ra = False
         if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
             self.pf = None
             self.free, self.cyl, self.head = stop
@@ -400,6 +424,9 @@ class RefDisk:
             seg, t0, c0, h0, lbn, nblk = self.pf
             nblk = max(nblk, lim - lbn)
             _g, t_end, ce, he, ends = self.read_walk(t0, c0, h0, lbn, nblk)
+            if a >= lbn and ends[a - lbn] > t:  # the read-ahead has yet to read it
+                self.first_at = ends[a - lbn] - self.rot / self.lay.loc(a).bpt
+                self.first_from_ra = True
             bus = t + ov_hit + ov["data preparation"]
             for j in range(a - lbn, a - lbn + n):
                 # a block before the read-ahead's first one (j < 0) is in the segment already
@@ -420,6 +447,8 @@ class RefDisk:
                 rd = lo = a
             nblk = max(lim, a + n) - rd
             _g, t_end, ce, he, ends = self.read_walk(start, self.cyl, self.head, rd, nblk)
+            if kind == 0:
+                self.first_at = ends[0] - self.rot / self.lay.loc(a).bpt
             if kind == 1:
                 bus = t + ov_hit + ov["data preparation"] + (rd - a) * self.xr
             else:
