@@ -38,6 +38,14 @@ DATA = Path(__file__).resolve().parent / "data" / "disksim"
 _DRIVES: dict = {}
 
 
+def _copy(disk):
+    """A copy of reference drive ``disk`` as it is now, sharing its layout (which
+    takes most of a ``RefDisk``'s construction)."""
+    fresh = copy.copy(disk)
+    fresh.segs = [list(x) for x in disk.segs]
+    return fresh
+
+
 def _drive(shared, name):
     if name not in _DRIVES:
         d = read_drive(shared / "validation" / "disksim" / f"{name}.parv")
@@ -246,10 +254,11 @@ def test_read_on_arrival_keeps_the_sector_the_head_arrives_at(shared):
     own cases (Hypothesis found write 6 at 13, read 5 at 26, read 1 at 19 to disagree)."""
     d, (p, zones, cd, ct) = _drive(shared, "atlas10k")
     lay = ref.Layout(d)
+    new = ref.RefDisk(d)
     at_write_end = 0
     for x in range(0, 3000, 7):
         for nw, gap in ((6, 7), (3, 2), (10, 20), (1, 40)):
-            disk = ref.RefDisk(d)
+            disk = _copy(new)
             state = H.new_state()
             t = 0.0
             for k, (a, n, w) in enumerate([(x, nw, True), (x + nw + gap, 5, False),
@@ -502,7 +511,7 @@ def test_queued_service_matches_reference(name, steps, start, cache):
 @pytest.mark.parametrize("name", ["cheetah_15k5_146g", "atlas10k", "hp_c2247a"])
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(_edge_step, st.floats(0, 12)), min_size=1, max_size=20),
+@given(steps=st.lists(st.tuples(_edge_step, st.floats(0, 12)), min_size=1, max_size=12),
        start=st.integers(0, 2**30), cache=st.booleans())
 def test_positioning_time_is_when_the_first_block_is_under_the_head(shared, name, steps, start,
                                                                     cache):
@@ -538,13 +547,12 @@ def test_positioning_time_is_when_the_first_block_is_under_the_head(shared, name
             kind, (a * 7919 + delta * 104729) % total)
         a = min(max(a, 0), total - n)
         q = max(0.0, t - ahead)
-        for c in (a, prev_end, prev_end + delta, (a * 31 + 7) % total, total // 2):
+        for c in (a, prev_end, prev_end + delta, (a * 31 + 7) % total):
             c = min(max(c, 0), total - n)
             for cw in (False, True):
                 rank = H.position_ms(p, zones, cd, ct, state, 0, t, q, c, n, cw)
                 assert rank == pytest.approx(disk.position(t, q, c, n, cw), abs=1e-6)
-                probe = copy.copy(disk)
-                probe.segs = [list(x) for x in disk.segs]
+                probe = _copy(disk)  # (a copy of its state)
                 probe.service(t, c, n, cw, queued=q)
                 if probe.first_at is None:
                     assert rank == 0, (c, cw)
@@ -716,7 +724,7 @@ def _replay_ops(tmp_path, tag, array_text, synth_args):
 
 def test_the_engine_serves_the_least_positioning_time_first(tmp_path):
     """``scheduler = "sptf"`` through the engine: a RAID-5 of Cheetah 15K.5s (write cache off,
-    command queuing on) under 8 KiB random reads and writes, 24 outstanding. Served in the
+    command queuing on) under 8 KiB random reads and writes, 16 outstanding. Served in the
     order each drive started them by the plain-Python reference drive, each operation, when
     its drive started it, ranked lowest by the reference's positioning time among every
     operation already waiting there (all within the scheduler's depth), and completes when the
@@ -724,8 +732,8 @@ def test_the_engine_serves_the_least_positioning_time_first(tmp_path):
     trace (rotational position counts, not only the seek: Worthington, Ganger and Patt 1994)."""
     group = ('[[group]]\nname = "r5"\nlayout = "raid5"\nwidth = 4\nstripe_unit = "64KiB"\n'
              'drive = "cheetah_15k5_146g"\nqueue_depth = 64\nmax_wait_ms = 0\n')
-    synth = ["--requests", "200", "--transfer-size", "8k", "--read-pct", "70",
-             "--random-pct", "100", "--outstanding", "24"]
+    synth = ["--requests", "160", "--transfer-size", "8k", "--read-pct", "70",
+             "--random-pct", "100", "--outstanding", "16"]
     ops = _replay_ops(tmp_path, "sptf", group + 'scheduler = "sptf"\n', synth)
     clook = _replay_ops(tmp_path, "clook", group + 'scheduler = "clook"\n', synth)
     d = _catalog_hdd("cheetah_15k5_146g")

@@ -151,6 +151,7 @@ class RefDisk:
         self.destage_seg = -1
         self.first_at = None  # the last request's first block under the head (None: buffered)
         self.first_from_ra = False  # ... and the read-ahead in progress read it
+        self._cut = (None, None)  # position's last read-ahead cut: (its read-ahead and time, cut)
 
     # -- mechanics
     def seek(self, dist):
@@ -309,7 +310,10 @@ class RefDisk:
             pf, t0, c0, h0, lbn, nblk = self.pf
             got = nblk
             if tt < self.free:  # where the read-ahead is, and where it stops
-                got, free, cyl, head, _e = self.read_walk(t0, c0, h0, lbn, nblk, cut=tt)
+                key = (self.pf, tt)  # (the walk block by block is slow: once per time asked)
+                if self._cut[0] != key:
+                    self._cut = (key, self.read_walk(t0, c0, h0, lbn, nblk, cut=tt)[:4])
+                got, free, cyl, head = self._cut[1]
                 going = True
         if not write and self.cache_on:
             for k in range(self.nseg - (1 if self.wseg else 0)):
