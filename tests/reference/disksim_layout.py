@@ -111,10 +111,12 @@ def total_blocks(g: Geometry) -> int:
     return zone_starts(g)[-1]
 
 
-def _zone_of(g: Geometry, lbn: int) -> tuple[int, int]:
+def _zone_of(g: Geometry, lbn: int, starts: list[int] | None = None) -> tuple[int, int]:
     """(zone index, offset in the zone counted from its first sector: the LBN's offset plus
-    the empty space at the zone's front)."""
-    starts = zone_starts(g)
+    the empty space at the zone's front). ``starts``: ``zone_starts(g)``, when the caller keeps
+    it (it walks every zone)."""
+    if starts is None:
+        starts = zone_starts(g)
     for i, z in enumerate(g.zones):
         if lbn < starts[i + 1] or i == len(g.zones) - 1:
             return i, lbn - starts[i] + z.dead
@@ -143,10 +145,10 @@ def _data_range(g: Geometry, z: Zone) -> tuple[int, int]:
     return (z.spares if g.scheme == 6 else 0), bpc - z.spares
 
 
-def place(g: Geometry, lbn: int) -> tuple[int, int]:
+def place(g: Geometry, lbn: int, starts: list[int] | None = None) -> tuple[int, int]:
     """(zone index, zone-relative physical sector) of an LBN: slips counted one by one, as
-    DiskSim's ``g1_ltop_*`` count them."""
-    zi, off = _zone_of(g, lbn)
+    DiskSim's ``g1_ltop_*`` count them (``starts`` as for ``_zone_of``)."""
+    zi, off = _zone_of(g, lbn, starts)
     z = g.zones[zi]
     s = g.scheme
     slips = sorted(z.slips)

@@ -75,6 +75,7 @@ class Layout:
             self.zones.append(dict(z=z, first=starts[i], lbns=starts[i + 1] - starts[i],
                                    bpt=z.blocks_per_track))
         self.total = starts[-1]
+        self.starts = starts  # (the layout does not change: kept for every lookup)
 
     def zone_of(self, lbn):
         for i, zz in enumerate(self.zones):
@@ -84,7 +85,7 @@ class Layout:
 
     def phys(self, lbn):
         """(zone index, physical sector in the zone) of an LBN, DiskSim's way."""
-        return dl.place(self.g, lbn)
+        return dl.place(self.g, lbn, self.starts)
 
     def where(self, zi, p):
         bpt = self.zones[zi]["bpt"]
