@@ -478,6 +478,23 @@ def test_queued_writes_stream_at_the_media_rate_with_the_write_cache_off(name):
         assert 0.85 * od <= rates[depth] <= 1.02 * zone["bpt"] * 512 / rot / 1e3, rates
 
 
+def _catalog_cached(name, write_cache):
+    """(drive, its kernel tables) of catalog HDD ``name`` with its write cache on or off, built
+    once per test session."""
+    if (name, write_cache) not in _DRIVES:
+        d = _catalog_hdd(name, write_cache=write_cache)
+        _DRIVES[name, write_cache] = (d, drive_params(d))
+    return _DRIVES[name, write_cache]
+
+
+def _edge_address(kind, delta, a, prev_end, total, n):
+    """The first block of the next request of ``n`` blocks in a run of ``_edge_step``s: right
+    after the last one, ``delta`` before or past its end, or a jump from ``a``; on the drive."""
+    a = {"seq": prev_end, "back": prev_end - delta, "skip": prev_end + delta}.get(
+        kind, (a * 7919 + delta * 104729) % total)
+    return min(max(a, 0), total - n)
+
+
 @pytest.mark.parametrize("name", ["savvio_15k3_300g", "constellation_es_500g"])
 @settings(max_examples=25, deadline=None)
 @given(steps=st.lists(st.tuples(_edge_step, st.floats(0, 12)), min_size=1, max_size=25),
@@ -485,10 +502,7 @@ def test_queued_writes_stream_at_the_media_rate_with_the_write_cache_off(name):
 def test_queued_service_matches_reference(name, steps, start, cache):
     """A catalog drive serving requests that waited in its queue (any time before it starts
     them) gives the reference's times, to the microsecond, write cache on or off."""
-    if (name, cache) not in _DRIVES:
-        d = _catalog_hdd(name, write_cache=cache)
-        _DRIVES[name, cache] = (d, drive_params(d))
-    d, (p, zones, cd, ct) = _DRIVES[name, cache]
+    d, (p, zones, cd, ct) = _catalog_cached(name, cache)
     disk = ref.RefDisk(d)
     state = H.new_state()
     total = ref.Layout(d).total
@@ -496,9 +510,7 @@ def test_queued_service_matches_reference(name, steps, start, cache):
     prev_end = a
     t = 0.0
     for (kind, delta, n, w, idle), ahead in steps:
-        a = {"seq": prev_end, "back": prev_end - delta, "skip": prev_end + delta}.get(
-            kind, (a * 7919 + delta * 104729) % total)
-        a = min(max(a, 0), total - n)
+        a = _edge_address(kind, delta, a, prev_end, total, n)
         q = max(0.0, t - ahead)
         want, want_hit = disk.service(t, a, n, w, queued=q)
         got, got_hit = H.service_queued(p, zones, cd, ct, state, 0, t, q, a, n, w)
@@ -530,10 +542,7 @@ def test_positioning_time_is_when_the_first_block_is_under_the_head(shared, name
     if name in DISKSIM:
         d, (p, zones, cd, ct) = _drive(shared, name)
     else:
-        if (name, cache) not in _DRIVES:
-            dd = _catalog_hdd(name, write_cache=cache)
-            _DRIVES[name, cache] = (dd, drive_params(dd))
-        d, (p, zones, cd, ct) = _DRIVES[name, cache]
+        d, (p, zones, cd, ct) = _catalog_cached(name, cache)
     disk = ref.RefDisk(d)
     state = H.new_state()
     quiet = H.new_state()  # the same drive, never asked
@@ -543,9 +552,7 @@ def test_positioning_time_is_when_the_first_block_is_under_the_head(shared, name
     prev_end = a
     t = 0.0
     for (kind, delta, n, w, idle), ahead in steps:
-        a = {"seq": prev_end, "back": prev_end - delta, "skip": prev_end + delta}.get(
-            kind, (a * 7919 + delta * 104729) % total)
-        a = min(max(a, 0), total - n)
+        a = _edge_address(kind, delta, a, prev_end, total, n)
         q = max(0.0, t - ahead)
         for c in (a, prev_end, prev_end + delta, (a * 31 + 7) % total):
             c = min(max(c, 0), total - n)

@@ -524,7 +524,8 @@ def _sptf_drive(c: _Ctx, key: str, sched: str, ref: DriveRef) -> DriveRef:
     if sched != "sptf" or ref.disksim is not None:
         return ref
     entries = CAT.catalog()[0]
-    kind = ref.kind or entries[ref.catalog].kind
+    # (a reference without a catalog base is an inline drive, which has its kind)
+    kind = ref.kind if ref.catalog is None else entries[ref.catalog].kind
     if kind == "ssd":
         raise c.fail(f"{key}.scheduler", "sptf orders a disk's queue by its positioning "
                      "time; this group's drives are SSDs (fcfs, sstf or clook)")
