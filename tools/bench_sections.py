@@ -161,9 +161,14 @@ def replay_speeds() -> dict[str, float]:
     rng = np.random.default_rng(3)
     out: dict[str, float] = {}
 
-    clook = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
-        "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")))
+    def r5(scheduler, fixed_ns=None):
+        """The same RAID-5, its drives looking at 64 queued operations with ``scheduler``."""
+        return build_array(parse_array({"group": [{
+            "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB",
+            "drive": "atlas10k", "scheduler": scheduler, "queue_depth": 64}]},
+            Path("bench.toml")), fixed_ns=fixed_ns)
+
+    clook = r5("clook")
 
     def run(name, n, size_sectors, sequential, iops, closed=0, arr=arr):
         rng = np.random.default_rng(3)  # the same requests for the HDD and fixed-time runs
@@ -194,16 +199,12 @@ def replay_speeds() -> dict[str, float]:
     run("random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=clook)
     # the same with the drives ordering their queues by positioning time (the HDD model ranks
     # every queued operation at each pick): what sptf costs against C-LOOK
-    sptf = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
-        "scheduler": "sptf", "queue_depth": 64}]}, Path("bench.toml")))
-    run("random_4k_closed64_sptf_requests_per_s", 500_000, 8, False, 0, closed=64, arr=sptf)
+    run("random_4k_closed64_sptf_requests_per_s", 500_000, 8, False, 0, closed=64,
+        arr=r5("sptf"))
     # the same requests on drives that take a fixed time (5 ms + 1 us a sector): what the
     # engine costs without the HDD model
     farr = build_array(cfg, fixed_ns=(5_000_000, 1000))
-    fclook = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 8, "stripe_unit": "64KiB", "drive": "atlas10k",
-        "scheduler": "clook", "queue_depth": 64}]}, Path("bench.toml")), fixed_ns=(5_000_000, 1000))
+    fclook = r5("clook", fixed_ns=(5_000_000, 1000))
     run("fixed_random_4k_open_requests_per_s", 1_000_000, 8, False, 400, arr=farr)
     run("fixed_sequential_1m_open_requests_per_s", 200_000, 2048, True, 20, arr=farr)
     run("fixed_random_4k_closed64_requests_per_s", 500_000, 8, False, 0, closed=64, arr=fclook)

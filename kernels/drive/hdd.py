@@ -410,6 +410,16 @@ def _write_timing(p, st, b, t, tq, a, n, k, prev_write, seq, free, destaging):
 
 
 @njit(forceinline=True, nrt=False)
+def _xd_need(p, n):
+    """How many of a write's ``n`` blocks the buffer must hold before any is written: 0, but
+    DiskSim's HP C2247A model (extra write disconnect) writes nothing until it holds the whole
+    request, or 10 blocks of one under 45, or 15 blocks (disk_buffer_block_available)."""
+    if p[P_XD_ON] <= 0:
+        return 0
+    return min(n, 10) if n < 45 else 15
+
+
+@njit(forceinline=True, nrt=False)
 def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free, cyl, head, pf,
            destaging, stop_t, stop_c, stop_h):
     """Serve a write of ``n`` blocks at ``a`` arriving at ``t``, the drive's own work as
@@ -423,13 +433,8 @@ def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free
         head = stop_h
     k, seg_lo, media_at, x0, done, disc, resel, mintime = _write_timing(
         p, st, b, t, tq, a, n, k, prev_write, seq, free, destaging)
-    need = 0
-    if p[P_XD_ON] > 0:
-        # DiskSim's HP C2247A model writes nothing until the buffer holds the whole request, or
-        # 10 blocks of one under 45, or 15 blocks (disk_buffer_block_available)
-        need = min(n, 10) if n < 45 else 15
     t_end, ce, he = _walk_write(p, zones, curve_d, curve_t, max(media_at, free), cyl, head, a, n,
-                                mintime, x0, xw, need)
+                                mintime, x0, xw, _xd_need(p, n))
     if p[P_WRITE_BACK] <= 0:
         done = max(t_end, x0 + n * xw + disc) + resel + p[P_COMPL_W]
         st[b + S_DS_SEG] = -1
@@ -549,35 +554,11 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     mintime = 0.0
     if not w:
         start = tt + (p[P_OV_RMW] if prev_write else p[P_OV_RMR])
-    elif p[P_WRITE_BACK] > 0:
-        mintime = p[P_MIN_SEEK]
-        start = tt + (p[P_OV_WHW] if prev_write else p[P_OV_WHR])
-        x0 = start + p[P_DATA_PREP]
-        ds = int(st[b + S_DS_SEG])
-        if pf < 0 and tt < free and ds >= 0:  # a destage is under way
-            lo, hi = _seg_bounds(st, b, ds)
-            if a == hi and a + n - lo <= p[P_SEG_BLOCKS]:  # it goes on into this write
-                start = free
-                mintime = 0.0
-            elif p[P_NWSEGS] <= 1:  # no room in the buffer until it ends
-                x0 = max(x0, free)
-    elif p[P_XD_ON] > 0 and prev_write and a != st[b + S_PREV_END]:
-        mintime = p[P_MIN_SEEK]
-        start = tt + p[P_XD_CMD] + p[P_XD_SEEKDELTA]
-        x0 = (tt + p[P_XD_CMD] + p[P_XD_DISC1] + p[P_XD_INTER] + p[P_RESELECT1]
-              + p[P_DATA_PREP])
-    else:
-        mintime = p[P_MIN_SEEK]
-        tw = tt
-        if p[P_QUEUED_WRITES] > 0:
-            tw = min(tt, max(q + p[P_REQ_OVERHEAD], st[b + S_IF_FREE]))
-        start = tw + (p[P_OV_WMW] if prev_write else p[P_OV_WMR])
-        x0 = start + p[P_DATA_PREP]
-    if w:  # the first block is in the buffer one transfer later (HP: once it holds ``need``)
-        need = 1
-        if p[P_XD_ON] > 0:
-            need = max(1, min(n, 10) if n < 45 else 15)
-        x0 += need * p[P_XFER_W]
+    else:  # the write's own timing, as ``_write`` takes it (a destage: ``_own_work``'s test)
+        _k, _lo, start, x0, _done, _disc, _resel, mintime = _write_timing(
+            p, st, b, tt, q + p[P_REQ_OVERHEAD], a, n, -1, prev_write,
+            a == st[b + S_PREV_END], free, pf < 0 and tt < free)
+        x0 += max(1, _xd_need(p, n)) * p[P_XFER_W]  # its first block is in (HP: ``need`` are)
     start = max(start, free)
     c1, h1, ang = _where(p, zones, zb, qa)
     mv = max(_move(p, curve_d, curve_t, cyl, head, c1, h1, w), mintime)

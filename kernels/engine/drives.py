@@ -161,17 +161,20 @@ def _candidate(W, d, ncand):
     return ncand
 
 
+@njit(forceinline=True, nrt=False)
+def _hdd_tables(M, m):
+    """HDD parameter set ``m``'s tables: parameters, zones, seek curve (distances, times)."""
+    return (M.hp[m * H.P_N:(m + 1) * H.P_N], M.hz[M.hz_off[m]:M.hz_off[m + 1]],
+            M.hcd[M.hc_off[m]:M.hc_off[m + 1]], M.hct[M.ht_off[m]:M.ht_off[m + 1]])
+
+
 @njit(nrt=False)
 def _sptf(M, OP, DR, d, now):
     """(operation, the one before it in the queue) of the least positioning time among the
     first ``depth`` of drive ``d``'s host queue (the HDD model's ``position_ms``), the first
     in queue order among equals. A call of its own: the loop calls the drive model, which
     inlined into ``_pick`` would be compiled into the event loop once more."""
-    m = DR[d, D_MPARAM]
-    p = M.hp[m * H.P_N:(m + 1) * H.P_N]
-    zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
-    cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]
-    ct = M.hct[M.ht_off[m]:M.ht_off[m + 1]]
+    p, zones, cd, ct = _hdd_tables(M, DR[d, D_MPARAM])
     t = now / 1e6
     best = DR[d, D_QHEAD]
     best_prev = NONE
@@ -278,10 +281,7 @@ def _service(M, DR, d, now, queued, lba, n, write):
     if DR[d, D_MODEL] == MODEL_SSD:
         return SS.service(M.sp[m * SS.P_N:(m + 1) * SS.P_N], M.sst, d, now, lba, n,
                           write != 0), 0
-    p = M.hp[m * H.P_N:(m + 1) * H.P_N]
-    zones = M.hz[M.hz_off[m]:M.hz_off[m + 1]]
-    cd = M.hcd[M.hc_off[m]:M.hc_off[m + 1]]
-    ct = M.hct[M.ht_off[m]:M.ht_off[m + 1]]
+    p, zones, cd, ct = _hdd_tables(M, m)
     t_ms, hit = H.service_queued(p, zones, cd, ct, M.hst, d, now / 1e6, queued / 1e6, lba, n,
                                  write != 0)
     done = int(np.ceil(t_ms * 1e6))

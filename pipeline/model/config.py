@@ -530,7 +530,7 @@ def _sptf_drive(c: _Ctx, key: str, sched: str, ref: DriveRef) -> DriveRef:
         raise c.fail(f"{key}.scheduler", "sptf orders a disk's queue by its positioning "
                      "time; this group's drives are SSDs (fcfs, sstf or clook)")
     queued = True  # the catalog's default (CAT.OPTIONAL_KEYS)
-    if ref.catalog is not None and kind == "hdd":
+    if ref.catalog is not None:
         queued = bool(entries[ref.catalog].values().get("command_queueing", True))
     queued = bool(dict(ref.overrides).get("command_queueing", queued))
     if not queued:
