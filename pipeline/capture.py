@@ -368,22 +368,24 @@ class _Capture:
                 self.pairer.feed(rel)
         self._write(self.pairer.sweep(), writer)
 
-    def _write(self, rows: np.ndarray, writer: TraceWriter) -> None:
-        if not len(rows):
+    def _write(self, cols: np.ndarray, writer: TraceWriter) -> None:
+        """Write the released requests ``cols`` (``Pairer.sweep``'s columns)."""
+        n = cols.shape[1]
+        if not n:
             return
         if self.opts.max_size is not None:
             # requests that arrive after the limit was reached (the last poll before tracing
             # stopped) are counted, not written: the file stays under --max-size
             room = max(0, (self.opts.max_size - SIZE_MARGIN) // EST_BYTES_PER_REQUEST
                        - writer.rows)
-            if len(rows) > room:
-                self.ctx.count("over_size_limit", len(rows) - room)
-                rows = rows[:room]
+            if n > room:
+                self.ctx.count("over_size_limit", n - room)
+                cols = cols[:, :room]
                 if self.stopper is not None:
                     self.stopper.stop("max-size")
-                if not len(rows):
+                if not room:
                     return
-        chunk = rows_to_chunk(rows, self.names)
+        chunk = rows_to_chunk(cols, self.names)
         if self.t0 is None:
             self.t0 = int(chunk.cols["time_ns"][0])
         _rebase(chunk.cols, self.t0)

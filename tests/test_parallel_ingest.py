@@ -2,11 +2,14 @@
 counts and every error (message, file, byte offset or line) are those of the serial decode
 (``BLOCKLAB_DECODE_THREADS=0``), for blktrace per-CPU sets and merged dumps, blkparse and
 tracefs text, whole or damaged, with and without --skip-bad, at chunk sizes that cut records
-and lines everywhere."""
+and lines everywhere. A regular file read through a memory map of it (``Input.mapped``) gives
+what reading it gives (``BLOCKLAB_MMAP=0``), its sha256 included, and keeps few of its pages
+resident."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -135,3 +138,85 @@ def test_damaged_inputs_parallel_equals_serial(name, data, skip_bad, chunk):
         serial, _ = _outcome([str(src)], Path(t) / "s.parquet", 0, chunk, skip_bad, fmt)
         parallel, _ = _outcome([str(src)], Path(t) / "p.parquet", 1, chunk, skip_bad, fmt)
     _same(serial, parallel)
+
+
+def _mapped_outcome(sources: list[str], out: Path, mapped: bool, chunk: int, skip_bad: int,
+                    fmt: str = "auto"):
+    """(table, counts, sources) of the ingest through a map of the file or by reads, or the
+    error's text."""
+    with _threads(1, chunk), mock.patch.dict(os.environ, {"BLOCKLAB_MMAP": str(int(mapped))}):
+        try:
+            res = ingest(sources, str(out), fmt=fmt, skip_bad=skip_bad)
+        except BlocklabError as e:
+            assert not out.exists()
+            return f"{type(e).__name__}: {e}"
+    return pq.read_table(out), res.counts, res.sources
+
+
+@fuzz_settings(60)
+@given(st.data(), st.sampled_from([0, 2]), st.sampled_from([61, 257, 4096]))
+def test_a_mapped_file_ingests_as_a_read_one(data, skip_bad, chunk):
+    """A blktrace binary, whole or damaged, read through a map of it in windows that cut its
+    records anywhere: the same trace, counts and sha256 (hashlib's, of the file) as read,
+    or the same one-line error."""
+    blob, fmt = SAMPLES["blktrace"]
+    bad = data.draw(st.one_of(st.just(blob), damaged(blob).map(lambda d: d[0])))
+    with tempfile.TemporaryDirectory(prefix="blocklab-map-") as t:
+        src = Path(t) / "in.blktrace.0"
+        src.write_bytes(bad)
+        with mock.patch.object(io_mod.Input, "mapped", _spy_mapped(calls := [])):
+            mapped = _mapped_outcome([str(src)], Path(t) / "m.parquet", True, chunk,
+                                     skip_bad, fmt)
+        read = _mapped_outcome([str(src)], Path(t) / "r.parquet", False, chunk, skip_bad, fmt)
+    assert any(m is not None for m in calls) == bool(bad)  # (an empty file is not mapped)
+    if isinstance(mapped, str) or isinstance(read, str):
+        assert mapped == read
+        return
+    assert mapped[0].equals(read[0]) and mapped[1] == read[1]
+    assert mapped[2] == read[2]
+    assert mapped[2][0]["sha256"] == hashlib.sha256(bad).hexdigest()
+    assert mapped[2][0]["bytes"] == len(bad)
+
+
+def _spy_mapped(calls: list):
+    real = io_mod.Input.mapped
+
+    def mapped(self):
+        m = real(self)
+        calls.append(m)
+        return m
+    return mapped
+
+
+def _rss_file_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+def test_a_mapped_file_keeps_few_pages_resident(tmp_path, monkeypatch):
+    """A reader that goes through a 192 MiB map and says how far it has read leaves few of
+    its pages resident (a map's pages count in the process's memory until unmapped): at the
+    end well under the file, where keeping them would add all of it."""
+    monkeypatch.setenv("BLOCKLAB_MMAP", "1")
+    src = tmp_path / "big.bin"
+    step = 8 << 20
+    with open(src, "wb") as f:
+        for k in range(24):
+            f.write(bytes([k + 1]) * step)
+    inp = io_mod.Input(src)
+    inp.peek()
+    m = inp.mapped()
+    assert m is not None
+    before = _rss_file_bytes()
+    total = 0
+    for a in range(0, len(m), step):
+        total += int(m[a + 4095 : a + step : 4096].sum())  # every page touched
+        inp.mapped_upto(a + step, a)
+    grown = _rss_file_bytes() - before
+    assert total == sum((k + 1) * (step // 4096) for k in range(24))
+    src_info = inp.finish()
+    assert src_info["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    # the hash may lag behind the reader by its queue (4 windows), the unmapping by 32 MiB
+    assert grown < 96 << 20, grown

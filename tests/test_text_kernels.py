@@ -1,6 +1,8 @@
 """The small kernels of the text readers against plain Python: counting a chunk's lines
-(kernels/bytescan.count_lines, for io.text_blocks) and the last named row of each process in a
-chunk (kernels/pairing.last_named, for the names blkparse and tracefs lines carry)."""
+(kernels/bytescan.count_lines, for io.text_blocks), the last named row of each process in a
+chunk (kernels/pairing.last_named, for the names blkparse and tracefs lines carry), and the
+release of paired requests in arrival order (kernels/pairing.release_keys and release_take,
+for every event format's Pairer)."""
 
 from __future__ import annotations
 
@@ -44,3 +46,57 @@ def test_last_named_is_each_pids_last_named_row(rows, offset):
     got = dict(zip(out_pid[:m].tolist(), out_idx[:m].tolist(), strict=True))
     assert len(got) == m  # each pid once
     assert got == _reference(pids, named)
+
+
+@st.composite
+def _held_rows(draw):
+    """Rows a Pairer holds: unique sequence numbers, arrival times mostly rising with them
+    (as requests are first seen), some stepping back (merges, remaps, splits) or tied, at
+    spans from a few ns to beyond what one 63-bit key can hold with the sequence numbers."""
+    n = draw(st.integers(0, 120))
+    seqs = draw(st.lists(st.integers(0, 1 << 20), min_size=n, max_size=n, unique=True))
+    if draw(st.booleans()):
+        seqs = [s + (1 << 40) for s in seqs]  # a span beyond the slots: ORDER_BY_KEY
+    scale = draw(st.sampled_from([1, 1000, 1 << 45]))  # (1 << 45: the two parts do not fit)
+    back = draw(st.sampled_from([0.0, 0.05, 0.5]))
+    rank = {s: r for r, s in enumerate(sorted(seqs))}
+    times = []
+    for s in seqs:
+        t = (rank[s] + 60) * scale
+        if draw(st.floats(0, 1)) < back:
+            t -= draw(st.integers(0, 50)) * scale
+        times.append(t)
+    order = draw(st.permutations(range(n)))  # held in completion order, not arrival order
+    rows = np.zeros((n, K.R_NCOLS), dtype=np.int64)
+    for k, j in enumerate(order):
+        rows[k] = np.arange(K.R_NCOLS) * 7 + j  # every column tells the row apart
+        rows[k, K.R_TIME] = times[j]
+        rows[k, K.R_SEQ] = seqs[j]
+    cut = draw(st.sampled_from(sorted(set(times)) + [np.iinfo(np.int64).max])) if n else 0
+    return rows, cut
+
+
+@given(_held_rows(), st.sampled_from([4, 1 << 12]))
+def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_rows):
+    """The rows that arrived before the cut come out as columns, sorted by (arrival,
+    sequence number) as Python's sort puts them; the others stay, first, in their order."""
+    rows, cut = held
+    n = len(rows)
+    flat = rows.reshape(-1).copy()
+    idx, key, tcol, scol = (np.empty(max(n, 1), dtype=np.int64) for _ in range(4))
+    slots = np.empty(slot_rows, dtype=np.int64)
+    m, how = K.release_keys(flat, n, cut, idx, key, tcol, scol, slots)
+    if how == K.ORDER_DONE:
+        order = key[:m]
+    elif how == K.ORDER_BY_KEY:
+        order = np.argsort(key[:m])
+    else:
+        order = np.lexsort((scol[:m], tcol[:m]))
+    cols = np.empty(K.R_NCOLS * m, dtype=np.int64)
+    kept = K.release_take(flat, n, cut, idx, order, m, cols)
+    want = sorted((r for r in rows.tolist() if r[K.R_TIME] < cut),
+                  key=lambda r: (r[K.R_TIME], r[K.R_SEQ]))
+    assert cols.reshape(K.R_NCOLS, m).T.tolist() == want
+    rest = [r for r in rows.tolist() if r[K.R_TIME] >= cut]
+    assert kept == len(rest)
+    assert flat[: kept * K.R_NCOLS].reshape(kept, K.R_NCOLS).tolist() == rest

@@ -7,6 +7,7 @@ import concurrent.futures
 import gzip
 import hashlib
 import lzma
+import mmap
 import os
 import queue
 import stat
@@ -24,6 +25,10 @@ CHUNK_BYTES = 8 << 20
 #: Bytes ``Input.peek`` reads ahead by default: what format detection sees of an input (a head
 #: this long may end in a cut line).
 PEEK_BYTES = 1 << 16
+
+#: The pages of a memory-mapped input are unmapped (``Input.mapped_upto``) this many bytes at a
+#: time, once read and hashed.
+_UNMAP_BYTES = 32 << 20
 
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
 
@@ -113,8 +118,9 @@ class _HashingReader:
     def __init__(self, raw: BinaryIO, head: bytes = b""):
         self.raw = raw
         self.sha = hashlib.sha256()
-        self.nbytes = 0
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self.nbytes = 0  # bytes handed to the hash
+        self.hashed = 0  # bytes hashed
+        self._queue: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=4)
         self._thread = Worker(self._hash, "sha256")
         # ``head``: the file's first bytes, already read from ``raw`` (a pipe cannot seek back
         # to them): handed out first, hashed first
@@ -127,6 +133,7 @@ class _HashingReader:
     def _hash(self) -> None:
         while (data := self._queue.get()) is not None:
             self.sha.update(data)
+            self.hashed += len(data)  # (read by Input.mapped_upto on the reader's thread)
 
     def hexdigest(self) -> str:
         if self._thread.is_alive():
@@ -173,9 +180,22 @@ class _HashingReader:
     def closed(self) -> bool:
         return self.raw.closed
 
+    def skip_read(self) -> None:
+        """Move the raw reader past the bytes hashed by ``hash_view`` (a seek a chunk was a
+        fiftieth of a mapped ingest's main thread: once, at the end)."""
+        self.raw.seek(self.nbytes)
+
     def drain(self) -> None:
         while self.read(1 << 20):
             pass
+
+    def hash_view(self, view: memoryview) -> None:
+        """Hash ``view``, the next bytes of the file, read by the caller from a memory map of
+        it (``Input.mapped``); ``skip_read`` moves the raw reader past them."""
+        if len(view):
+            with critical():
+                self._queue.put(view)
+            self.nbytes += len(view)
 
 
 class Input:
@@ -224,6 +244,9 @@ class Input:
             self.stream = self._hashing
         self._peeked = b""
         self.consumed = 0  # decompressed bytes handed out so far
+        self._map: np.ndarray | None = None
+        self._mm: mmap.mmap | None = None
+        self._dropped = 0  # the map's pages before this offset are unmapped
 
     def peek(self, n: int = PEEK_BYTES) -> bytes:
         """The first ``n`` decompressed bytes, without consuming them."""
@@ -258,12 +281,55 @@ class Input:
         self.consumed += len(data)
         return data
 
+    def mapped(self) -> np.ndarray | None:
+        """The whole file as a read-only uint8 array over a memory map of it, or None.
+
+        Offered when the file is regular, uncompressed, not empty, and nothing has been read
+        from it but its ``peek``. A reader that takes it reads the file through the map and
+        calls ``mapped_upto`` as it goes (the hash and the progress follow); ``read`` is not
+        used then. Reading through the map saves two copies of every byte: the kernel's into
+        a fresh buffer, and the join with the last chunk's cut record (on a blktrace binary
+        ingest of 4.8 GB, a tenth of the main thread, measured). A file that another process
+        shortens while it is mapped stops the process (SIGBUS), as with ripgrep's maps: traces
+        are ingested once written. ``BLOCKLAB_MMAP=0`` turns maps off (the tests read both
+        ways)."""
+        if self._map is not None:
+            return self._map
+        if (os.environ.get("BLOCKLAB_MMAP", "1") == "0" or not self.regular
+                or self.compression is not None or self.consumed or self.size == 0):
+            return None
+        with open(self.path, "rb") as f:
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if hasattr(mmap, "MADV_SEQUENTIAL"):
+            self._mm.madvise(mmap.MADV_SEQUENTIAL)
+        self._map = np.frombuffer(self._mm, dtype=np.uint8)
+        self.size = len(self._map)
+        return self._map
+
+    def mapped_upto(self, end: int, done: int) -> None:
+        """The reader of ``mapped`` has taken the file's bytes up to ``end``, and is done with
+        those before ``done``: hash the new ones, and unmap the pages that it and the hash no
+        longer need. The pages of a map count in the process's resident memory until they are
+        unmapped (they stay in the page cache): without this, a 4.8 GB ingest peaked at
+        5.1 GB resident (measured), growing with the file."""
+        assert self._map is not None and self._mm is not None
+        if end > self._hashing.nbytes:
+            self._hashing.hash_view(self._map[self._hashing.nbytes : end].data)
+        self.consumed = end
+        hi = min(done, self._hashing.hashed) // mmap.PAGESIZE * mmap.PAGESIZE
+        if hi - self._dropped >= _UNMAP_BYTES and hasattr(mmap, "MADV_DONTNEED"):
+            self._mm.madvise(mmap.MADV_DONTNEED, self._dropped, hi - self._dropped)
+            self._dropped = hi
+
     def progress(self) -> int:
         """Bytes of the file on disk read so far (for progress bars)."""
         return self._hashing.nbytes
 
     def finish(self) -> dict[str, object]:
         """Read whatever is left (so the hash covers the whole file); return name, sha256, size."""
+        if self._map is not None:
+            self.mapped_upto(len(self._map), 0)
+            self._hashing.skip_read()
         self._hashing.drain()
         self.close()
         digest = self._hashing.hexdigest()
@@ -274,7 +340,8 @@ class Input:
     def close(self) -> None:
         if self.stream is not self._hashing:
             self.stream.close()
-        self._hashing.close()
+        self._hashing.close()  # (its thread has hashed every view of the map: joined)
+        self._map = self._mm = None  # the map goes with the last view of it
 
 
 def text_chunks(
