@@ -101,8 +101,9 @@ def parse_fixed(buf, i, end, digits):
 
 @njit(forceinline=True, nrt=False)
 def token_end(buf, i, end):
-    """End of the non-blank token starting at ``i``."""
-    while i < end and buf[i] != SPACE and buf[i] != TAB and buf[i] != CR:
+    """End of the non-blank token starting at ``i`` (a newline ends it too: a parser may
+    scan a line's fields before it knows where the line ends)."""
+    while i < end and buf[i] != SPACE and buf[i] != TAB and buf[i] != CR and buf[i] != NL:
         i += 1
     return i
 

@@ -10,7 +10,7 @@ resume after it.
 from __future__ import annotations
 
 from ._jit import njit
-from .bytescan import is_digit, line_end, parse_fixed, parse_uint, skip_spaces, token_end
+from .bytescan import NL, is_digit, line_end, parse_fixed, parse_uint, skip_spaces, token_end
 from .pairing import put_event
 
 OK = 0
@@ -167,76 +167,83 @@ def parse_blkparse(buf, pos, events, comms, last_time):
     ``events`` is the flattened event matrix; ``comms[2k], comms[2k+1]`` are the start and end
     of the ``[process]`` text of event k, or -1.
     Returns (events, next position, status, status position, last time).
+
+    One pass over a line: its fields are read up to the size (every helper stops at a
+    newline), and only the rest (the process name, a remap's source) is scanned for the
+    line's end. Finding each line's end first, then reading its fields, read every byte twice:
+    that first scan was a third of the parse (measured on the bench's text).
     """
     n = len(buf)
     ne = 0
     while pos < n:
         start = pos
-        end = line_end(buf, pos, n)
-        pos = end + 1
-        i = skip_spaces(buf, start, end)
-        if i >= end:
+        i = skip_spaces(buf, start, n)
+        if i >= n or buf[i] == NL:
+            pos = i + 1
             continue
-        dev, i = _dev(buf, i, end)
+        dev, i = _dev(buf, i, n)
         if i < 0:
             # blkparse ends its output with per-CPU and total summaries
+            end = line_end(buf, start, n)
             k = skip_spaces(buf, start, end)
             if k + 3 <= end and buf[k] == 67 and buf[k + 1] == 80 and buf[k + 2] == 85:
                 return ne, start, SUMMARY, start, last_time
             if k + 5 <= end and buf[k] == 84 and buf[k + 1] == 111 and buf[k + 2] == 116:
                 return ne, start, SUMMARY, start, last_time
             return ne, start, BAD_LINE, start, last_time
-        i = skip_spaces(buf, i, end)
-        _cpu, i = parse_uint(buf, i, end)
+        i = skip_spaces(buf, i, n)
+        _cpu, i = parse_uint(buf, i, n)
         if i < 0:
             return ne, start, BAD_LINE, start, last_time
-        i = skip_spaces(buf, i, end)
-        _seq, i = parse_uint(buf, i, end)
+        i = skip_spaces(buf, i, n)
+        _seq, i = parse_uint(buf, i, n)
         if i < 0:
             return ne, start, BAD_LINE, start, last_time
-        i = skip_spaces(buf, i, end)
-        t, i = parse_fixed(buf, i, end, 9)
+        i = skip_spaces(buf, i, n)
+        t, i = parse_fixed(buf, i, n, 9)
         if i < 0:
             return ne, start, BAD_LINE, start, last_time
-        i = skip_spaces(buf, i, end)
-        pid, i = parse_uint(buf, i, end)
+        i = skip_spaces(buf, i, n)
+        pid, i = parse_uint(buf, i, n)
         if i < 0:
             return ne, start, BAD_LINE, start, last_time
-        i = skip_spaces(buf, i, end)
-        j = token_end(buf, i, end)
+        i = skip_spaces(buf, i, n)
+        j = token_end(buf, i, n)
         if j == i:
             return ne, start, BAD_LINE, start, last_time
         act = _blkparse_action(buf, i, j)
         if act < 0:
             return ne, start, BAD_ACTION, start, last_time
         if act == 0:
+            pos = line_end(buf, j, n) + 1
             continue
-        i = skip_spaces(buf, j, end)
-        j = token_end(buf, i, end)
+        i = skip_spaces(buf, j, n)
+        j = token_end(buf, i, n)
         op, flags, ok = rwbs(buf, i, j)
         if not ok:
             return ne, start, BAD_LINE, start, last_time
         if t < last_time:
             return ne, start, BACKWARDS, start, last_time
         last_time = t
-        i = skip_spaces(buf, j, end)
+        i = skip_spaces(buf, j, n)
         sector = 0
         nsec = 0
         aux = -1
         err = 0
-        if i < end and is_digit(buf[i]):
-            sector, i = parse_uint(buf, i, end)
-            i = skip_spaces(buf, i, end)
-            if i < end and buf[i] == 40:  # "N (cdb) [comm]": a passthrough command
+        if i < n and is_digit(buf[i]):
+            sector, i = parse_uint(buf, i, n)
+            i = skip_spaces(buf, i, n)
+            if i < n and buf[i] == 40:  # "N (cdb) [comm]": a passthrough command
+                pos = line_end(buf, i, n) + 1
                 continue
-            if i < end and buf[i] == 91:
+            if i < n and buf[i] == 91:
                 pass  # "sector [error]": a completion without a length (a flush)
-            elif i >= end or (buf[i] != 43 and buf[i] != 47):
+            elif i >= n or (buf[i] != 43 and buf[i] != 47):
                 return ne, start, BAD_LINE, start, last_time
             else:
                 sep = buf[i]
-                i = skip_spaces(buf, i + 1, end)
-                val, i = parse_uint(buf, i, end)
+                i = skip_spaces(buf, i + 1, n)
+                val, i = parse_uint(buf, i, n)
                 if i < 0:
                     return ne, start, BAD_LINE, start, last_time
                 if sep == 47:  # split: "sector / new_sector"
@@ -245,13 +252,15 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                     nsec = val
                     if nsec > MAX_SECTORS:
                         return ne, start, BAD_SIZE, start, last_time
-                i = skip_spaces(buf, i, end)
-            if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
-                k = i
-                while k < end and buf[k] != 41:
-                    k += 1
-                k = skip_spaces(buf, k + 1, end)
-                aux, _k = parse_uint(buf, k, end)
+                i = skip_spaces(buf, i, n)
+        end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if not before)
+        pos = end + 1
+        if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
+            k = i
+            while k < end and buf[k] != 41:
+                k += 1
+            k = skip_spaces(buf, k + 1, end)
+            aux, _k = parse_uint(buf, k, end)
         a, b = _bracket(buf, i, end)
         cs = -1
         ce = -1

@@ -153,16 +153,18 @@ def _mapped_outcome(sources: list[str], out: Path, mapped: bool, chunk: int, ski
     return pq.read_table(out), res.counts, res.sources
 
 
-@fuzz_settings(60)
-@given(st.data(), st.sampled_from([0, 2]), st.sampled_from([61, 257, 4096]))
-def test_a_mapped_file_ingests_as_a_read_one(data, skip_bad, chunk):
-    """A blktrace binary, whole or damaged, read through a map of it in windows that cut its
-    records anywhere: the same trace, counts and sha256 (hashlib's, of the file) as read,
-    or the same one-line error."""
-    blob, fmt = SAMPLES["blktrace"]
+@fuzz_settings(90)
+@given(st.sampled_from(sorted(SAMPLES)), st.data(), st.sampled_from([0, 2]),
+       st.sampled_from([61, 257, 4096]))
+def test_a_mapped_file_ingests_as_a_read_one(name, data, skip_bad, chunk):
+    """A blktrace binary, blkparse text or tracefs text, whole or damaged, read through a map
+    of it in windows that cut its records and lines anywhere: the same trace, counts and
+    sha256 (hashlib's, of the file) as read, or the same one-line error (its line number or
+    byte offset)."""
+    blob, fmt = SAMPLES[name]
     bad = data.draw(st.one_of(st.just(blob), damaged(blob).map(lambda d: d[0])))
     with tempfile.TemporaryDirectory(prefix="blocklab-map-") as t:
-        src = Path(t) / "in.blktrace.0"
+        src = Path(t) / "in.dat"
         src.write_bytes(bad)
         with mock.patch.object(io_mod.Input, "mapped", _spy_mapped(calls := [])):
             mapped = _mapped_outcome([str(src)], Path(t) / "m.parquet", True, chunk,

@@ -357,14 +357,22 @@ def text_chunks(
 
 
 def text_blocks(
-    inp: Input, chunk_bytes: int | None = None, first_line: int = 1
+    inp: Input, chunk_bytes: int | None = None, first_line: int = 1, mapped: bool = False
 ) -> Iterator[tuple[np.ndarray, int, int]]:
     """``text_chunks`` with the number of lines of each buffer: ``(buffer, first_line,
     lines)``, for a caller that sizes its arrays by it (counting them again was a tenth of a
-    blkparse text ingest)."""
+    blkparse text ingest).
+
+    ``mapped``: a caller that does not need ``buffer.base`` to be ``bytes`` (it slices the
+    buffer itself) takes, from a file ``Input.mapped`` offers, windows of the map: no copy of
+    the file's bytes (the read, then the join of a cut line with the next read)."""
     from blocklab.kernels.bytescan import count_lines  # (a kernel: Numba, once a reader needs it)
 
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
+    m = inp.mapped() if mapped else None
+    if m is not None:
+        yield from _mapped_blocks(inp, m, chunk_bytes, first_line, count_lines)
+        return
     carry = b""
     line = first_line
     while True:
@@ -387,16 +395,62 @@ def text_blocks(
         line += lines
 
 
+def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int, line: int,
+                   count_lines: Any) -> Iterator[tuple[np.ndarray, int, int]]:
+    """``text_blocks`` over the map ``m`` of ``inp``: windows of about ``chunk_bytes`` cut
+    after their last newline (a longer window when a line is longer); a last line without
+    its newline is copied with one."""
+    pos = 0
+    n = len(m)
+    while pos < n:
+        end = min(pos + chunk_bytes, n)
+        cut = _last_newline(m, pos, end)
+        while cut < 0 and end < n:  # a line longer than the window
+            end = min(pos + 2 * (end - pos), n)
+            cut = _last_newline(m, pos, end)
+        if cut < 0:  # the last line, without its newline
+            block = np.frombuffer(m[pos:n].tobytes() + b"\n", dtype=np.uint8)
+            cut = n - 1
+        else:
+            block = m[pos : cut + 1]
+        lines = int(count_lines(block))
+        inp.mapped_upto(cut + 1, pos)  # (the blocks before this one have been parsed)
+        yield block, line, lines
+        line += lines
+        pos = cut + 1
+
+
+def _last_newline(m: np.ndarray, lo: int, hi: int) -> int:
+    """Offset of the last newline in ``m[lo:hi]``, or -1; searched from the end, 64 KiB at a
+    time (lines are short: the first step finds one)."""
+    while hi > lo:
+        a = max(lo, hi - (1 << 16))
+        hits = np.flatnonzero(m[a:hi] == 10)
+        if len(hits):
+            return a + int(hits[-1])
+        hi = a
+    return -1
+
+
 def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
     """(index of the line holding byte ``pos`` within ``buf``, that line's text, shortened)."""
-    raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
-    start = raw.rfind(b"\n", 0, pos) + 1
-    end = raw.find(b"\n", pos)
-    end = len(raw) if end < 0 else end
+    if isinstance(buf.base, bytes):
+        raw = buf.base
+        start = raw.rfind(b"\n", 0, pos) + 1
+        end = raw.find(b"\n", pos)
+        end = len(raw) if end < 0 else end
+        index = raw.count(b"\n", 0, start)
+    else:  # a window of a map (text_blocks(mapped=True)): searched in place, not copied
+        start = _last_newline(buf, 0, pos) + 1
+        hits = np.flatnonzero(buf[pos:] == 10)
+        end = pos + int(hits[0]) if len(hits) else len(buf)
+        index = int(np.count_nonzero(buf[:start] == 10))
+        raw = buf[start:end].tobytes()
+        start, end = 0, len(raw)
     text = raw[start:end].decode("utf-8", "replace").strip()
     if len(text) > 80:
         text = text[:77] + "..."
-    return raw.count(b"\n", 0, start), text
+    return index, text
 
 
 def next_line(buf: np.ndarray, pos: int) -> int:
