@@ -624,9 +624,10 @@ ORDER_DONE, ORDER_BY_KEY, ORDER_BY_COLUMNS = 0, 1, 2
 
 
 @njit(nrt=False)
-def release_keys(rows, n, earliest, idx, key, tcol, scol, slots):
+def release_keys(rows, n, earliest, everything, idx, key, tcol, scol, slots):
     """The rows of ``rows`` (the first ``n`` of a flattened R_* matrix) that can be released,
-    arrival before ``earliest``, and how to order them by (arrival, sequence number).
+    arrival before ``earliest`` (all of them with ``everything``: at the trace's end, or with
+    nothing in flight), and how to order them by (arrival, sequence number).
 
     Fills ``idx[:m]`` with their row numbers (in row order) and ``tcol``/``scol`` with their
     arrival times and sequence numbers. Returns (m, how):
@@ -648,7 +649,7 @@ def release_keys(rows, n, earliest, idx, key, tcol, scol, slots):
     for i in range(n):
         o = i * R_NCOLS
         t = rows[o + R_TIME]
-        if t < earliest:
+        if everything or t < earliest:
             idx[m] = i
             tcol[m] = t
             scol[m] = rows[o + R_SEQ]
@@ -702,16 +703,18 @@ def release_keys(rows, n, earliest, idx, key, tcol, scol, slots):
 
 
 @njit(nrt=False)
-def release_take(rows, n, earliest, idx, order, m, cols):
+def release_take(rows, n, earliest, everything, idx, order, m, cols):
     """Gather the ``m`` released rows ``idx[order[j]]`` into ``cols``, a flattened R_NCOLS x m
     matrix (a column per row of it, the Arrow columns' layout), then move the rows kept
-    (arrival at or after ``earliest``) to the front of ``rows`` in their order. Returns the
-    rows kept."""
+    (arrival at or after ``earliest``, none with ``everything``) to the front of ``rows`` in
+    their order. Returns the rows kept."""
     for j in range(m):
         o = idx[order[j]] * R_NCOLS
         for c in range(R_NCOLS):
             cols[c * m + j] = rows[o + c]
     kept = 0
+    if everything:
+        return 0
     for i in range(n):
         o = i * R_NCOLS
         if rows[o + R_TIME] >= earliest:

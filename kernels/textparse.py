@@ -253,14 +253,16 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                     if nsec > MAX_SECTORS:
                         return ne, start, BAD_SIZE, start, last_time
                 i = skip_spaces(buf, i, n)
-        end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if not before)
+            end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if before)
+            if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
+                k = i
+                while k < end and buf[k] != 41:
+                    k += 1
+                k = skip_spaces(buf, k + 1, end)
+                aux, _k = parse_uint(buf, k, end)
+        else:
+            end = line_end(buf, i, n)
         pos = end + 1
-        if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
-            k = i
-            while k < end and buf[k] != 41:
-                k += 1
-            k = skip_spaces(buf, k + 1, end)
-            aux, _k = parse_uint(buf, k, end)
         a, b = _bracket(buf, i, end)
         cs = -1
         ce = -1

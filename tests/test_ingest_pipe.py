@@ -65,11 +65,20 @@ def test_a_named_pipe_ingests_as_the_file_does(tmp_path, compressed):
     assert a.equals(b)
 
 
+@pytest.mark.parametrize("compressed", [True, False])
 @pytest.mark.parametrize("src", ["/dev/stdin", "-"])
-def test_standard_input_ingests(tmp_path, src):
-    want = _ingest(str(SAMPLE), tmp_path / "file.parquet")
-    with open(SAMPLE, "rb") as f:
-        got = _ingest(src, tmp_path / "stdin.parquet", stdin=f, timeout=120)
+def test_standard_input_ingests(tmp_path, src, compressed):
+    """Standard input redirected from a file, compressed or not (a regular file then: not
+    mapped by the name ``-``, which once read a file of that name in the current folder)."""
+    import lzma
+
+    plain = tmp_path / "trace.txt"
+    plain.write_bytes(lzma.decompress(SAMPLE.read_bytes()))
+    sample = SAMPLE if compressed else plain
+    (tmp_path / "-").write_bytes(b"not this file\n")  # a decoy in the current folder
+    want = _ingest(str(sample), tmp_path / "file.parquet")
+    with open(sample, "rb") as f:
+        got = _ingest(src, tmp_path / "stdin.parquet", stdin=f, timeout=120, cwd=tmp_path)
     assert got["requests"] == want["requests"]
     assert got["sources"][0]["sha256"] == want["sources"][0]["sha256"]
     assert pq.read_table(tmp_path / "stdin.parquet").equals(

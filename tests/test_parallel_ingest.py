@@ -27,7 +27,7 @@ from blocklab.pipeline.ingest import ingest
 from blocklab.traces import schema as S
 from blocklab.traces.errors import BlocklabError
 
-from .blktrace_writer import Request, write_percpu
+from .blktrace_writer import Request, write_merged, write_percpu
 from .conftest import needs
 from .fuzzing import damaged, fuzz_settings, ingest_samples
 
@@ -222,3 +222,48 @@ def test_a_mapped_file_keeps_few_pages_resident(tmp_path, monkeypatch):
     assert src_info["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
     # the hash may lag behind the reader by its queue (4 windows), the unmapping by 32 MiB
     assert grown < 96 << 20, grown
+
+
+def _ties(n: int) -> list[Request]:
+    """Requests of four CPUs, 16 at each time: every event time is shared across the CPUs'
+    files, and each request's events stay on its CPU."""
+    reqs = []
+    for k in range(n):
+        t = 1000 * (k // 16) + 1
+        reqs.append(Request(S.make_dev(8, 0), 64 + 8 * k, 4096, "write" if k % 2 else "read",
+                            100, k % 4, q=t, g=t + 100, i=t + 200, d=t + 300, c=t + 700))
+    return reqs
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_percpu_sets_ties_do_not_depend_on_where_its_chunks_end(tmp_path, mapped):
+    """Events of one time in several per-CPU files go out together, by file, whatever the
+    chunks: the trace read in chunks of 997, 1,500 or 4,096 bytes is the one read whole
+    (ties were ordered by where a file's chunk ended, so a file's rows moved with the chunk
+    size; seen by the review of the map, whose windows end elsewhere than reads)."""
+    write_percpu(tmp_path / "d", _ties(480), {100: "fio"}, 4)
+    whole = _mapped_outcome([str(tmp_path / "d")], tmp_path / "w.parquet", mapped, 1 << 24, 0)
+    assert whole[0].num_rows == 480
+    for chunk in (997, 1500, 4096):
+        cut = _mapped_outcome([str(tmp_path / "d")], tmp_path / f"c{chunk}.parquet", mapped,
+                              chunk, 0)
+        assert cut[0].equals(whole[0]), chunk
+        assert cut[1] == whole[1]
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+@pytest.mark.parametrize("garbage", [3853, 3855, 3860, 3872, 5000])
+def test_a_header_cut_by_a_chunks_end_after_bad_bytes_is_found(tmp_path, mapped, garbage):
+    """Bad bytes skipped with --skip-bad, then a record whose magic the chunk's end cuts: the
+    record is found (it was lost, and the bad bytes reported twice), so the trace and the
+    count skipped are those of one whole chunk, read or mapped."""
+    src = write_merged(tmp_path / "m.blktrace", _requests(60), {})
+    blob = src.read_bytes()
+    at = 4320  # a record boundary (90 records of 48 bytes)
+    src.write_bytes(blob[:at] + b"\xee" * garbage + blob[at:])
+    whole = _mapped_outcome([str(src)], tmp_path / "w.parquet", mapped, 1 << 24, 5)
+    cut = _mapped_outcome([str(src)], tmp_path / "c.parquet", mapped, 4096, 5)
+    assert not isinstance(whole, str), whole
+    assert not isinstance(cut, str), cut
+    assert whole[1]["skipped"] == 1
+    assert cut[0].equals(whole[0]) and cut[1] == whole[1]

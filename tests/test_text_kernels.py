@@ -66,6 +66,8 @@ def _held_rows(draw):
         if draw(st.floats(0, 1)) < back:
             t -= draw(st.integers(0, 50)) * scale
         times.append(t)
+    if n and draw(st.booleans()):
+        times[draw(st.integers(0, n - 1))] = np.iinfo(np.int64).max  # a corrupt arrival
     order = draw(st.permutations(range(n)))  # held in completion order, not arrival order
     rows = np.zeros((n, K.R_NCOLS), dtype=np.int64)
     for k, j in enumerate(order):
@@ -76,16 +78,17 @@ def _held_rows(draw):
     return rows, cut
 
 
-@given(_held_rows(), st.sampled_from([4, 1 << 12]))
-def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_rows):
-    """The rows that arrived before the cut come out as columns, sorted by (arrival,
-    sequence number) as Python's sort puts them; the others stay, first, in their order."""
+@given(_held_rows(), st.sampled_from([4, 1 << 12]), st.booleans())
+def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_rows, everything):
+    """The rows that arrived before the cut (all of them with ``everything``, an arrival at
+    the largest time too) come out as columns, sorted by (arrival, sequence number) as
+    Python's sort puts them; the others stay, first, in their order."""
     rows, cut = held
     n = len(rows)
     flat = rows.reshape(-1).copy()
     idx, key, tcol, scol = (np.empty(max(n, 1), dtype=np.int64) for _ in range(4))
     slots = np.empty(slot_rows, dtype=np.int64)
-    m, how = K.release_keys(flat, n, cut, idx, key, tcol, scol, slots)
+    m, how = K.release_keys(flat, n, cut, everything, idx, key, tcol, scol, slots)
     if how == K.ORDER_DONE:
         order = key[:m]
     elif how == K.ORDER_BY_KEY:
@@ -93,10 +96,10 @@ def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_row
     else:
         order = np.lexsort((scol[:m], tcol[:m]))
     cols = np.empty(K.R_NCOLS * m, dtype=np.int64)
-    kept = K.release_take(flat, n, cut, idx, order, m, cols)
-    want = sorted((r for r in rows.tolist() if r[K.R_TIME] < cut),
+    kept = K.release_take(flat, n, cut, everything, idx, order, m, cols)
+    want = sorted((r for r in rows.tolist() if everything or r[K.R_TIME] < cut),
                   key=lambda r: (r[K.R_TIME], r[K.R_SEQ]))
     assert cols.reshape(K.R_NCOLS, m).T.tolist() == want
-    rest = [r for r in rows.tolist() if r[K.R_TIME] >= cut]
+    rest = [r for r in rows.tolist() if not everything and r[K.R_TIME] >= cut]
     assert kept == len(rest)
     assert flat[: kept * K.R_NCOLS].reshape(kept, K.R_NCOLS).tolist() == rest

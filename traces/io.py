@@ -28,7 +28,7 @@ PEEK_BYTES = 1 << 16
 
 #: The pages of a memory-mapped input are unmapped (``Input.mapped_upto``) this many bytes at a
 #: time, once read and hashed.
-_UNMAP_BYTES = 32 << 20
+_UNMAP_BYTES = 8 << 20
 
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
 
@@ -180,18 +180,13 @@ class _HashingReader:
     def closed(self) -> bool:
         return self.raw.closed
 
-    def skip_read(self) -> None:
-        """Move the raw reader past the bytes hashed by ``hash_view`` (a seek a chunk was a
-        fiftieth of a mapped ingest's main thread: once, at the end)."""
-        self.raw.seek(self.nbytes)
-
     def drain(self) -> None:
         while self.read(1 << 20):
             pass
 
     def hash_view(self, view: memoryview) -> None:
         """Hash ``view``, the next bytes of the file, read by the caller from a memory map of
-        it (``Input.mapped``); ``skip_read`` moves the raw reader past them."""
+        it (``Input.mapped``); the raw reader is not used after them."""
         if len(view):
             with critical():
                 self._queue.put(view)
@@ -296,10 +291,13 @@ class Input:
         if self._map is not None:
             return self._map
         if (os.environ.get("BLOCKLAB_MMAP", "1") == "0" or not self.regular
-                or self.compression is not None or self.consumed or self.size == 0):
+                or self.compression is not None or self.consumed or self.size == 0
+                or self.name == "<stdin>"):  # (stdin from a file may not start at its 0)
             return None
-        with open(self.path, "rb") as f:
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:  # the file opened, not its name again: renamed or replaced since, it is the same
+            self._mm = mmap.mmap(self._hashing.raw.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError):  # emptied since it was opened, or not mappable: read it
+            return None
         if hasattr(mmap, "MADV_SEQUENTIAL"):
             self._mm.madvise(mmap.MADV_SEQUENTIAL)
         self._map = np.frombuffer(self._mm, dtype=np.uint8)
@@ -328,9 +326,11 @@ class Input:
     def finish(self) -> dict[str, object]:
         """Read whatever is left (so the hash covers the whole file); return name, sha256, size."""
         if self._map is not None:
+            # the hash and the size are those of the bytes ingested: the map's (a file that
+            # grew since it was mapped is not read further)
             self.mapped_upto(len(self._map), 0)
-            self._hashing.skip_read()
-        self._hashing.drain()
+        else:
+            self._hashing.drain()
         self.close()
         digest = self._hashing.hexdigest()
         if not self.regular:
@@ -401,6 +401,7 @@ def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int, line: int,
     after their last newline (a longer window when a line is longer); a last line without
     its newline is copied with one."""
     pos = 0
+    done = 0  # the caller may still read the block before this one (its names)
     n = len(m)
     while pos < n:
         end = min(pos + chunk_bytes, n)
@@ -414,10 +415,10 @@ def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int, line: int,
         else:
             block = m[pos : cut + 1]
         lines = int(count_lines(block))
-        inp.mapped_upto(cut + 1, pos)  # (the blocks before this one have been parsed)
+        inp.mapped_upto(cut + 1, done)
         yield block, line, lines
         line += lines
-        pos = cut + 1
+        done, pos = pos, cut + 1
 
 
 def _last_newline(m: np.ndarray, lo: int, hi: int) -> int:
@@ -442,8 +443,8 @@ def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
         index = raw.count(b"\n", 0, start)
     else:  # a window of a map (text_blocks(mapped=True)): searched in place, not copied
         start = _last_newline(buf, 0, pos) + 1
-        hits = np.flatnonzero(buf[pos:] == 10)
-        end = pos + int(hits[0]) if len(hits) else len(buf)
+        end = next_line(buf, pos) - 1
+        end = end if end >= pos and buf[end] == 10 else len(buf)
         index = int(np.count_nonzero(buf[:start] == 10))
         raw = buf[start:end].tobytes()
         start, end = 0, len(raw)
@@ -454,6 +455,12 @@ def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
 
 
 def next_line(buf: np.ndarray, pos: int) -> int:
-    """Offset of the first byte after the newline at or after ``pos``."""
-    hits = np.flatnonzero(buf[pos:] == 10)
-    return len(buf) if len(hits) == 0 else pos + int(hits[0]) + 1
+    """Offset of the first byte after the newline at or after ``pos`` (``len(buf)`` when
+    there is none); searched 64 KiB at a time (with --skip-bad, once per bad line)."""
+    n = len(buf)
+    while pos < n:
+        hits = np.flatnonzero(buf[pos : pos + (1 << 16)] == 10)
+        if len(hits):
+            return pos + int(hits[0]) + 1
+        pos += 1 << 16
+    return n

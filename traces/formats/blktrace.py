@@ -104,6 +104,7 @@ class _Decoder:
         # copies, and a record cut by the window's end is where the next window starts
         self.map = inp.mapped()
         self.window = CHUNK_BYTES  # (with the map) the next window's length
+        self.resync = False  # the last chunk ended in bad bytes, searching for a header
 
     def _read(self) -> _Job:
         """Read the next chunk (after the carry-over) on this thread."""
@@ -139,6 +140,10 @@ class _Decoder:
 
     def decode_more(self) -> None:
         """Decode the next chunk of the file into ``pending``."""
+        if len(self.pending):
+            # events left at the merge's horizon (``_merged_events``): a view of a reused
+            # buffer that the next chunk may be decoded into; a few, kept apart
+            self.pending = self.pending.copy()
         job = self._next if self._next is not None else self._read()
         self._next = None
         first = result_of(job.result) if job.result is not None else self._run(job)
@@ -157,6 +162,7 @@ class _Decoder:
         flat = events.reshape(-1)
         filled = 0
         result = first
+        resync, self.resync = self.resync, False
         while True:
             ne, nn, pos, status, where, self.last_time = result
             filled += ne
@@ -173,11 +179,21 @@ class _Decoder:
                     )
                     pos = len(buf)
                 break
-            self.ctx.bad(self.inp.name, _MESSAGES[status], offset=self.base + where)
+            if not (resync and status == D.BAD_MAGIC and where == 0):
+                self.ctx.bad(self.inp.name, _MESSAGES[status], offset=self.base + where)
+            # (else: the bad bytes the last chunk ended in, already reported, go on here)
+            resync = False
             if status == D.BACKWARDS or status == D.BAD_ACTION or status == D.BAD_SIZE:
                 pos = where + _record_length(buf_bytes, where, self.swap)  # well formed: step over
             else:
                 pos = int(D.find_magic(buf, where, max(self.swap, 0)))
+                if pos == len(buf) and not self.eof:
+                    # no header starts before the chunk's end: the next chunk starts with its
+                    # last 3 bytes, which may begin one, and goes on searching without a
+                    # second report (else a record whose magic the end cut was lost, and
+                    # where the chunks end changed the trace)
+                    pos = max(where + 1, len(buf) - 3)
+                    self.resync = True
             result = D.decode(
                 buf, pos, max(self.swap, 0), flat[filled * K.TE_NCOLS :], notes, self.last_time,
                 self.eof,
@@ -191,7 +207,8 @@ class _Decoder:
             self.window = self.window * 2 if pos == 0 and not self.eof else CHUNK_BYTES
         self.base += pos
         if filled:
-            # a view of a reused buffer: decode_more runs only once pending has been consumed
+            # a view of a reused buffer (decode_more copies what is left of it before it
+            # decodes into the buffer again)
             new = events[:filled]
             self.pending = np.concatenate([self.pending, new]) if len(self.pending) else new
         if self.ctx.on_progress:
@@ -240,7 +257,11 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
             if horizon is None:
                 take = len(d.pending)
             else:
-                take = int(np.searchsorted(d.pending[:, K.TE_TIME], horizon, side="right"))
+                # before the horizon only: a file whose pending events end at the horizon may
+                # have more at that time in its next chunk, and events of one time go out
+                # together, by file, whatever the chunks (a per-CPU set's ties were ordered by
+                # where its chunks ended)
+                take = int(np.searchsorted(d.pending[:, K.TE_TIME], horizon, side="left"))
             if take:
                 parts.append(d.pending[:take])
                 keys.append(np.full(take, d.index))
@@ -251,9 +272,10 @@ def _merged_events(decoders: list[_Decoder]) -> Iterator[np.ndarray]:
             ev = np.concatenate(parts)
             order = np.lexsort((np.concatenate(keys), ev[:, K.TE_TIME]))  # stable per file
             yield ev[order]
-        # a file with nothing left under the horizon decodes more on the next round
+        # a file with nothing left before the horizon decodes more: the one whose events
+        # end at the horizon too, else the horizon would not move
         for d in live:
-            if len(d.pending) == 0 and not d.eof:
+            if not d.eof and (len(d.pending) == 0 or int(d.pending[-1, K.TE_TIME]) == horizon):
                 d.decode_more()
 
 

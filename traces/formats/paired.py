@@ -157,14 +157,13 @@ class Pairer:
             self._held += rows
             self.ctx.count("incomplete", rows)
         n = self._held
-        if final or earliest == -1:
-            earliest = np.iinfo(np.int64).max  # nothing in flight: every row goes
+        everything = final or earliest == -1  # (nothing in flight: every row goes)
         if len(self._scratch[0]) < n:
             # slots: sequence numbers span the rows released and those still in flight
             self._scratch = tuple(np.empty(max(n, 1 << 16) * (4 if k == 4 else 1),
                                            dtype=np.int64) for k in range(5))
         idx, key, tcol, scol, slots = self._scratch
-        m, how = K.release_keys(out, n, earliest, idx, key, tcol, scol, slots)
+        m, how = K.release_keys(out, n, earliest, everything, idx, key, tcol, scol, slots)
         if how == K.ORDER_DONE:
             order = key[:m]
         elif how == K.ORDER_BY_KEY:
@@ -172,7 +171,8 @@ class Pairer:
         else:
             order = np.lexsort((scol[:m], tcol[:m]))
         cols = np.empty((K.R_NCOLS, m), dtype=np.int64)
-        self._held = K.release_take(out, n, earliest, idx, order, m, cols.reshape(-1))
+        self._held = K.release_take(out, n, earliest, everything, idx, order, m,
+                                    cols.reshape(-1))
         if m:
             self.last_released = int(cols[K.R_TIME, m - 1])
         return cols
