@@ -712,9 +712,9 @@ def release_take(rows, n, earliest, everything, idx, order, m, cols):
         o = idx[order[j]] * R_NCOLS
         for c in range(R_NCOLS):
             cols[c * m + j] = rows[o + c]
-    kept = 0
     if everything:
         return 0
+    kept = 0
     for i in range(n):
         o = i * R_NCOLS
         if rows[o + R_TIME] >= earliest:

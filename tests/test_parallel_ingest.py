@@ -62,20 +62,24 @@ class _Counting:
         return self._pool.submit(*args, **kw)
 
 
+def _result(sources: list[str], out: Path, skip_bad: int, fmt: str):
+    """(table, counts, sources) of the ingest, or the error's text (and no output)."""
+    try:
+        res = ingest(sources, str(out), fmt=fmt, skip_bad=skip_bad)
+    except BlocklabError as e:
+        assert not out.exists()
+        return f"{type(e).__name__}: {e}"
+    return pq.read_table(out), res.counts, res.sources
+
+
 def _outcome(sources: list[str], out: Path, threads: int, chunk: int, skip_bad: int = 0,
              fmt: str = "auto"):
-    """(table, counts) of the ingest, or the error's text; and the chunks decoded ahead."""
+    """``_result`` with ``threads`` decode threads; and the chunks decoded ahead."""
     pool = _Counting()
     with _threads(threads, chunk), mock.patch.object(io_mod, "decode_pool", lambda: pool), \
             mock.patch.object(B, "decode_pool", lambda: pool), \
             mock.patch("blocklab.traces.formats.textevents.decode_pool", lambda: pool):
-        try:
-            res = ingest(sources, str(out), fmt=fmt, skip_bad=skip_bad)
-        except BlocklabError as e:
-            assert not out.exists()
-            return f"{type(e).__name__}: {e}", pool.submitted
-    table = pq.read_table(out)
-    return (table, res.counts), pool.submitted
+        return _result(sources, out, skip_bad, fmt), pool.submitted
 
 
 def _same(a, b) -> None:
@@ -142,15 +146,9 @@ def test_damaged_inputs_parallel_equals_serial(name, data, skip_bad, chunk):
 
 def _mapped_outcome(sources: list[str], out: Path, mapped: bool, chunk: int, skip_bad: int,
                     fmt: str = "auto"):
-    """(table, counts, sources) of the ingest through a map of the file or by reads, or the
-    error's text."""
+    """``_result`` through a map of the file or by reads."""
     with _threads(1, chunk), mock.patch.dict(os.environ, {"BLOCKLAB_MMAP": str(int(mapped))}):
-        try:
-            res = ingest(sources, str(out), fmt=fmt, skip_bad=skip_bad)
-        except BlocklabError as e:
-            assert not out.exists()
-            return f"{type(e).__name__}: {e}"
-    return pq.read_table(out), res.counts, res.sources
+        return _result(sources, out, skip_bad, fmt)
 
 
 @fuzz_settings(90)
@@ -220,7 +218,7 @@ def test_a_mapped_file_keeps_few_pages_resident(tmp_path, monkeypatch):
     assert total == sum((k + 1) * (step // 4096) for k in range(24))
     src_info = inp.finish()
     assert src_info["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
-    # the hash may lag behind the reader by its queue (4 windows), the unmapping by 32 MiB
+    # the hash may lag behind the reader by its queue (4 windows), the unmapping by 8 MiB
     assert grown < 96 << 20, grown
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from blocklab.kernels import pairing as K
 from blocklab.kernels.bytescan import count_lines
+from blocklab.traces.formats.paired import release_order
 
 
 @given(st.binary(max_size=5000))
@@ -89,12 +90,7 @@ def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_row
     idx, key, tcol, scol = (np.empty(max(n, 1), dtype=np.int64) for _ in range(4))
     slots = np.empty(slot_rows, dtype=np.int64)
     m, how = K.release_keys(flat, n, cut, everything, idx, key, tcol, scol, slots)
-    if how == K.ORDER_DONE:
-        order = key[:m]
-    elif how == K.ORDER_BY_KEY:
-        order = np.argsort(key[:m])
-    else:
-        order = np.lexsort((scol[:m], tcol[:m]))
+    order = release_order(how, m, key, tcol, scol)
     cols = np.empty(K.R_NCOLS * m, dtype=np.int64)
     kept = K.release_take(flat, n, cut, everything, idx, order, m, cols)
     want = sorted((r for r in rows.tolist() if everything or r[K.R_TIME] < cut),

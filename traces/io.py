@@ -371,7 +371,7 @@ def text_blocks(
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
     m = inp.mapped() if mapped else None
     if m is not None:
-        yield from _mapped_blocks(inp, m, chunk_bytes, first_line, count_lines)
+        yield from _mapped_blocks(inp, m, chunk_bytes, first_line)
         return
     carry = b""
     line = first_line
@@ -395,11 +395,13 @@ def text_blocks(
         line += lines
 
 
-def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int, line: int,
-                   count_lines: Any) -> Iterator[tuple[np.ndarray, int, int]]:
+def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int,
+                   line: int) -> Iterator[tuple[np.ndarray, int, int]]:
     """``text_blocks`` over the map ``m`` of ``inp``: windows of about ``chunk_bytes`` cut
     after their last newline (a longer window when a line is longer); a last line without
     its newline is copied with one."""
+    from blocklab.kernels.bytescan import count_lines
+
     pos = 0
     done = 0  # the caller may still read the block before this one (its names)
     n = len(m)
@@ -434,33 +436,31 @@ def _last_newline(m: np.ndarray, lo: int, hi: int) -> int:
 
 
 def line_at(buf: np.ndarray, pos: int) -> tuple[int, str]:
-    """(index of the line holding byte ``pos`` within ``buf``, that line's text, shortened)."""
-    if isinstance(buf.base, bytes):
-        raw = buf.base
-        start = raw.rfind(b"\n", 0, pos) + 1
-        end = raw.find(b"\n", pos)
-        end = len(raw) if end < 0 else end
-        index = raw.count(b"\n", 0, start)
-    else:  # a window of a map (text_blocks(mapped=True)): searched in place, not copied
-        start = _last_newline(buf, 0, pos) + 1
-        end = next_line(buf, pos) - 1
-        end = end if end >= pos and buf[end] == 10 else len(buf)
-        index = int(np.count_nonzero(buf[:start] == 10))
-        raw = buf[start:end].tobytes()
-        start, end = 0, len(raw)
-    text = raw[start:end].decode("utf-8", "replace").strip()
+    """(index of the line holding byte ``pos`` within ``buf``, that line's text, shortened).
+    Searched in place (a window of a map is not copied)."""
+    start = _last_newline(buf, 0, pos) + 1
+    end = _next_newline(buf, pos)
+    end = len(buf) if end < 0 else end
+    text = buf[start:end].tobytes().decode("utf-8", "replace").strip()
     if len(text) > 80:
         text = text[:77] + "..."
-    return index, text
+    return int(np.count_nonzero(buf[:start] == 10)), text
 
 
 def next_line(buf: np.ndarray, pos: int) -> int:
     """Offset of the first byte after the newline at or after ``pos`` (``len(buf)`` when
-    there is none); searched 64 KiB at a time (with --skip-bad, once per bad line)."""
-    n = len(buf)
+    there is none)."""
+    end = _next_newline(buf, pos)
+    return len(buf) if end < 0 else end + 1
+
+
+def _next_newline(m: np.ndarray, pos: int) -> int:
+    """Offset of the first newline at or after ``pos``, or -1; searched 64 KiB at a time
+    (with --skip-bad, once per bad line: not through the rest of an 8 MiB window)."""
+    n = len(m)
     while pos < n:
-        hits = np.flatnonzero(buf[pos : pos + (1 << 16)] == 10)
+        hits = np.flatnonzero(m[pos : pos + (1 << 16)] == 10)
         if len(hits):
-            return pos + int(hits[0]) + 1
+            return pos + int(hits[0])
         pos += 1 << 16
-    return n
+    return -1

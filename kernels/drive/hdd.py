@@ -81,8 +81,8 @@ facts only):
 Not modelled (docs/drives.md, the fidelity section): the out-of-order transfer of a zero-latency
 access (on these drives the interface, not the media, decides when a read completes), defects
 remapped to another sector (none in DiskSim's validation drives), the queued overlap for
-reads (a read's data comes from the platter and cannot cross early: only its command overhead could,
-0 to 0.16 ms on the catalog's firmware, and is not overlapped), sneaky read hits,
+reads (a read's data comes from the platter and cannot cross early: only its command
+overhead could, 0 to 0.16 ms on the catalog's firmware, and is not overlapped), sneaky read hits,
 reconnections when the interface overtakes the media during a read, and the disk keys
 ``pipeline/model/disksim_params.py`` lists as not modelled. Almost read hits (DiskSim's "Allow
 almost read hits": a read starting where the read-ahead in progress has got to is served from

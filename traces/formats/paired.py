@@ -84,7 +84,6 @@ class Pairer:
         self.ent, self.keys, self.vals, self.devk, self.devv, self.free, self.st = (
             K.new_state(capacity)
         )
-        self.last_released = np.iinfo(np.int64).min
         # one row buffer, reused: fresh large buffers per chunk cost more in page faults
         # (the kernel zeroing new pages) than the pairing itself
         self._rows = np.empty(0, dtype=np.int64)
@@ -100,11 +99,6 @@ class Pairer:
             grown[: self._held * K.R_NCOLS] = self._rows[: self._held * K.R_NCOLS]
             self._rows = grown
         return self._rows
-
-    @property
-    def held(self) -> int:
-        """Completed requests not yet released."""
-        return self._held
 
     @property
     def capacity(self) -> int:
@@ -159,30 +153,36 @@ class Pairer:
         n = self._held
         everything = final or earliest == -1  # (nothing in flight: every row goes)
         if len(self._scratch[0]) < n:
-            # slots: sequence numbers span the rows released and those still in flight
-            self._scratch = tuple(np.empty(max(n, 1 << 16) * (4 if k == 4 else 1),
-                                           dtype=np.int64) for k in range(5))
+            size = max(n, 1 << 16)
+            # idx, key, tcol, scol a row each; slots four (sequence numbers span the rows
+            # released and those still in flight)
+            self._scratch = (*(np.empty(size, dtype=np.int64) for _ in range(4)),
+                             np.empty(4 * size, dtype=np.int64))
         idx, key, tcol, scol, slots = self._scratch
         m, how = K.release_keys(out, n, earliest, everything, idx, key, tcol, scol, slots)
-        if how == K.ORDER_DONE:
-            order = key[:m]
-        elif how == K.ORDER_BY_KEY:
-            order = np.argsort(key[:m])  # the keys are distinct: any sort gives one order
-        else:
-            order = np.lexsort((scol[:m], tcol[:m]))
+        order = release_order(how, m, key, tcol, scol)
         cols = np.empty((K.R_NCOLS, m), dtype=np.int64)
         self._held = K.release_take(out, n, earliest, everything, idx, order, m,
                                     cols.reshape(-1))
-        if m:
-            self.last_released = int(cols[K.R_TIME, m - 1])
         return cols
 
 
-def rows_to_chunk(cols: np.ndarray, names: ProcessNames) -> Chunk:
-    """Released pairing output (``Pairer.sweep``'s columns) -> a schema Chunk."""
-    c = cols
+def release_order(how: int, m: int, key: np.ndarray, tcol: np.ndarray,
+                  scol: np.ndarray) -> np.ndarray:
+    """The order of the ``m`` rows ``K.release_keys`` found, by (arrival, sequence number),
+    as positions in its ``idx``: the order it placed (``how`` ORDER_DONE), or the sort of its
+    packed keys, or of the two columns."""
+    if how == K.ORDER_DONE:
+        return key[:m]
+    if how == K.ORDER_BY_KEY:
+        return np.argsort(key[:m])  # the keys are distinct: any sort gives one order
+    return np.lexsort((scol[:m], tcol[:m]))
+
+
+def rows_to_chunk(c: np.ndarray, names: ProcessNames) -> Chunk:
+    """Released pairing output ``c`` (``Pairer.sweep``'s columns) -> a schema Chunk."""
     n = c.shape[1]
-    chunk = {
+    out = {
         "time_ns": c[K.R_TIME],
         "device": c[K.R_DEV].astype(np.uint32),
         "sector": c[K.R_SECTOR],
@@ -204,7 +204,7 @@ def rows_to_chunk(cols: np.ndarray, names: ProcessNames) -> Chunk:
         full = np.full(n, -1, dtype=np.int64)
         full[pids != NULL] = np.arange(int((pids != NULL).sum()))
         comm = comm.take(pa.array(full, mask=full < 0))
-    return Chunk(chunk, comm)
+    return Chunk(out, comm)
 
 
 def pair_stream(
