@@ -74,6 +74,9 @@ BAD = [
      "group[0].scheduler", "this group's drives are SSDs"),
     (BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", command_queueing = false }')
      + 'scheduler = "sptf"\n', "group[0].scheduler", "command_queueing = false"),
+    (BASE + 'scheduler = "clook"\n', "group[0].queue_depth",
+     "missing: scheduler clook orders the first queue_depth operations"),
+    (BASE + 'scheduler = "sptf"\n', "group[0].queue_depth", "the default, 1, is fcfs"),
     ("", "group", "at least one [[group]]"),
     ("[[group]\n", "", "not valid TOML"),
 ]
@@ -96,8 +99,18 @@ def test_disks_with_command_queueing_take_sptf(tmp_path: Path, drive):
     """A DiskSim drive (a SCSI disk with tagged queuing), a catalog HDD (command queuing by
     default) and an inline one derived from it may order their queues by positioning time."""
     f = tmp_path / "array.toml"
-    f.write_text(BASE.replace('"atlas10k"', drive) + 'scheduler = "sptf"\n')
-    assert load_array(f).groups[0].scheduler == "sptf"
+    f.write_text(BASE.replace('"atlas10k"', drive) + 'scheduler = "sptf"\nqueue_depth = 32\n')
+    g = load_array(f).groups[0]
+    assert (g.scheduler, g.queue_depth) == ("sptf", 32)
+
+
+def test_a_scheduler_over_one_queued_operation_is_taken_as_written(tmp_path: Path):
+    """queue_depth = 1 given with a scheduler is kept (a sweep may go down to it); the engine
+    then serves the queue first come, first served, as it would under fcfs."""
+    f = tmp_path / "array.toml"
+    f.write_text(BASE + 'scheduler = "clook"\nqueue_depth = 1\n')
+    g = load_array(f).groups[0]
+    assert (g.scheduler, g.queue_depth) == ("clook", 1)
 
 
 def test_drives_command_lists_the_catalog():

@@ -388,6 +388,17 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
         if "drive" not in g:
             raise c.fail(f"{k}.drive", "missing drive model (a catalog name or {disksim = ...})")
         extra = _pool_keys(c, k, g, layout, width, unit)
+        drive = _sptf_drive(c, k, sched, _drive(c, f"{k}.drive", g["drive"]))
+        if sched != "fcfs" and "queue_depth" not in g:
+            # A scheduler orders the first queue_depth operations of a drive's queue, and the
+            # default depth, 1, leaves it nothing to order: it would be fcfs without a word.
+            # Asked for rather than defaulted (a tagged-queuing disk's depth is its own: 32
+            # for SATA NCQ, often 64 or more for SAS); an explicit queue_depth = 1 is taken
+            # as written (a sweep may vary it down to 1, which is fcfs).
+            raise c.fail(f"{k}.queue_depth",
+                         f"missing: scheduler {sched} orders the first queue_depth operations "
+                         "waiting at a drive, and the default, 1, is fcfs; give how many it "
+                         "looks at (a tagged-queuing or NCQ disk: its queue depth, such as 32)")
         groups.append(GroupConfig(
             name=str(g.get("name", f"g{i}")),
             layout=layout,
@@ -395,7 +406,7 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
             stripe_unit_bytes=unit,
             count=c.integer(f"{k}.count", g.get("count", 1), 1),
             hot_spares=c.integer(f"{k}.hot_spares", g.get("hot_spares", 0), 0),
-            drive=_sptf_drive(c, k, sched, _drive(c, f"{k}.drive", g["drive"])),
+            drive=drive,
             scheduler=sched,
             queue_depth=c.integer(f"{k}.queue_depth", g.get("queue_depth", 1), 1),
             max_wait_ms=c.number(f"{k}.max_wait_ms", g.get("max_wait_ms", 500.0)),
