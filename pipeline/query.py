@@ -328,6 +328,10 @@ def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con.execute(f"SET memory_limit = {_q(limit)}")
     spill = os.path.join(tempfile.gettempdir(), f"blocklab-duckdb-{os.getpid()}")
     con.execute(f"SET temp_directory = {_q(spill)}")  # DuckDB removes it when closed
+    # the most temporary disk a query may fill (DuckDB's default: 90 % of the free space of
+    # the folder's disk); past it DuckDB stops the query (_disk_full words what it says)
+    if cap := os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX"):
+        con.execute(f"SET max_temp_directory_size = {_q(cap)}")
     if threads:
         con.execute(f"SET threads TO {int(threads)}")
     # a Parquet file's footer parsed once per connection, not once per scan: a query reads
@@ -551,11 +555,32 @@ def _unreadable(con: duckdb.DuckDBPyConnection, files: list[tuple[str, Path]], e
     return BlocklabError(f"{names}: not readable together ({_first_line(e)})")
 
 
+def _disk_full(line: str) -> str:
+    """DuckDB's words when its temporary folder is full, said as what they mean: it reports a
+    spill that no longer fits (past BLOCKLAB_DUCKDB_TEMP_MAX, or 90 % of the disk's free space)
+    as "Out of Memory Error: failed to offload data block ...", which reads as too little RAM
+    (measured: a 10 M-request workload query, TMPDIR on a 60 MB tmpfs). Other lines as they
+    are."""
+    if "failed to offload" not in line:
+        return line
+    used = line[line.rfind("(") + 1:].rstrip(").") if line.endswith(").") else ""
+    limit = os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
+    cap = os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX")
+    room = (f"up to BLOCKLAB_DUCKDB_TEMP_MAX={cap}" if cap else
+            "up to 90 % of its disk's free space")
+    used = f" ({used})" if used else ""
+    return (f"temporary disk full: DuckDB spills what passes its {limit} memory limit into "
+            f"{tempfile.gettempdir()}, {room}, and that is full{used}; "
+            + ("raise it, or " if cap else "") +
+            "set TMPDIR to a folder on a disk with more room (docs/query.md: how much a "
+            "query needs)")
+
+
 def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
     """A query's failure as one line naming the query and (the first three of) the runs."""
     where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
                                                       if len(sources) > 3 else "")
-    return BlocklabError(f"query {label} over {where}: {_first_line(e)}")
+    return BlocklabError(f"query {label} over {where}: {_disk_full(_first_line(e))}")
 
 
 def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],

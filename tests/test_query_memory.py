@@ -203,3 +203,29 @@ print(r1 - r0, r5 - r1)
                                         text=True, check=True).stdout.split())
     assert one > 5_000, one  # KiB: the parse is large enough to see
     assert five < one / 2, (one, five)
+
+
+def test_a_full_temporary_disk_is_said_as_such(big, monkeypatch, tmp_path):
+    """DuckDB says "Out of Memory Error: failed to offload data block" when the spill no
+    longer fits its temporary folder (BLOCKLAB_DUCKDB_TEMP_MAX, else 90 % of the disk's free
+    space), which reads as too little RAM: the command says the temporary disk is full, where
+    it is (TMPDIR) and what to do, on one line, exit 2, writing nothing to stdout."""
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+
+    run, _r = big
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("BLOCKLAB_DUCKDB_MEMORY", "100MB")  # (it spills past this)
+    monkeypatch.setenv("BLOCKLAB_DUCKDB_TEMP_MAX", "2MB")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # (it keeps the first TMPDIR it read)
+    res = CliRunner().invoke(app, ["query", str(run), "workload", "-f", "csv"])
+    assert res.exit_code == 2, res.output
+    (line,) = res.output.strip().splitlines()
+    assert line.startswith(f"blocklab: error: query workload over {run}: temporary disk "
+                           f"full: DuckDB spills what passes its 100MB memory limit into "
+                           f"{tmp_path}, up to BLOCKLAB_DUCKDB_TEMP_MAX=2MB, and that is full ("
+                           ), line
+    assert "raise it, or set TMPDIR" in line
