@@ -210,7 +210,8 @@ from blocklab.kernels.drive.hdd_tables import (
 
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
 __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
-           "Drive", "Field", "Zone", "locate", "new_state", "pack", "position_ms", "read_state",
+           "Drive", "Field", "Zone", "locate", "new_state", "pack", "position_ms",
+           "position_place", "position_state", "read_state",
            "replay_closed", "seek_ms", "seek_times", "service", "service_queued", "settle",
            "track_bounds", "unpack", "zone_table"]
 
@@ -525,8 +526,20 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     drive's state is read, not changed, except the read-ahead's walk, brought up to ``t`` as
     serving any request at ``t`` brings it (``_ra_cut``: a memo of the walk and its end, the
     same whoever asks first)."""
+    tt, free, cyl, head, pf, got, going = position_state(p, zones, curve_d, curve_t, st, d, t)
+    zb, qa, c1, h1, ang = position_place(p, zones, a)
+    return _position_at(p, zones, curve_d, curve_t, st, d, t, tt, free, cyl, head, pf, got,
+                        going, q, a, n, w, zb, qa, c1, h1, ang)
+
+
+@njit(nrt=False)
+def position_state(p, zones, curve_d, curve_t, st, d, t):
+    """The drive's side of ``position_ms`` at ``t`` (ms), the same for every request ranked
+    then: (``t`` plus the per-request overhead, when the mechanism is free, its cylinder and
+    head, the read-ahead's segment or -1, the blocks it has read and whether it is still going
+    at that time). The scheduler asks it once per pick, not once per queued request: the
+    read-ahead's walk (``_ra_cut``) is a memo that gives every asker the same answer."""
     b = d * S_N
-    rot = p[P_ROT_MS]
     tt = t + p[P_REQ_OVERHEAD]
     free = st[b + S_FREE]
     cyl = int(st[b + S_CYL])
@@ -536,7 +549,26 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
     going = False
     if pf >= 0:
         got, free, cyl, head, going = _ra_cut(p, zones, curve_d, curve_t, st, b, tt)
+    return tt, free, cyl, head, pf, got, going
+
+
+@njit(nrt=False)
+def position_place(p, zones, a):
+    """The request's side of ``position_ms`` that no state changes: where block ``a`` is (zone
+    base, sector within the zone, cylinder, head, angle in sectors from the index), which the
+    engine keeps with a queued operation (``O_PZB`` ...) instead of mapping it at every pick."""
     zb, qa, _nxt = _phys_call(p, zones, a)
+    c1, h1, ang = _where(p, zones, zb, qa)
+    return zb, qa, c1, h1, int(ang)
+
+
+@njit(forceinline=True, nrt=False)
+def _position_at(p, zones, curve_d, curve_t, st, d, t, tt, free, cyl, head, pf, got, going, q,
+                 a, n, w, zb, qa, c1, h1, ang):
+    """``position_ms`` from its two sides (``position_state`` at ``t``, ``position_place`` of
+    ``a``): the cache segments, the write's timing, the move and the rotational wait."""
+    b = d * S_N
+    rot = p[P_ROT_MS]
     bpt = zones[zb + Z_BPT]
     if not w and p[P_CACHE_ON] > 0:
         pf_lbn = int(st[b + S_PF_LBN])
@@ -560,10 +592,9 @@ def position_ms(p, zones, curve_d, curve_t, st, d, t, q, a, n, w):
             a == st[b + S_PREV_END], free, pf < 0 and tt < free)
         x0 += max(1, _xd_need(p, n)) * p[P_XFER_W]  # its first block is in (HP: ``need`` are)
     start = max(start, free)
-    c1, h1, ang = _where(p, zones, zb, qa)
     mv = max(_move(p, curve_d, curve_t, cyl, head, c1, h1, w), mintime)
     ts = start + mv
-    tr = ts + _wait(rot, bpt, ts, ang)
+    tr = ts + _wait(rot, bpt, ts, float(ang))
     if tr < x0 - _EPS:  # the block is not in yet: it comes round again
         tr += np.ceil((x0 - tr) / rot - _EPS) * rot
     return tr - t

@@ -66,9 +66,12 @@ S_COLS = S_CACHE + CA.CH_N
  RQ_PHASE1, RQ_WAIT, RQ_CNEXT) = range(20)
 RQ_COLS = 20
 # OP: one row per operation slot (O_SHARE: 0 for host work, else the background work's
-# share of a busy drive's operations, ppm).
-O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME, O_SHARE = range(9)
-O_COLS = 9
+# share of a busy drive's operations, ppm; O_PZB .. O_PANG: where its first block is on an
+# HDD, hdd.position_place, kept for the sptf scheduler once it has asked; O_PZB is NONE until
+# then, set so when the operation is queued).
+(O_ITEM, O_DRIVE, O_LBA, O_N, O_WRITE, O_PHASE, O_NEXT, O_QTIME, O_SHARE, O_PZB, O_PQA, O_PC,
+ O_PH, O_PANG) = range(14)
+O_COLS = 14
 # DR: one row per drive (a queue for host work and one for background work).
 (D_QHEAD, D_QTAIL, D_INFLIGHT, D_MAXINF, D_SCHED, D_DEPTH, D_POS, D_MODEL, D_MPARAM, D_BUSY,
  D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST, D_BQHEAD, D_BQTAIL, D_CREDIT, D_FAILED,
