@@ -65,7 +65,8 @@ SELECT t.g, t.q, CAST(a.x AS DOUBLE) + (t.pos - t.lo) * (CAST(z.x AS DOUBLE) - a
 FROM t JOIN rv a ON a.g IS NOT DISTINCT FROM t.g AND a.r = t.lo
        JOIN rv z ON z.g IS NOT DISTINCT FROM t.g AND z.r = t.hi;
 
--- interval_gaps(src): the gaps between the intervals [a, c) of each group g (a number) of the
+-- interval_gaps(src): the gaps between the intervals [a, c) of each group g (a whole number from
+-- 0 to 2^43, as row_number() gives; it is packed with a bucket number in one BIGINT) of the
 -- table or CTE named src (columns g, a, c with c >= a), one row (g, s, e) per gap, in the
 -- order of a: a gap ends at an interval that starts (e = its a) after every interval that
 -- started before it ended, and began at the latest of their ends (s); the time before the
@@ -86,21 +87,25 @@ WITH r AS NOT MATERIALIZED (  -- read twice, never held (as exact_quantiles' v)
     SELECT g, min(a) AS a0,
            (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
     FROM r GROUP BY g
-), rk AS (
-    SELECT r.g, r.a, r.c, (r.a - w.a0) // w.w AS k FROM r JOIN w ON w.g = r.g
-), bk AS (  -- per bucket: the last end of the buckets before it
-    SELECT g, k,
-           max(c_max) OVER (PARTITION BY g ORDER BY k
+), rk AS (  -- each interval's group and bucket as one number (buckets are below 2^20)
+    SELECT r.g * 1048576 + (r.a - w.a0) // w.w AS gk, r.a, r.c FROM r JOIN w ON w.g = r.g
+), bk AS (  -- per bucket: the last end of the group's buckets before it
+    SELECT gk,
+           max(c_max) OVER (PARTITION BY gk // 1048576 ORDER BY gk
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_c
-    FROM (SELECT g, k, max(c) AS c_max FROM rk GROUP BY ALL)
-), seq AS (  -- each bucket's requests after a first row that carries before_c
-    SELECT g, k, 0 AS first, a, c FROM rk
+    FROM (SELECT gk, max(c) AS c_max FROM rk GROUP BY gk)
+), seq AS (  -- each bucket's intervals after a first row (a null) that carries before_c
+    SELECT gk, a, c FROM rk
     UNION ALL
-    SELECT g, k, -1, NULL, before_c FROM bk WHERE before_c IS NOT NULL
+    SELECT gk, NULL, before_c FROM bk WHERE before_c IS NOT NULL
 ), pv AS (
-    SELECT g, first, a,
-           max(c) OVER (PARTITION BY g, k ORDER BY first, a, c
+    -- ordered by start alone: among intervals of equal start the first in the order gets
+    -- the latest end before them, and the others an end at or past their start (c >= a), so
+    -- no gap; the gaps do not depend on how ties are ordered. Two keys (the bucket number,
+    -- the start) instead of four: the window's input, which DuckDB spills, is narrower
+    SELECT gk, a,
+           max(c) OVER (PARTITION BY gk ORDER BY a ASC NULLS FIRST
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
     FROM seq
 )
-SELECT g, prev_end AS s, a AS e FROM pv WHERE first = 0 AND a > prev_end;
+SELECT gk // 1048576 AS g, prev_end AS s, a AS e FROM pv WHERE a > prev_end;

@@ -59,45 +59,49 @@ WITH p AS (
 ), sq AS MATERIALIZED (  -- one row per run, device and operation (read, write): a number
     SELECT row_number() OVER () AS sid, *
     FROM (SELECT DISTINCT rid, device, op FROM rt WHERE op IN (0, 1))
-), srt AS NOT MATERIALIZED (
-    SELECT sq.sid, rt.k, rt.time_ns, rt.sector, rt.end_sector
+), srt AS NOT MATERIALIZED (  -- (sk: the device and operation's number and the bucket, one
+    -- number: buckets are below 2^20; one key where two were makes the window's input, which
+    -- DuckDB spills, narrower)
+    SELECT sq.sid * 1048576 + rt.k AS sk, rt.time_ns, rt.sector, rt.end_sector
     FROM rt JOIN sq ON sq.rid = rt.rid AND sq.device = rt.device AND sq.op = rt.op
 ), seq_last AS (  -- the end of the previous bucket's last request of each device and operation
-    SELECT sid, k, lag(last_end) OVER (PARTITION BY sid ORDER BY k) AS before_end
-    FROM (SELECT sid, k, max_by(end_sector, (time_ns, sector, end_sector)) AS last_end
+    SELECT sk, lag(last_end) OVER (PARTITION BY sk // 1048576 ORDER BY sk) AS before_end
+    FROM (SELECT sk, max_by(end_sector, (time_ns, sector, end_sector)) AS last_end
           FROM srt GROUP BY ALL)
-), seq_rows AS (
-    SELECT sid, k, 0 AS first, time_ns, sector, end_sector FROM srt
+), seq_rows AS (  -- (the carried row first: its time is null)
+    SELECT sk, time_ns, sector, end_sector FROM srt
     UNION ALL
-    SELECT sid, k, -1, NULL, NULL, before_end FROM seq_last WHERE before_end IS NOT NULL
+    SELECT sk, NULL, NULL, before_end FROM seq_last WHERE before_end IS NOT NULL
 ), seqs AS (
     -- requests of the same device and operation in (time, sector) order; ties of both in
     -- the order of their end, as a file sorted by all three lists them
     SELECT tb.run,
            avg(CASE WHEN sector = prev_end THEN 1.0 ELSE 0.0 END) AS sequential_fraction
-    FROM (SELECT sid, first, sector,
-                 lag(end_sector) OVER (PARTITION BY sid, k
-                                       ORDER BY first, time_ns, sector, end_sector) AS prev_end
+    FROM (SELECT sk, time_ns, sector,
+                 lag(end_sector) OVER (PARTITION BY sk ORDER BY time_ns ASC NULLS FIRST,
+                                       sector, end_sector) AS prev_end
           FROM seq_rows) x
-    JOIN sq ON sq.sid = x.sid JOIN tb ON tb.rid = sq.rid
-    WHERE first = 0
+    JOIN sq ON sq.sid = x.sk // 1048576 JOIN tb ON tb.rid = sq.rid
+    WHERE x.time_ns IS NOT NULL
     GROUP BY tb.run
 ), gap_rows AS (  -- each bucket's arrivals after a row with the earlier buckets' last arrival
-    SELECT rid, k, 0 AS first, time_ns FROM rt
+    -- (rk: the run's number and the bucket, one number, as srt's sk). The carried arrival is
+    -- before every arrival of the bucket (buckets are ranges of time), so it is first in time
+    -- order, and its own gap, the first of each bucket, is null: no mark is needed
+    SELECT rid * 1048576 + k AS rk, time_ns FROM rt
     UNION ALL
-    SELECT rid, k, -1, before_t
+    SELECT rid * 1048576 + k, before_t
     FROM (SELECT rid, k, max(t_max) OVER (PARTITION BY rid ORDER BY k
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                      AS before_t
           FROM (SELECT rid, k, max(time_ns) AS t_max FROM rt GROUP BY ALL))
     WHERE before_t IS NOT NULL
 ), gap AS (  -- read by exact_quantiles and the sums: kept (a window's result), as numbers only
-    SELECT x.rid, x.g, x.g - tb.m AS d
-    FROM (SELECT rid, first,
-                 time_ns - lag(time_ns) OVER (PARTITION BY rid, k ORDER BY first, time_ns) AS g
+    SELECT tb.rid, x.g, x.g - tb.m AS d
+    FROM (SELECT rk, time_ns - lag(time_ns) OVER (PARTITION BY rk ORDER BY time_ns) AS g
           FROM gap_rows) x
-    JOIN tb ON tb.rid = x.rid
-    WHERE first = 0 AND g IS NOT NULL
+    JOIN tb ON tb.rid = x.rk // 1048576
+    WHERE g IS NOT NULL
 ), gap_q AS (
     SELECT gap.rid AS g, gap.g / 1e6 AS x FROM gap
 ), gq AS (  -- exact, in bounded memory (queries/_macros.sql)
@@ -115,31 +119,67 @@ WITH p AS (
           FROM gap GROUP BY rid) a
     JOIN tb ON tb.rid = a.rid
     LEFT JOIN gq ON gq.rid = a.rid
-), ws_in AS NOT MATERIALIZED (  -- read twice (wsd, wsr), never spilled
-    SELECT rid, 0 AS kind, device, sector AS s, end_sector AS e FROM rt
-        WHERE op IN (0, 1) AND size_bytes > 0
+), wdev AS MATERIALIZED (
+    -- one row per run and device that reads or writes: a number, the span of its ranges (all,
+    -- reads, writes) and the bucket width of its starts (about 256 a bucket, at most 2^20)
+    SELECT row_number() OVER () AS id, *,
+           (s1 - s0) // least(greatest(n // 256, 1), 1048576) + 1 AS w
+    FROM (SELECT rid, device, count(*) AS n, min(sector) AS s0, max(sector) AS s1,
+                 max(end_sector) AS e1,
+                 min(sector) FILTER (WHERE op = 0) AS s0r,
+                 max(end_sector) FILTER (WHERE op = 0) AS e1r,
+                 min(sector) FILTER (WHERE op = 1) AS s0w,
+                 max(end_sector) FILTER (WHERE op = 1) AS e1w
+          FROM rt WHERE op IN (0, 1) AND size_bytes > 0 GROUP BY rid, device)
+), wk AS NOT MATERIALIZED (  -- each read and write: its device's number and bucket (one number,
+    -- as srt's sk), operation and range
+    SELECT wdev.id * 1048576 + (rt.sector - wdev.s0) // wdev.w AS gk, rt.op,
+           rt.sector AS a, rt.end_sector AS c
+    FROM rt JOIN wdev ON wdev.rid = rt.rid AND wdev.device = rt.device
+    WHERE rt.op IN (0, 1) AND rt.size_bytes > 0
+), wb AS (  -- per bucket: the furthest end of the device's earlier buckets, reads and writes
+    SELECT gk,
+           max(c_r) OVER (PARTITION BY gk // 1048576 ORDER BY gk
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_r,
+           max(c_w) OVER (PARTITION BY gk // 1048576 ORDER BY gk
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_w
+    FROM (SELECT gk, max(c) FILTER (WHERE op = 0) AS c_r, max(c) FILTER (WHERE op = 1) AS c_w
+          FROM wk GROUP BY gk)
+), wseq AS (  -- each bucket's ranges after rows (starts null, first) that carry those ends
+    SELECT gk, op, a, c FROM wk
     UNION ALL
-    SELECT rid, 1 + op, device, sector, end_sector FROM rt
-        WHERE op IN (0, 1) AND size_bytes > 0
-), wsd AS MATERIALIZED (  -- one row per run, kind (0 all, 1 read, 2 write) and device: its span
-    SELECT row_number() OVER () AS id, *
-    FROM (SELECT rid, kind, device, min(s) AS s0, max(e) AS e1 FROM ws_in GROUP BY ALL)
-), wsr AS (
-    SELECT wsd.id AS g, ws_in.s AS a, ws_in.e AS c
-    FROM ws_in JOIN wsd ON wsd.rid = ws_in.rid AND wsd.kind = ws_in.kind
-                       AND wsd.device = ws_in.device
+    SELECT gk, 0, NULL, before_r FROM wb WHERE before_r IS NOT NULL
+    UNION ALL
+    SELECT gk, 1, NULL, before_w FROM wb WHERE before_w IS NOT NULL
 ), ws_gaps AS (
     -- sectors between islands of addressed sectors: a new island starts where no earlier
-    -- range (in sector order) reaches, in bounded memory (interval_gaps, queries/_macros.sql)
-    SELECT g AS id, sum(e - s) AS gap_sectors FROM interval_gaps('wsr') GROUP BY g
+    -- range (in sector order) reaches; of all ranges, of the reads', of the writes', in one
+    -- window over each request once (before: interval_gaps, queries/_macros.sql, over each
+    -- request twice, as one of all and one of its operation: the window's input, which
+    -- DuckDB spills, was twice as long). Ordered by start alone, as interval_gaps is: among
+    -- equal starts only the first in the order can start an island (ends are at or past
+    -- starts), of all and of each operation alike, so the gaps do not depend on ties
+    SELECT gk // 1048576 AS id,
+           coalesce(sum(a - pe) FILTER (WHERE a > pe), 0) AS gap_all,
+           coalesce(sum(a - pe_r) FILTER (WHERE op = 0 AND a > pe_r), 0) AS gap_r,
+           coalesce(sum(a - pe_w) FILTER (WHERE op = 1 AND a > pe_w), 0) AS gap_w
+    FROM (SELECT gk, op, a,
+                 max(c) OVER win AS pe,
+                 max(c) FILTER (WHERE op = 0) OVER win AS pe_r,
+                 max(c) FILTER (WHERE op = 1) OVER win AS pe_w
+          FROM wseq
+          WINDOW win AS (PARTITION BY gk ORDER BY a ASC NULLS FIRST
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+    GROUP BY 1
 ), ws AS (  -- the union of the ranges: each device's span less its gaps
     SELECT tb.run,
-           coalesce(sum(u) FILTER (WHERE kind = 0), 0) * 512 AS all_bytes,
-           coalesce(sum(u) FILTER (WHERE kind = 1), 0) * 512 AS read_bytes,
-           coalesce(sum(u) FILTER (WHERE kind = 2), 0) * 512 AS write_bytes
-    FROM (SELECT wsd.rid, wsd.kind,
-                 CAST(wsd.e1 - wsd.s0 AS HUGEINT) - coalesce(ws_gaps.gap_sectors, 0) AS u
-          FROM wsd LEFT JOIN ws_gaps ON ws_gaps.id = wsd.id) d
+           coalesce(sum(CAST(d.e1 - d.s0 AS HUGEINT) - coalesce(g.gap_all, 0)), 0) * 512
+               AS all_bytes,
+           coalesce(sum(CAST(d.e1r - d.s0r AS HUGEINT) - coalesce(g.gap_r, 0))
+                        FILTER (WHERE d.s0r IS NOT NULL), 0) * 512 AS read_bytes,
+           coalesce(sum(CAST(d.e1w - d.s0w AS HUGEINT) - coalesce(g.gap_w, 0))
+                        FILTER (WHERE d.s0w IS NOT NULL), 0) * 512 AS write_bytes
+    FROM wdev d LEFT JOIN ws_gaps g ON g.id = d.id
     JOIN tb ON tb.rid = d.rid
     GROUP BY tb.run
 ), summary AS (

@@ -153,6 +153,8 @@ def test_workload(big, monkeypatch):
     assert got[("summary", "working_set_bytes")] == union_bytes(sector, end)
     assert got[("summary", "working_set_read_bytes")] == union_bytes(sector[op == 0],
                                                                      end[op == 0])
+    assert got[("summary", "working_set_write_bytes")] == union_bytes(sector[op == 1],
+                                                                      end[op == 1])
     ext, n = np.unique(sector // EXTENT * EXTENT, return_counts=True)
     top = np.lexsort((ext, -n))[:10]
     hot = [(x["item"], x["value"]) for x in rows if x["section"] == "hottest_extents"]
