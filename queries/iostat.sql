@@ -15,23 +15,32 @@
 WITH p AS (
     SELECT CASE WHEN $interval_s > 0 THEN greatest(CAST(round($interval_s * 1e9) AS BIGINT), 1)
                 ELSE error('interval_s must be above 0') END AS iv
+), dv AS MATERIALIZED (  -- one row per run and device with a completed request: a number
+    SELECT row_number() OVER () AS g, *
+    FROM (SELECT run, device, min(devno) AS devno FROM device_ios
+          WHERE complete_ns IS NOT NULL AND complete_ns >= arrival_ns GROUP BY run, device)
 ), r_all AS MATERIALIZED (
     -- kept once (DuckDB spills it past its limit), and r and ra read it again rather than
     -- being kept too: over 20 M requests 2.3 GB of spill with all three kept, 1.1 GB so. Read
     -- from Parquet by each of r's five readers instead (0.55 GB), the scans at once needed more
-    -- than the 50 MB that tests/test_query_memory.py gives the query
-    SELECT run, device, devno, op, arrival_ns AS a, complete_ns AS c,
-           size_bytes, merges
-    FROM device_ios
-    WHERE complete_ns IS NOT NULL AND complete_ns >= arrival_ns
-), span AS (
-    SELECT run, max(c) AS end_ns, greatest((max(c) - 1) // any_value(p.iv), 0) AS last_k
-    FROM r_all, p
-    GROUP BY run
+    -- than the 50 MB that tests/test_query_memory.py gives the query. A request carries its
+    -- device's number (dv), not its run's and device's names: half the width to keep (over
+    -- 30 M requests the whole query's temporary disk 2.4 -> 1.8 GB)
+    SELECT dv.g, d.op, d.arrival_ns AS a, d.complete_ns AS c, d.size_bytes, d.merges
+    FROM device_ios d JOIN dv ON dv.run = d.run AND dv.device = d.device
+    WHERE d.complete_ns IS NOT NULL AND d.complete_ns >= d.arrival_ns
+), span AS (  -- per device: its run's last completion and last interval
+    SELECT dv.g, s.end_ns, s.last_k
+    FROM dv JOIN (SELECT dv.run, max(m.c1) AS end_ns,
+                         greatest((max(m.c1) - 1) // any_value(p.iv), 0) AS last_k
+                  FROM (SELECT g, max(c) AS c1 FROM r_all GROUP BY g) m
+                  JOIN dv ON dv.g = m.g, p
+                  GROUP BY dv.run) s ON s.run = dv.run
 ), r AS NOT MATERIALIZED (  -- (see r_all)
-    SELECT * FROM r_all WHERE $device = '' OR device = $device
+    SELECT * FROM r_all
+    WHERE $device = '' OR g IN (SELECT g FROM dv WHERE device = $device)
 ), done AS (
-    SELECT r.run, r.device, least(r.c // p.iv, span.last_k) AS k,
+    SELECT r.g, least(r.c // p.iv, span.last_k) AS k,
            count(*) FILTER (WHERE op = 0)                          AS rd,
            count(*) FILTER (WHERE op = 1)                          AS wr,
            coalesce(sum(size_bytes) FILTER (WHERE op = 0), 0)      AS rd_bytes,
@@ -40,24 +49,22 @@ WITH p AS (
            coalesce(sum(merges) FILTER (WHERE op = 1), 0)          AS wr_merges,
            coalesce(sum(c - a) FILTER (WHERE op = 0), 0)           AS rd_ticks_ns,
            coalesce(sum(c - a) FILTER (WHERE op = 1), 0)           AS wr_ticks_ns
-    FROM r JOIN span ON span.run = r.run, p
+    FROM r JOIN span ON span.g = r.g, p
     GROUP BY ALL
 ), queue AS (
     -- each request adds the part of its time in progress that falls in the interval; the
     -- intervals are unnested in the select list: a LATERAL generate_series is joined back to
     -- the distinct requests in a hash table, which holds every request (measured on this
     -- part alone over 3 M requests: out of memory under 40 MB; unnested, 0.6 s under 40 MB)
-    SELECT run, device, k, sum(least(c, (k + 1) * iv) - greatest(a, k * iv)) AS queue_ns
-    FROM (SELECT r.run, r.device, r.a, r.c, p.iv,
+    SELECT g, k, sum(least(c, (k + 1) * iv) - greatest(a, k * iv)) AS queue_ns
+    FROM (SELECT r.g, r.a, r.c, p.iv,
                  unnest(generate_series(r.a // p.iv, (r.c - 1) // p.iv)) AS k
           FROM r, p WHERE r.c > r.a)
     GROUP BY ALL
-), dev AS MATERIALIZED (  -- one row per device, numbered once: its first arrival and last
-    -- completion
-    SELECT row_number() OVER () AS id, *
-    FROM (SELECT run, device, min(a) AS a0, max(c) AS c1 FROM r GROUP BY run, device)
+), dev AS MATERIALIZED (  -- one row per device: its first arrival and last completion
+    SELECT g AS id, min(a) AS a0, max(c) AS c1 FROM r GROUP BY g
 ), ra AS NOT MATERIALIZED (  -- (see r_all)
-    SELECT dev.id AS g, r.a, r.c FROM r JOIN dev ON dev.run = r.run AND dev.device = r.device
+    SELECT g, a, c FROM r
 ), gaps AS (
     -- %util in bounded memory: busy time is the device's span from first arrival to last
     -- completion less its idle gaps (interval_gaps, queries/_macros.sql: a window over a
@@ -66,20 +73,18 @@ WITH p AS (
 ), util AS (
     -- busy time in each interval: the device's span from its first arrival to its last
     -- completion less its idle gaps, each cut at the interval's bounds
-    SELECT dev.run, dev.device, u.k,
-           sum(u.sign * (least(u.e, (u.k + 1) * u.iv) - greatest(u.s, u.k * u.iv))) AS busy_ns
+    SELECT id AS g, k,
+           sum(sign * (least(e, (k + 1) * iv) - greatest(s, k * iv))) AS busy_ns
     FROM (SELECT id, s, e, iv, sign, unnest(generate_series(s // iv, (e - 1) // iv)) AS k
           FROM (SELECT id, a0 AS s, c1 AS e, 1 AS sign FROM dev WHERE c1 > a0
                 UNION ALL
-                SELECT id, s, e, -1 FROM gaps), p) u
-    JOIN dev ON dev.id = u.id
+                SELECT id, s, e, -1 FROM gaps), p)
     GROUP BY ALL
-), devs AS (
-    SELECT run, device, min(devno) AS devno FROM r GROUP BY ALL
 ), grid AS (
-    SELECT d.run, d.device, d.devno, g.k,
-           least(p.iv, span.end_ns - g.k * p.iv) AS len_ns, g.k * p.iv AS t_ns
-    FROM devs d JOIN span ON span.run = d.run, p, LATERAL generate_series(0, span.last_k) AS g(k)
+    SELECT dv.run, dv.device, dv.devno, dev.id AS g, k.k,
+           least(p.iv, span.end_ns - k.k * p.iv) AS len_ns, k.k * p.iv AS t_ns
+    FROM dev JOIN dv ON dv.g = dev.id JOIN span ON span.g = dev.id, p,
+         LATERAL generate_series(0, span.last_k) AS k(k)
 )
 SELECT
     grid.run,
@@ -99,8 +104,8 @@ SELECT
     CASE WHEN done.wr > 0 THEN done.wr_bytes / 1024 / done.wr ELSE 0.0 END AS "wareq-sz",
     100 * coalesce(util.busy_ns, 0) / grid.len_ns                         AS "%util"
 FROM grid
-LEFT JOIN done ON done.run = grid.run AND done.device = grid.device AND done.k = grid.k
-LEFT JOIN queue ON queue.run = grid.run AND queue.device = grid.device AND queue.k = grid.k
-LEFT JOIN util ON util.run = grid.run AND util.device = grid.device AND util.k = grid.k
+LEFT JOIN done ON done.g = grid.g AND done.k = grid.k
+LEFT JOIN queue ON queue.g = grid.g AND queue.k = grid.k
+LEFT JOIN util ON util.g = grid.g AND util.k = grid.k
 WHERE grid.len_ns > 0
 ORDER BY grid.run, grid.k, grid.devno, grid.device;
