@@ -415,6 +415,14 @@ def _print_report(report: dict[str, object]) -> None:
           f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
           f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
           f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
+    if "random_4k_open_model_ns_per_op" in rp:
+        keys = ("random_4k_open", "sequential_1m_open", "random_4k_closed64")
+        ns = [rp[f"{k}_model_ns_per_op"] for k in keys]
+        cap = [1e3 / (x * rp[f"{k}_drive_ops_per_request"]) for x, k in zip(ns, keys, strict=True)]
+        print(f"  HDD model alone        : {ns[0]:.0f}, {ns[1]:.0f} and {ns[2]:.0f} ns per drive "
+              f"operation (the same replays' operations, in the order the engine started "
+              f"them): with no engine cost at all {cap[0]:.2f}, {cap[1]:.2f} and {cap[2]:.2f} "
+              f"M/s at most")
     if "random_4k_closed64_sptf_requests_per_s" in rp:
         sp = rp["random_4k_closed64_sptf_requests_per_s"] / 1e6
         print(f"  the same, SPTF drives  : closed 64 {sp:.2f} M/s ({sp / c64:.2f} x C-LOOK's: the "

@@ -83,9 +83,13 @@ def _hdd_model(tmp: Path) -> None:
 
     arr, lba, nsec, w = _small_raid5()
     m = arr.models
-    H.replay_closed(m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]],
-                    m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.ht_off[0]:m.ht_off[1]],
-                    H.new_state(), lba, nsec, w, np.zeros(len(lba)), np.zeros(len(lba)))
+    tables = (m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]], m.hcd[m.hc_off[0]:m.hc_off[1]],
+              m.hct[m.ht_off[0]:m.ht_off[1]])
+    H.replay_closed(*tables, H.new_state(), lba, nsec, w, np.zeros(len(lba)),
+                    np.zeros(len(lba)))
+    t = np.arange(len(lba), dtype=np.int64) * 10_000_000  # (ns: one at a time)
+    H.replay_ops(*tables, H.new_state(), np.zeros(len(lba), np.int64), t, t, lba, nsec, w,
+                 np.zeros(len(lba), np.int64))
 
 
 def _replay_engine(tmp: Path) -> None:

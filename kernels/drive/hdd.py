@@ -211,9 +211,9 @@ from blocklab.kernels.drive.hdd_tables import (
 # the model's front door: what kernels/engine.py, the pipeline, tools/ and tests/ call
 __all__ = ["CHOICES", "NAMES", "P_N", "PARAMS", "SEEK_TABLE_MAX", "SEG_MAX", "STATE", "S_N",
            "Drive", "Field", "Zone", "locate", "new_state", "pack", "position_ms",
-           "position_place", "position_state", "read_state",
-           "replay_closed", "seek_ms", "seek_times", "service", "service_queued", "settle",
-           "track_bounds", "unpack", "zone_table"]
+           "position_place", "position_state", "read_state", "replay_closed", "replay_ops",
+           "seek_ms", "seek_times", "service", "service_queued", "settle", "track_bounds",
+           "unpack", "zone_table"]
 
 
 @njit(forceinline=True, nrt=False)
@@ -598,6 +598,26 @@ def _position_at(p, zones, curve_d, curve_t, st, d, t, tt, free, cyl, head, pf, 
     if tr < x0 - _EPS:  # the block is not in yet: it comes round again
         tr += np.ceil((x0 - tr) / rot - _EPS) * rot
     return tr - t
+
+
+@njit(nrt=False)
+def replay_ops(p, zones, curve_d, curve_t, st, drive, start_ns, queued_ns, lbn, nblk, is_write,
+               out_done_ns):
+    """Serve operations in the order given, each on its ``drive`` of ``st`` at the time it
+    started and the time it reached the drive's queue (ns), as the engine hands an operation to
+    the model (``service_queued``, the completion rounded up to a nanosecond and never before
+    the start). Fills ``out_done_ns``; returns the cache-hit count. The model alone, without
+    the engine: given the engine's own operations (``drive_ops``, in the order they started),
+    it gives the engine's completions, and its speed is what the model costs per operation
+    (``make bench``)."""
+    hits = 0
+    for k in range(lbn.shape[0]):
+        t_ms, hit = service_queued(p, zones, curve_d, curve_t, st, drive[k], start_ns[k] / 1e6,
+                                   queued_ns[k] / 1e6, lbn[k], nblk[k], is_write[k] != 0)
+        done = int(np.ceil(t_ms * 1e6))
+        out_done_ns[k] = done if done > start_ns[k] else start_ns[k]
+        hits += hit
+    return hits
 
 
 @njit(nrt=False)
