@@ -407,6 +407,9 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         raise BlocklabError(f"--workers must be at least 1, found {workers}")
     if segments is not None and segments < 1:
         raise BlocklabError(f"--segments must be at least 1, found {segments}")
+    from .query import check_settings
+
+    check_settings()  # (the summary at the end comes through DuckDB)
     kw: dict[str, Any] = dict(trace=trace, array=array, output=output, speed=speed,
                               closed_loop=closed_loop, think_us=think_us, wrap=wrap,
                               drive_ops=drive_ops, failures=failures)

@@ -311,6 +311,23 @@ def _union(parts: list[str], empty: str) -> str:
 DUCKDB_MEMORY = "1GB"
 
 
+def _setting(con: duckdb.DuckDBPyConnection, name: str, value: str, env: str) -> None:
+    """``SET name = value`` from the environment variable ``env``: a value DuckDB refuses is one
+    line naming the variable (it was a traceback)."""
+    try:
+        con.execute(f"SET {name} = {_q(value)}")
+    except duckdb.Error as e:
+        raise BlocklabError(f"{env}={value!r}: {_first_line(e)} (DuckDB's syntax: 4GB, "
+                            "500MB)") from None
+
+
+def check_settings() -> None:
+    """The DuckDB settings from the environment (BLOCKLAB_DUCKDB_MEMORY, _TEMP_MAX), refused
+    as ``duck`` refuses them, before a command does work whose answer DuckDB then gives (a
+    replay's summary comes after its run folder is written)."""
+    duck(threads=1).close()
+
+
 def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with blocklab's settings: no progress bar, a memory limit it spills
     past, a spill folder of this process, and the macros of queries/_macros.sql."""
@@ -325,13 +342,13 @@ def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     # quantile_cont, which holds a group's values in memory); BLOCKLAB_DUCKDB_MEMORY sets
     # another limit (DuckDB's syntax: 4GB, 500MB).
     limit = os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
-    con.execute(f"SET memory_limit = {_q(limit)}")
+    _setting(con, "memory_limit", limit, "BLOCKLAB_DUCKDB_MEMORY")
     spill = os.path.join(tempfile.gettempdir(), f"blocklab-duckdb-{os.getpid()}")
     con.execute(f"SET temp_directory = {_q(spill)}")  # DuckDB removes it when closed
     # the most temporary disk a query may fill (DuckDB's default: 90 % of the free space of
     # the folder's disk); past it DuckDB stops the query (_disk_full words what it says)
     if cap := os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX"):
-        con.execute(f"SET max_temp_directory_size = {_q(cap)}")
+        _setting(con, "max_temp_directory_size", cap, "BLOCKLAB_DUCKDB_TEMP_MAX")
     if threads:
         con.execute(f"SET threads TO {int(threads)}")
     # a Parquet file's footer parsed once per connection, not once per scan: a query reads

@@ -359,6 +359,9 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     if closed_loop < 0:
         raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
     check_repeat(repeat, max_passes)
+    from .query import check_settings
+
+    check_settings()  # (the summary at the end comes through DuckDB)
     cfg = load_array(array)
     in_file = len(cfg.failures)  # the array file's failures, then --fail's
     if failures:

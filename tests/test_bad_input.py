@@ -270,3 +270,31 @@ def test_a_device_with_events_but_no_request_gives_an_empty_trace(tmp_path):
     src.write_bytes(_blob(ev))
     res, out = run_ingest(tmp_path, src, "--device", "8:0")
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.replays
+@pytest.mark.parametrize("env", ["BLOCKLAB_DUCKDB_MEMORY", "BLOCKLAB_DUCKDB_TEMP_MAX"])
+def test_a_duckdb_setting_it_refuses(tmp_path, monkeypatch, env):
+    """A DuckDB memory limit or temporary-disk cap that DuckDB cannot read: one line naming
+    the variable, exit 2, before any work (it was a traceback; replay's came after its run
+    folder was written, at the summary). Given as DuckDB writes sizes, it is taken."""
+    from .conftest import ROOT
+
+    array = ROOT / "examples" / "arrays" / "raid5-entry.toml"
+    trace = tmp_path / "t.parquet"
+    res = runner.invoke(app, ["synth", "spc1", "--bsu", "1", "--duration", "2", "--array",
+                              str(array), "-o", str(trace)])
+    assert res.exit_code == 0, res.output
+    monkeypatch.setenv(env, "lots")
+    for args in (["replay", str(trace), "--array", str(array), "-o", str(tmp_path / "run")],
+                 ["trace", "stats", str(trace)], ["query", str(trace), "trace-summary"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert lines == [f"blocklab: error: {env}='lots': Parser Error: Memory must have a "
+                         "number (e.g. 1GB) (DuckDB's syntax: 4GB, 500MB)"], res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+    monkeypatch.setenv(env, "512MB")
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o",
+                              str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
