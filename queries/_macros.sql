@@ -65,8 +65,7 @@ SELECT t.g, t.q, CAST(a.x AS DOUBLE) + (t.pos - t.lo) * (CAST(z.x AS DOUBLE) - a
 FROM t JOIN rv a ON a.g IS NOT DISTINCT FROM t.g AND a.r = t.lo
        JOIN rv z ON z.g IS NOT DISTINCT FROM t.g AND z.r = t.hi;
 
--- interval_gaps(src): the gaps between the intervals [a, c) of each group g (a whole number from
--- 0 to 2^43, as row_number() gives; it is packed with a bucket number in one BIGINT) of the
+-- interval_gaps(src): the gaps between the intervals [a, c) of each group g (a number) of the
 -- table or CTE named src (columns g, a, c with c >= a), one row (g, s, e) per gap, in the
 -- order of a: a gap ends at an interval that starts (e = its a) after every interval that
 -- started before it ended, and began at the latest of their ends (s); the time before the
@@ -83,12 +82,13 @@ FROM t JOIN rv a ON a.g IS NOT DISTINCT FROM t.g AND a.r = t.lo
 CREATE OR REPLACE MACRO interval_gaps(src) AS TABLE
 WITH r AS NOT MATERIALIZED (  -- read twice, never held (as exact_quantiles' v)
     SELECT g, a, c FROM query_table(src)
-), w AS (  -- per group: first start and bucket width
-    SELECT g, min(a) AS a0,
-           (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
-    FROM r GROUP BY g
-), rk AS (  -- each interval's group and bucket as one number (buckets are below 2^20)
-    SELECT r.g * 1048576 + (r.a - w.a0) // w.w AS gk, r.a, r.c FROM r JOIN w ON w.g = r.g
+), w AS MATERIALIZED (  -- per group: a number from 0, first start and bucket width
+    SELECT row_number() OVER () - 1 AS gid, *
+    FROM (SELECT g, min(a) AS a0,
+                 (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
+          FROM r GROUP BY g)
+), rk AS (  -- each interval's group number and bucket as one number (buckets are below 2^20)
+    SELECT w.gid * 1048576 + (r.a - w.a0) // w.w AS gk, r.a, r.c FROM r JOIN w ON w.g = r.g
 ), bk AS (  -- per bucket: the last end of the group's buckets before it
     SELECT gk,
            max(c_max) OVER (PARTITION BY gk // 1048576 ORDER BY gk
@@ -108,4 +108,5 @@ WITH r AS NOT MATERIALIZED (  -- read twice, never held (as exact_quantiles' v)
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
     FROM seq
 )
-SELECT gk // 1048576 AS g, prev_end AS s, a AS e FROM pv WHERE a > prev_end;
+SELECT w.g, pv.prev_end AS s, pv.a AS e
+FROM pv JOIN w ON w.gid = pv.gk // 1048576 WHERE pv.a > pv.prev_end;
