@@ -771,39 +771,3 @@ def test_the_engine_serves_the_least_positioning_time_first(tmp_path):
 
     assert len(ops) == len(clook)
     assert per_op(ops) < 0.9 * per_op(clook)
-
-
-@pytest.mark.parametrize("drive,scheduler", [("atlas10k", "fcfs"), ("cheetah_15k5_146g", "sptf")])
-def test_the_model_alone_gives_the_engines_completions(drive, scheduler):
-    """``hdd.replay_ops``, the model without the engine (what ``make bench`` times per
-    operation): fed the engine's own operations of a RAID-5 replay (random 4 KiB reads and
-    read-modify-writes, then sequential 1 MiB ones, 8 outstanding), in the order the engine
-    started them, with the times it started and queued them, it completes each when the
-    engine did and hits the cache where the engine's operation did: the engine adds nothing
-    to a drive's service time."""
-    from blocklab.pipeline.model.config import parse_array
-    from blocklab.pipeline.replay import build_array, run_engine
-
-    arr = build_array(parse_array({"group": [{
-        "name": "r5", "layout": "raid5", "width": 5, "stripe_unit": "64KiB", "drive": drive,
-        "scheduler": scheduler, "queue_depth": 8}]}, Path("t.toml")))
-    rng = np.random.default_rng(5)
-    n = 3000
-    lba = np.r_[rng.integers(0, arr.capacity // 8 - 8, n) * 8,
-                np.arange(n) * 2048 % (arr.capacity - 2048)].astype(np.int64)
-    nsec = np.r_[np.full(n, 8), np.full(n, 2048)].astype(np.int64)
-    w = (rng.random(2 * n) < 0.3).astype(np.int64)
-    res = run_engine(arr, np.zeros(2 * n, np.int64), lba, nsec, w, closed=True, outstanding=8,
-                     drive_ops=True, bus_ps=0)
-    o = np.argsort(res["op_start"], kind="stable")
-    op = {k: res[f"op_{k}"][o] for k in ("drive", "start", "qtime", "lba", "n", "write",
-                                          "done", "hit")}
-    m = arr.models
-    done = np.zeros(len(o), np.int64)
-    hits = H.replay_ops(m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]],
-                        m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.ht_off[0]:m.ht_off[1]],
-                        H.new_state(len(arr.d_model)), op["drive"], op["start"], op["qtime"],
-                        op["lba"], op["n"], op["write"], done)
-    assert len(o) > 2 * n
-    assert np.array_equal(done, op["done"])
-    assert hits == int(op["hit"].sum()) > 0
