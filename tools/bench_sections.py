@@ -152,7 +152,7 @@ def _model_alone(arr: Any, arrive: np.ndarray, lba: np.ndarray, nsec: np.ndarray
                  w: np.ndarray, kw: dict[str, Any]) -> float:
     """Nanoseconds per drive operation of the HDD model alone (``hdd.replay_ops``, the best of
     three): the engine's own operations of this replay, served in the order it started them,
-    which gives the engine's completions (tests/test_hdd.py). With no engine cost at all, a
+    which gives the engine's completions (tests/test_engine.py). With no engine cost at all, a
     replay could go no faster than this times the operations per request."""
     from blocklab.kernels.drive import hdd as H
     from blocklab.pipeline.replay import run_engine
