@@ -87,8 +87,12 @@ WITH r AS NOT MATERIALIZED (  -- read twice, never held (as exact_quantiles' v)
     FROM (SELECT g, min(a) AS a0,
                  (max(a) - min(a)) // least(greatest(count(*) // 256, 1), 1048576) + 1 AS w
           FROM r GROUP BY g)
-), rk AS (  -- each interval's group number and bucket as one number (buckets are below 2^20)
-    SELECT w.gid * 1048576 + (r.a - w.a0) // w.w AS gk, r.a, r.c FROM r JOIN w ON w.g = r.g
+), rk AS (  -- each interval's group number and bucket as one number (buckets are below 2^20;
+    -- a whole number whatever a's type: // divides DOUBLE and DECIMAL without truncating, and
+    -- a fraction there packed nothing; any bucket that does not decrease with a will do)
+    SELECT w.gid * 1048576 + least(CAST(floor((r.a - w.a0) / w.w) AS BIGINT), 1048575) AS gk,
+           r.a, r.c
+    FROM r JOIN w ON w.g = r.g
 ), bk AS (  -- per bucket: the last end of the group's buckets before it
     SELECT gk,
            max(c_max) OVER (PARTITION BY gk // 1048576 ORDER BY gk
@@ -99,12 +103,14 @@ WITH r AS NOT MATERIALIZED (  -- read twice, never held (as exact_quantiles' v)
     UNION ALL
     SELECT gk, NULL, before_c FROM bk WHERE before_c IS NOT NULL
 ), pv AS (
-    -- ordered by start alone: among intervals of equal start the first in the order gets
-    -- the latest end before them, and the others an end at or past their start (c >= a), so
-    -- no gap; the gaps do not depend on how ties are ordered. Two keys (the bucket number,
-    -- the start) instead of four: the window's input, which DuckDB spills, is narrower
+    -- ordered by start: among intervals of equal start the first in the order gets the
+    -- latest end before them, and the others an end at or past their start (c >= a), so no
+    -- gap; the gaps do not depend on how ties are ordered, but for an interval with no end
+    -- (a null c), which goes after those of its start that have one, as before. Three small
+    -- keys (the bucket number, the start, whether c is null) instead of four: the window's
+    -- input, which DuckDB spills, is narrower
     SELECT gk, a,
-           max(c) OVER (PARTITION BY gk ORDER BY a ASC NULLS FIRST
+           max(c) OVER (PARTITION BY gk ORDER BY a ASC NULLS FIRST, c IS NULL
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
     FROM seq
 )
