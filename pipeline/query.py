@@ -324,8 +324,15 @@ def _setting(con: duckdb.DuckDBPyConnection, name: str, value: str, env: str) ->
 def check_settings() -> None:
     """The DuckDB settings from the environment (BLOCKLAB_DUCKDB_MEMORY, _TEMP_MAX), refused
     as ``duck`` refuses them, before a command does work whose answer DuckDB then gives (a
-    replay's summary comes after its run folder is written)."""
-    duck(threads=1).close()
+    replay's summary comes after its run folder is written). Nothing to check, and no
+    connection opened (40 ms), when neither is set."""
+    if os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX"):
+        duck(threads=1).close()
+
+
+def _memory_limit() -> str:
+    """DuckDB's memory limit: BLOCKLAB_DUCKDB_MEMORY, else DUCKDB_MEMORY."""
+    return os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
 
 
 def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -341,8 +348,7 @@ def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     # to spill (exact quantiles through exact_quantiles, queries/_macros.sql, never
     # quantile_cont, which holds a group's values in memory); BLOCKLAB_DUCKDB_MEMORY sets
     # another limit (DuckDB's syntax: 4GB, 500MB).
-    limit = os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
-    _setting(con, "memory_limit", limit, "BLOCKLAB_DUCKDB_MEMORY")
+    _setting(con, "memory_limit", _memory_limit(), "BLOCKLAB_DUCKDB_MEMORY")
     spill = os.path.join(tempfile.gettempdir(), f"blocklab-duckdb-{os.getpid()}")
     con.execute(f"SET temp_directory = {_q(spill)}")  # DuckDB removes it when closed
     # the most temporary disk a query may fill (DuckDB's default: 90 % of the free space of
@@ -581,7 +587,7 @@ def _disk_full(line: str) -> str:
     if "failed to offload" not in line:
         return line
     used = line[line.rfind("(") + 1:].rstrip(").") if line.endswith(").") else ""
-    limit = os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
+    limit = _memory_limit()
     cap = os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX")
     room = (f"up to BLOCKLAB_DUCKDB_TEMP_MAX={cap}" if cap else
             "up to 90 % of its disk's free space")

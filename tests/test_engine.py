@@ -498,6 +498,7 @@ def test_the_model_alone_gives_the_engines_completions(drive, scheduler):
     engine did and hits the cache where the engine's operation did: the engine adds nothing
     to a drive's service time."""
     from blocklab.kernels.drive import hdd as H
+    from blocklab.pipeline.model.array import hdd_tables
 
     arr = build_array(parse_array({"group": [{
         "name": "r5", "layout": "raid5", "width": 5, "stripe_unit": "64KiB", "drive": drive,
@@ -513,11 +514,9 @@ def test_the_model_alone_gives_the_engines_completions(drive, scheduler):
     o = np.argsort(res["op_start"], kind="stable")
     op = {k: res[f"op_{k}"][o] for k in ("drive", "start", "qtime", "lba", "n", "write",
                                           "done", "hit")}
-    m = arr.models
     done = np.zeros(len(o), np.int64)
-    hits = H.replay_ops(m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]],
-                        m.hcd[m.hc_off[0]:m.hc_off[1]], m.hct[m.ht_off[0]:m.ht_off[1]],
-                        H.new_state(len(arr.d_model)), op["drive"], op["start"], op["qtime"],
+    hits = H.replay_ops(*hdd_tables(arr.models), H.new_state(len(arr.d_model)), op["drive"],
+                        op["start"], op["qtime"],
                         op["lba"], op["n"], op["write"], done)
     assert len(o) > 2 * n
     assert np.array_equal(done, op["done"])

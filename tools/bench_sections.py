@@ -155,15 +155,14 @@ def _model_alone(arr: Any, arrive: np.ndarray, lba: np.ndarray, nsec: np.ndarray
     which gives the engine's completions (tests/test_engine.py). With no engine cost at all, a
     replay could go no faster than this times the operations per request."""
     from blocklab.kernels.drive import hdd as H
+    from blocklab.pipeline.model.array import hdd_tables
     from blocklab.pipeline.replay import run_engine
 
     res = run_engine(arr, arrive, lba, nsec, w, drive_ops=True, **kw)
     o = np.argsort(res["op_start"], kind="stable")
     op = [np.ascontiguousarray(res[f"op_{k}"][o])
           for k in ("drive", "start", "qtime", "lba", "n", "write")]
-    m = arr.models
-    tables = (m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]], m.hcd[m.hc_off[0]:m.hc_off[1]],
-              m.hct[m.ht_off[0]:m.ht_off[1]])
+    tables = hdd_tables(arr.models)
     done = np.zeros(len(o), np.int64)
     best = np.inf
     for _ in range(3):

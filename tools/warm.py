@@ -80,11 +80,10 @@ def _hdd_model(tmp: Path) -> None:
     """The HDD model alone (its closed-loop replay): compiles ``hdd.service``, the very kernel,
     for the very argument types, the engine calls, so the engine links it from the cache."""
     from blocklab.kernels.drive import hdd as H
+    from blocklab.pipeline.model.array import hdd_tables
 
     arr, lba, nsec, w = _small_raid5()
-    m = arr.models
-    tables = (m.hp[:H.P_N], m.hz[m.hz_off[0]:m.hz_off[1]], m.hcd[m.hc_off[0]:m.hc_off[1]],
-              m.hct[m.ht_off[0]:m.ht_off[1]])
+    tables = hdd_tables(arr.models)
     H.replay_closed(*tables, H.new_state(), lba, nsec, w, np.zeros(len(lba)),
                     np.zeros(len(lba)))
     t = np.arange(len(lba), dtype=np.int64) * 10_000_000  # (ns: one at a time)

@@ -112,6 +112,16 @@ def _models(models: list[CAT.DriveModel], fixed_ns: tuple[int, int] | None) -> T
         sst=np.zeros((0, 1), np.int64))
 
 
+def hdd_tables(models: T.Models, m: int = 0) -> tuple[np.ndarray, ...]:
+    """HDD parameter set ``m``'s tables in ``models`` (parameters, zones, seek curve distances
+    and times), as the engine's kernels slice them (drives.py ``_hdd_tables``): the arguments
+    the HDD model's kernels take before their state."""
+    return (models.hp[m * H.P_N:(m + 1) * H.P_N],
+            models.hz[models.hz_off[m]:models.hz_off[m + 1]],
+            models.hcd[models.hc_off[m]:models.hc_off[m + 1]],
+            models.hct[models.ht_off[m]:models.ht_off[m + 1]])
+
+
 def _model_of(ref: DriveRef) -> CAT.DriveModel:
     return CAT.model(ref.catalog, dict(ref.overrides), ref.disksim, ref.kind)
 
