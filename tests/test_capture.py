@@ -416,9 +416,11 @@ def test_max_size_stops_before_the_limit(tracefs, loopdev, tmp_path):
     fio: dict = {}
     # enough I/O that the capture polls (every 50 ms) while fio still runs: with 4000, fio once
     # ended between two polls in a clean-clone run, and the capture stopped for fio's end
-    # (stopped_by "stop") before it had seen the limit, cutting the rows only in its last write
+    # (stopped_by "stop") before it had seen the limit, cutting the rows only in its last write;
+    # 20000 (about 0.1 s of fio here) still did so in 1 run of 3 in a clean clone, 200000 in
+    # none of 12
     res = capture_while(CaptureOptions(output=out, devices=(loopdev,), max_size=limit),
-                        lambda: fio.update(run_fio(loopdev, 20000, engine="libaio")))
+                        lambda: fio.update(run_fio(loopdev, 200000, engine="libaio")))
     assert res.stopped_by == "max-size"
     assert out.stat().st_size <= limit
     total = fio["reads"] + fio["writes"]
