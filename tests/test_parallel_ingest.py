@@ -265,3 +265,57 @@ def test_a_header_cut_by_a_chunks_end_after_bad_bytes_is_found(tmp_path, mapped,
     assert not isinstance(cut, str), cut
     assert whole[1]["skipped"] == 1
     assert cut[0].equals(whole[0]) and cut[1] == whole[1]
+
+
+def _tangled(blob: bytes, lost: bool) -> bytes:
+    """``blob``'s lines with every fourth pair swapped (the second of a pair runs backwards),
+    a junk line after every seventh and, with ``lost``, a tracefs ``[LOST]`` line after every
+    fifth: lines that stop a parse, or that it counts, anywhere a chunk may start."""
+    out = []
+    lines = blob.split(b"\n")
+    for k, line in enumerate(lines):
+        out.append(line)
+        if k % 7 == 6:
+            out.append(b"junk")
+        if lost and k % 5 == 4:
+            out.append(b"CPU:0 [LOST 3 EVENTS]")
+    for k in range(0, len(out) - 1, 8):
+        out[k], out[k + 1] = out[k + 1], out[k]
+    return b"\n".join(out)
+
+
+@pytest.mark.parametrize("name", ["blkparse", "tracefs"])
+def test_chunks_parsed_before_the_last_time_is_known_are_the_serial_ones(tmp_path, name,
+                                                                         monkeypatch):
+    """Text parsed two chunks ahead starts without the last time of the chunk before
+    (formats/textevents ``_serial``): with lines running backwards, junk and [LOST] lines at
+    chunk starts, in chunks of 61, 257 and 1,000 bytes, the trace, the counts (lost events,
+    lines skipped) and every error are the serial parse's, and some chunks were parsed
+    again."""
+    import blocklab.traces.formats.textevents as TE
+
+    blob, fmt = SAMPLES[name]
+    src = tmp_path / "in.txt"
+    src.write_bytes(_tangled(blob, lost=name == "tracefs"))
+    checks = []
+    real = TE._serial
+
+    def spy(result, assumed, last):
+        checks.append(real(result, assumed, last))
+        return checks[-1]
+
+    monkeypatch.setattr(TE, "_serial", spy)
+    for chunk in (61, 257, 1000):
+        for skip_bad in (0, 10_000):
+            case = f"{chunk}-{skip_bad}"
+            serial, _ = _outcome([str(src)], tmp_path / f"s{case}.parquet", 0, chunk, skip_bad,
+                                 fmt)
+            parallel, n1 = _outcome([str(src)], tmp_path / f"p{case}.parquet", 1, chunk,
+                                    skip_bad, fmt)
+            _same(serial, parallel)
+        assert n1 > 2  # (with lines skipped: an error stops at the first chunk)
+        assert not isinstance(parallel, str) and parallel[0].num_rows > 0
+        assert parallel[1]["skipped"] > 3
+        if name == "tracefs":
+            assert parallel[1]["lost_events"] > 0
+    assert checks.count(False) > 0 and checks.count(True) > 0

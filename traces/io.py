@@ -403,7 +403,9 @@ def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int,
     from blocklab.kernels.bytescan import count_lines
 
     pos = 0
-    done = 0  # the caller may still read the block before this one (its names)
+    # the caller may still read the two blocks before this one (their names:
+    # formats/textevents parses two ahead of the block it pairs)
+    done = prev = 0
     n = len(m)
     while pos < n:
         end = min(pos + chunk_bytes, n)
@@ -420,7 +422,7 @@ def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int,
         inp.mapped_upto(cut + 1, done)
         yield block, line, lines
         line += lines
-        done, pos = pos, cut + 1
+        done, prev, pos = prev, pos, cut + 1
 
 
 def _last_newline(m: np.ndarray, lo: int, hi: int) -> int:

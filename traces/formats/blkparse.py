@@ -36,8 +36,13 @@ def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
     (inp,) = inputs
     ctx.linux_devices = True
     names = ProcessNames()
-    events = text_events(inp, ctx, names, "blkparse", T.parse_blkparse)
+    events = text_events(inp, ctx, names, "blkparse", _parse)
     yield from pair_stream(events, names, ctx, expect_queue=True)
+
+
+def _parse(buf, pos, events, comms, last, _lost):
+    """``text_events``' parser: blkparse text says nothing of lost events."""
+    return T.parse_blkparse(buf, pos, events, comms, last)
 
 
 FORMAT = Format(

@@ -4,6 +4,7 @@ line number."""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 from collections.abc import Callable, Iterator
 
@@ -33,85 +34,133 @@ MESSAGES = {
 }
 
 
+#: Chunks parsed ahead of the one being paired, when there are worker threads. With one, the
+#: parse thread waited for the main thread to hand it the next chunk after every chunk: with
+#: two it always has one queued (the bench's 5 M-line blkparse text, in process: 1.00-1.08 s
+#: -> 0.88-0.89 s; three gave no more).
+AHEAD = 2
+
+
 def text_events(
     inp: Input,
     ctx: ReadContext,
     names: ProcessNames,
     what: str,
-    run: Callable[[np.ndarray, int, np.ndarray, np.ndarray, int], tuple[int, int, int, int, int]],
+    run: Callable[..., tuple[int, int, int, int, int, int]],
     prefetch: bool | None = None,
+    lost: np.ndarray | None = None,
 ) -> Iterator[np.ndarray]:
-    """Yield event matrices parsed from ``inp`` by ``run(buf, pos, events, comms, last)``.
+    """Yield event matrices parsed from ``inp`` by ``run(buf, pos, events, comms, last,
+    lost)`` (a kernels/textparse parser; ``lost[0]`` counts what the format says was lost,
+    added to the caller's ``lost`` once per chunk).
 
     With ``prefetch`` (the default when there are worker threads: ``io.decode_threads``), the
-    next chunk is parsed on a worker thread (the kernels release the GIL) while the current
-    one is paired and written. It starts from the current chunk's last time, as the serial
-    parse would, and its bad lines are reported here, in order: the results are the serial ones.
+    next ``AHEAD`` chunks are parsed on a worker thread (the kernels release the GIL) while the
+    current one is paired and written. The first of them starts from the current chunk's last
+    time, as the serial parse would; the others start before the chunk before theirs has been
+    parsed, with no last time (``T.NO_TIME``), and are taken only if the first time they
+    checked is at least that chunk's last; else (a chunk whose first line runs backwards, or
+    stops before a time: rare) the chunk is parsed again, serially. Bad lines are reported
+    here, in order: the results are the serial ones.
     """
     if prefetch is None:
         prefetch = decode_threads() > 0
-    last = np.iinfo(np.int64).min
+    last = T.NO_TIME
     chunks = text_blocks(inp, mapped=True)  # (the names are sliced from the buffer itself)
     # the event and name arrays, reused from chunk to chunk (io.ArrayRing; measured: the
     # parse of a 5 M-line blkparse text 0.76 -> 0.73 s); pair_stream takes copies of what it
     # keeps, so a set is free again once its chunk's events have been handed on
-    arrays = ArrayRing(2 if prefetch else 1, (K.TE_NCOLS, 2))
+    arrays = ArrayRing(AHEAD + 1 if prefetch else 1, (K.TE_NCOLS, 2))
+    ahead: collections.deque[_Chunk] = collections.deque()
 
     def start(item: tuple[np.ndarray, int, int] | None, last: int) -> _Chunk | None:
         if item is None:
             return None
         buf, first_line, lines = item
-        job = _Chunk(buf, first_line, *arrays.take(lines + 1))
+        events, comms = arrays.take(lines + 1)
+        job = _Chunk(buf, first_line, events, comms, last)
         if prefetch:
             job.result = decode_pool().submit(
-                run, buf, 0, job.events.reshape(-1), job.comms.reshape(-1), last)
+                run, buf, 0, job.events.reshape(-1), job.comms.reshape(-1), last, job.lost)
         return job
 
-    job = start(next(chunks, None), last)
-    while job is not None:
-        buf, first_line, events, comms = job.buf, job.first_line, job.events, job.comms
+    try:
+        job = start(next(chunks, None), last)
+        while job is not None:
+            buf, first_line, events, comms = job.buf, job.first_line, job.events, job.comms
+            result = result_of(job.result) if job.result is not None else None
+            if result is None or not _serial(result, job.last, last):
+                job.lost[0] = 0
+                result = run(buf, 0, events.reshape(-1), comms.reshape(-1), last, job.lost)
+            filled = 0
+            done = False
+            while True:
+                ne, pos, status, where, last, _first = result
+                filled += ne
+                if status == T.OK:
+                    break
+                if status == T.SUMMARY:
+                    done = True
+                    break
+                idx, text = line_at(buf, where)
+                ctx.bad(inp.name, MESSAGES[status].format(what=what) + f": {text!r}",
+                        line=first_line + idx)
+                pos = next_line(buf, where)
+                result = run(buf, pos, events[filled:].reshape(-1),
+                             comms[filled:].reshape(-1), last, job.lost)
+            if lost is not None:
+                lost[0] += job.lost[0]
+            # the next chunks parse while this one is paired (serially: after it, as before)
+            while prefetch and not done and len(ahead) < AHEAD:
+                nxt = start(next(chunks, None), T.NO_TIME if ahead else last)
+                if nxt is None:
+                    break
+                ahead.append(nxt)
+            if filled:
+                _learn_names(buf, events[:filled], comms[:filled], names)
+                yield events[:filled]
+            if ctx.on_progress:
+                ctx.on_progress()
+            if done:
+                return
+            job = ahead.popleft() if ahead else (
+                None if prefetch else start(next(chunks, None), last))
+    finally:
+        _settle(ahead)
+
+
+def _serial(result: tuple[int, ...], assumed: int, last: int) -> bool:
+    """Whether ``result``, of a parse started from the last time ``assumed``, is the one a
+    parse from ``last`` gives: the same start, or a first time checked that ``last`` passes
+    too (everything after it depends only on the chunk's own lines)."""
+    first = result[5]
+    return assumed == last or (first != T.NO_TIME and first >= last)
+
+
+def _settle(ahead: collections.deque[_Chunk]) -> None:
+    """Cancel the parses not started, and wait for those running (milliseconds): none is
+    left reading a chunk's buffer or arrays after the reader has stopped (an error, the
+    summary, Ctrl-C)."""
+    for job in ahead:
         if job.result is not None:
-            result = result_of(job.result)
-        else:
-            result = run(buf, 0, events.reshape(-1), comms.reshape(-1), last)
-        filled = 0
-        done = False
-        while True:
-            ne, pos, status, where, last = result
-            filled += ne
-            if status == T.OK:
-                break
-            if status == T.SUMMARY:
-                done = True
-                break
-            idx, text = line_at(buf, where)
-            ctx.bad(
-                inp.name, MESSAGES[status].format(what=what) + f": {text!r}", line=first_line + idx
-            )
-            pos = next_line(buf, where)
-            result = run(
-                buf, pos, events[filled:].reshape(-1), comms[filled:].reshape(-1), last
-            )
-        # the next chunk parses while this one is paired (serially: after it, as before)
-        nxt = start(next(chunks, None), last) if prefetch and not done else None
-        if filled:
-            _learn_names(buf, events[:filled], comms[:filled], names)
-            yield events[:filled]
-        if ctx.on_progress:
-            ctx.on_progress()
-        if done:
-            return
-        job = nxt if prefetch else start(next(chunks, None), last)
+            job.result.cancel()
+    for job in ahead:
+        if job.result is not None and not job.result.cancelled():
+            concurrent.futures.wait([job.result])
+    ahead.clear()
 
 
 class _Chunk:
     """A chunk of whole lines and the arrays its events are parsed into."""
 
-    def __init__(self, buf: np.ndarray, first_line: int, events: np.ndarray, comms: np.ndarray):
+    def __init__(self, buf: np.ndarray, first_line: int, events: np.ndarray, comms: np.ndarray,
+                 last: int):
         self.buf = buf
         self.first_line = first_line
         self.events = events
         self.comms = comms
+        self.last = last  # the last time its parse started from
+        self.lost = np.zeros(1, dtype=np.int64)
         self.result: concurrent.futures.Future | None = None
 
 

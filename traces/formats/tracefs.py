@@ -30,11 +30,7 @@ def read(inputs: list[Input], ctx: ReadContext) -> Iterator[Chunk]:
     ctx.linux_devices = True
     names = ProcessNames()
     lost = np.zeros(1, dtype=np.int64)
-
-    def run(buf, pos, events, comms, last):
-        return T.parse_tracefs(buf, pos, events, comms, last, lost)
-
-    events = text_events(inp, ctx, names, "tracefs block event", run)
+    events = text_events(inp, ctx, names, "tracefs block event", T.parse_tracefs, lost=lost)
     # tracefs has no queue event unless block_bio_queue was enabled: a request first seen at
     # insert or issue is complete, only one first seen at completion began before the trace
     yield from pair_stream(events, names, ctx, expect_queue=False)
