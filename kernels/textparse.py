@@ -242,11 +242,15 @@ def parse_blkparse(buf, pos, events, comms, last_time):
         if i < n and is_digit(buf[i]):
             sector, i = parse_uint(buf, i, n)
             i = skip_spaces(buf, i, n)
-            if i < n and buf[i] == 40:  # "N (cdb) [comm]": a passthrough command
+            if i < n and buf[i] == 40 and act != 8 and act != 6:
+                # "bytes (cdb) [comm]": a passthrough command (a completion or requeue of one
+                # prints no number before its "(cdb)")
                 pos = line_end(buf, i, n) + 1
                 continue
-            if i < n and buf[i] == 91:
-                pass  # "sector [error]": a completion without a length (a flush)
+            if i < n and (buf[i] == 91 or buf[i] == 40):
+                # "sector [error]", or with blkparse -t "sector (elapsed) [error]": a
+                # completion without a length (a flush)
+                pass
             elif i >= n or (buf[i] != 43 and buf[i] != 47):
                 return ne, start, BAD_LINE, start, last_time, first
             else:
@@ -270,6 +274,12 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                 k = skip_spaces(buf, k + 1, end)
                 aux, _k = parse_uint(buf, k, end)
         else:
+            # no sector: "[comm]" (plug, unplug, an empty request), "(elapsed) [comm]"
+            # (blkparse -t) or "(cdb) [error]" (a passthrough's completion); anything else is
+            # not blkparse's (blkparse_fmt.c process_default), such as a sector that is not a
+            # number, which was taken for none
+            if i < n and buf[i] != 91 and buf[i] != 40 and buf[i] != NL:
+                return ne, start, BAD_LINE, start, last_time, first
             end = line_end(buf, i, n)
         pos = end + 1
         a, b = _bracket(buf, i, end)

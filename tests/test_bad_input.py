@@ -186,6 +186,21 @@ def test_output_is_owner_only(tmp_path):
     assert out.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("fields", ["abc + 8 [fio]", "-64 + 8 [fio]", "fio"])
+def test_a_blkparse_line_with_a_field_that_is_not_blkparses(tmp_path, fields):
+    """What follows the RWBS field is a sector, "[comm]" or "(...)" in blkparse's output
+    (blkparse_fmt.c); a sector that is not a number was taken for none (an event at sector 0),
+    and the error came a line later, as time running backwards."""
+    src = tmp_path / "t.blkparse"
+    lines = [f"  8,0    0  {k + 1:7d}     0.00000{k}000   100  {act}   W 64 + 8 [{end}]"
+             for k, (act, end) in enumerate([("Q", "fio"), ("D", "fio"), ("C", "0"), ("Q", ""),
+                                             ("D", "fio"), ("C", "0")])]
+    lines[3] = lines[3][: lines[3].index(" W ") + 3] + fields
+    src.write_text("\n".join(lines) + "\n")
+    res, out = run_ingest(tmp_path, src, "--format", "blkparse")
+    assert_clean_failure(res, out, f"{src}:4: ", "not a blkparse line", fields)
+
+
 @pytest.mark.parametrize("line", [100, 1234])
 def test_a_line_number_is_printed_as_a_number(tmp_path, line):
     """Line 100 printed as ``:100:`` (rich reads ``:100:`` and ``:1234:`` as emoji codes, and

@@ -124,8 +124,8 @@ def test_merged_dump_equals_percpu_set(tmp_path_factory, data, endian):
     assert canon(read_rows(out)) == expected(reqs)
 
 
-def _blkparse(base: Path, out: Path) -> str:
-    subprocess.run(["blkparse", "-i", str(base), "-o", str(out)], check=True,
+def _blkparse(base: Path, out: Path, *extra: str) -> str:
+    subprocess.run(["blkparse", "-i", str(base), "-o", str(out), *extra], check=True,
                    capture_output=True)
     return out.read_text()
 
@@ -135,17 +135,22 @@ def _blkparse(base: Path, out: Path) -> str:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=requests(), endian=st.sampled_from(["<", ">"]))
 def test_blkparse_reads_our_files_as_we_do(tmp_path_factory, data, endian):
-    """blkparse's text of the binary, ingested, gives the same table as the binary itself;
-    and its own completion counts (its summary) equal ours."""
+    """blkparse's text of the binary, ingested, gives the same table as the binary itself,
+    also with ``-t`` (each event's time since the request's previous one, in parentheses:
+    "sector (elapsed) [error]" on a flush's completion, which was taken for a passthrough
+    command and dropped); and its own completion counts (its summary) equal ours."""
     reqs, ncpu = data
     d = tmp_path_factory.mktemp("bt")
     write_percpu(d / "dev", reqs, COMMS, ncpu, endian)
     text = _blkparse(d / "dev", d / "dev.txt")
+    _blkparse(d / "dev", d / "dev-t.txt", "-t")
     ingest([str(d / "dev")], str(d / "bin.parquet"))
     res = ingest([str(d / "dev.txt")], str(d / "txt.parquet"))
     assert res.format == "blkparse"
+    assert ingest([str(d / "dev-t.txt")], str(d / "txt-t.parquet")).format == "blkparse"
     bin_rows, txt_rows = read_rows(d / "bin.parquet"), read_rows(d / "txt.parquet")
     assert canon(txt_rows) == canon(bin_rows)
+    assert canon(read_rows(d / "txt-t.parquet")) == canon(bin_rows)
     # with several CPUs blkparse ends with a Total block, with one only its CPU0 block
     start = text.index("Total (") if "Total (" in text else re.search(r"^CPU\d+ \(", text, re.M).start()
     total = text[start:]
