@@ -61,16 +61,21 @@ def parse_fixed(buf, i, end, digits):
     """Decimal ``123.456`` as an integer scaled by 10**digits (extra digits truncated).
 
     ``parse_fixed(b"3889.120018", 0, n, 9)`` is 3889120018000 (seconds -> ns). Accepts an
-    optional sign and an exponent-free number; returns (value, next position or -1).
+    optional sign and an exponent-free number; returns (value, next position or -1). A number
+    whose scaled magnitude passes int64 is refused (-1), not wrapped.
     """
     neg = False
     if i < end and (buf[i] == 45 or buf[i] == 43):
         neg = buf[i] == 45
         i += 1
     whole = 0
+    over = False
     j = i
     while j < end and 48 <= buf[j] <= 57:
-        whole = whole * 10 + (buf[j] - 48)
+        if whole > 922337203685477579:  # one more digit would pass int64
+            over = True
+        else:
+            whole = whole * 10 + (buf[j] - 48)
         j += 1
     ndig = j - i
     frac = 0
@@ -93,6 +98,8 @@ def parse_fixed(buf, i, end, digits):
     scale = 1
     for _ in range(digits):
         scale *= 10
+    if over or whole > (9223372036854775807 - frac) // scale:
+        return 0, -1  # beyond int64 once scaled: it wrapped, 18446744073.709551615 s to -1 ns
     v = whole * scale + frac
     if neg:
         v = -v

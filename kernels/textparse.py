@@ -2,13 +2,13 @@
 tracefs text of the block tracepoints. Both fill the pairing event matrix.
 
 Every parser takes a buffer of whole lines and a start position, and returns
-(events written, next position, status, status position, last time, first time). On a bad line
-it stops with the line's start as status position, so the caller can name the line and, with
-``--skip-bad``, resume after it. The first time is that of the first line whose time it checked
-against the ``last_time`` it was given (``NO_TIME`` if none): a parse started before the
-previous chunk's last time was known, with ``last_time`` ``NO_TIME``, is the one a serial parse
-gives exactly when that first time is at least the previous chunk's last
-(traces/formats/textevents.py).
+(events written, next position, status, status position, last time, first time, checked). On a
+bad line it stops with the line's start as status position, so the caller can name the line
+and, with ``--skip-bad``, resume after it. The first time is that of the first line whose time
+it checked against the ``last_time`` it was given, and ``checked`` says whether there was one: a
+parse started before the previous chunk's last time was known, with ``last_time`` ``NO_TIME``,
+is the one a serial parse gives exactly when it checked a time and that first time is at least
+the previous chunk's last (traces/formats/textevents.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ OP_READ, OP_WRITE, OP_DISCARD, OP_FLUSH, OP_OTHER = 0, 1, 2, 3, 4
 FL_SYNC, FL_FUA, FL_META, FL_RAHEAD, FL_PREFLUSH = 1, 2, 4, 8, 16
 
 MAX_SECTORS = 1 << 31
-#: ``first`` of a parse that checked no line's time against ``last_time``.
+#: The last time a parse starts from when there is none yet (no line is before it).
 NO_TIME = -(1 << 63)
 
 
@@ -172,7 +172,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
 
     ``events`` is the flattened event matrix; ``comms[2k], comms[2k+1]`` are the start and end
     of the ``[process]`` text of event k, or -1.
-    Returns (events, next position, status, status position, last time, first time).
+    Returns (events, next position, status, status position, last time, first time, checked).
 
     One pass over a line: its fields are read up to the size (every helper stops at a
     newline), and only the rest (the process name, a remap's source) is scanned for the
@@ -182,6 +182,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
     n = len(buf)
     ne = 0
     first = NO_TIME
+    checked = False  # (a line's time may be NO_TIME itself: a flag, not the sentinel)
     while pos < n:
         start = pos
         i = skip_spaces(buf, start, n)
@@ -194,33 +195,33 @@ def parse_blkparse(buf, pos, events, comms, last_time):
             end = line_end(buf, start, n)
             k = skip_spaces(buf, start, end)
             if k + 3 <= end and buf[k] == 67 and buf[k + 1] == 80 and buf[k + 2] == 85:
-                return ne, start, SUMMARY, start, last_time, first
+                return ne, start, SUMMARY, start, last_time, first, checked
             if k + 5 <= end and buf[k] == 84 and buf[k + 1] == 111 and buf[k + 2] == 116:
-                return ne, start, SUMMARY, start, last_time, first
-            return ne, start, BAD_LINE, start, last_time, first
+                return ne, start, SUMMARY, start, last_time, first, checked
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, n)
         _cpu, i = parse_uint(buf, i, n)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, n)
         _seq, i = parse_uint(buf, i, n)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, n)
         t, i = parse_fixed(buf, i, n, 9)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, n)
         pid, i = parse_uint(buf, i, n)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, n)
         j = token_end(buf, i, n)
         if j == i:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         act = _blkparse_action(buf, i, j)
         if act < 0:
-            return ne, start, BAD_ACTION, start, last_time, first
+            return ne, start, BAD_ACTION, start, last_time, first, checked
         if act == 0:
             pos = line_end(buf, j, n) + 1
             continue
@@ -228,10 +229,11 @@ def parse_blkparse(buf, pos, events, comms, last_time):
         j = token_end(buf, i, n)
         op, flags, ok = rwbs(buf, i, j)
         if not ok:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         if t < last_time:
-            return ne, start, BACKWARDS, start, last_time, first
-        if first == NO_TIME:
+            return ne, start, BACKWARDS, start, last_time, first, checked
+        if not checked:
+            checked = True
             first = t
         last_time = t
         i = skip_spaces(buf, j, n)
@@ -252,19 +254,19 @@ def parse_blkparse(buf, pos, events, comms, last_time):
                 # completion without a length (a flush)
                 pass
             elif i >= n or (buf[i] != 43 and buf[i] != 47):
-                return ne, start, BAD_LINE, start, last_time, first
+                return ne, start, BAD_LINE, start, last_time, first, checked
             else:
                 sep = buf[i]
                 i = skip_spaces(buf, i + 1, n)
                 val, i = parse_uint(buf, i, n)
                 if i < 0:
-                    return ne, start, BAD_LINE, start, last_time, first
+                    return ne, start, BAD_LINE, start, last_time, first, checked
                 if sep == 47:  # split: "sector / new_sector"
                     aux = val
                 else:
                     nsec = val
                     if nsec > MAX_SECTORS:
-                        return ne, start, BAD_SIZE, start, last_time, first
+                        return ne, start, BAD_SIZE, start, last_time, first, checked
                 i = skip_spaces(buf, i, n)
             end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if before)
             if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
@@ -279,7 +281,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
             # not blkparse's (blkparse_fmt.c process_default), such as a sector that is not a
             # number, which was taken for none
             if i < n and buf[i] != 91 and buf[i] != 40 and buf[i] != NL:
-                return ne, start, BAD_LINE, start, last_time, first
+                return ne, start, BAD_LINE, start, last_time, first, checked
             end = line_end(buf, i, n)
         pos = end + 1
         a, b = _bracket(buf, i, end)
@@ -298,7 +300,7 @@ def parse_blkparse(buf, pos, events, comms, last_time):
         op, flags = _empty_flush(op, flags, nsec, act)
         _put(events, comms, ne, t, dev, act, op, flags, sector, nsec << 9, pid, err, aux, cs, ce)
         ne += 1
-    return ne, pos, OK, pos, last_time, first
+    return ne, pos, OK, pos, last_time, first, checked
 
 
 @njit(forceinline=True, nrt=False)
@@ -428,6 +430,7 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
     n = len(buf)
     ne = 0
     first = NO_TIME
+    checked = False  # (a line's time may be NO_TIME itself: a flag, not the sentinel)
     while pos < n:
         start = pos
         end = line_end(buf, pos, n)
@@ -441,26 +444,26 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
             continue
         pid, task_s, task_e, b = _tracefs_task(buf, i, end)
         if b >= end:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         t, j = _tracefs_time(buf, b, end)
         if j < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, j, end)
         j = token_end(buf, i, end)
         if j <= i or buf[j - 1] != 58:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         act = _tracefs_event(buf, i, j - 1)
         if act <= 0:
             continue  # another subsystem's event, or a block event we do not pair
         i = skip_spaces(buf, j, end)
         dev, i = _dev(buf, i, end)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, end)
         j = token_end(buf, i, end)
         op, flags, ok = rwbs(buf, i, j)
         if not ok:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, j, end)
         if i < end and is_digit(buf[i]) and act != 1 and act != 2 and act != 3 and act != 4 \
                 and act != 13 and act != 15:
@@ -472,15 +475,15 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
             i = skip_spaces(buf, i + 1, end)
         sector, i = parse_uint(buf, i, end)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         i = skip_spaces(buf, i, end)
         if i >= end or (buf[i] != 43 and buf[i] != 47):
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         sep = buf[i]
         i = skip_spaces(buf, i + 1, end)
         val, i = parse_uint(buf, i, end)
         if i < 0:
-            return ne, start, BAD_LINE, start, last_time, first
+            return ne, start, BAD_LINE, start, last_time, first, checked
         nsec = 0
         aux = -1
         if sep == 47:
@@ -488,15 +491,16 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
         else:
             nsec = val
         if nsec > MAX_SECTORS:
-            return ne, start, BAD_SIZE, start, last_time, first
+            return ne, start, BAD_SIZE, start, last_time, first, checked
         if act == 15:  # "<- (maj,min) from_sector"
             k = i
             while k < end and buf[k] != 41:
                 k += 1
             aux, _k = parse_uint(buf, skip_spaces(buf, k + 1, end), end)
         if t < last_time:
-            return ne, start, BACKWARDS, start, last_time, first
-        if first == NO_TIME:
+            return ne, start, BACKWARDS, start, last_time, first, checked
+        if not checked:
+            checked = True
             first = t
         last_time = t
         a, bb = _bracket(buf, i, end)
@@ -515,4 +519,4 @@ def parse_tracefs(buf, pos, events, comms, last_time, lost):
         op, flags = _empty_flush(op, flags, nsec, act)
         _put(events, comms, ne, t, dev, act, op, flags, sector, nsec << 9, pid, err, aux, cs, ce)
         ne += 1
-    return ne, pos, OK, pos, last_time, first
+    return ne, pos, OK, pos, last_time, first, checked

@@ -302,7 +302,7 @@ def test_decoder_agrees_with_the_kernels_text(tracefs, loopdev):
     n_lines = text.count(b"\n") + 1
     tev = np.zeros(n_lines * K.TE_NCOLS, dtype=np.int64)
     tcomm = np.zeros(n_lines * 2, dtype=np.int64)
-    ne, _pos, status, _w, _l, _f = T.parse_tracefs(buf, 0, tev, tcomm, np.iinfo(np.int64).min,
+    ne, _pos, status, _w, _l, _f, _c = T.parse_tracefs(buf, 0, tev, tcomm, np.iinfo(np.int64).min,
                                                np.zeros(1, dtype=np.int64))
     assert status == T.OK
     text_rows = sorted(tuple(int(x) for x in r[:9]) for r in tev[: ne * K.TE_NCOLS]

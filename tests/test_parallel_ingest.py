@@ -319,3 +319,24 @@ def test_chunks_parsed_before_the_last_time_is_known_are_the_serial_ones(tmp_pat
         if name == "tracefs":
             assert parallel[1]["lost_events"] > 0
     assert checks.count(False) > 0 and checks.count(True) > 0
+
+
+@pytest.mark.parametrize("t", ["9223372036.854775808", "-9223372036.854775808",
+                               "-9223372036.854775807", "-1.000000000"])
+def test_a_time_at_the_edge_of_int64_parses_as_serially(tmp_path, t):
+    """A line whose time is -2**63 (the parse's "no last time yet") or past int64, the first
+    timed line of a chunk parsed ahead: the parallel parse took the line after it for the
+    chunk's first (found by review: the serial parse said "time runs backwards" there, the
+    parallel one ingested it); a time past int64 wrapped and is now a bad line."""
+    lines = [f"  8,0    0  {k + 1:5d}  {t if k == 6 else f'{k}.000000000'}   100  Q   W "
+             f"{64 + 8 * k} + 8 [fio]\n" for k in range(12)]
+    src = tmp_path / "in.txt"
+    src.write_text("".join(lines))
+    for chunk in (60, 120, 200):
+        for skip_bad in (0, 100):
+            case = f"{chunk}-{skip_bad}"
+            serial, _ = _outcome([str(src)], tmp_path / f"s{case}.parquet", 0, chunk, skip_bad,
+                                 "blkparse")
+            parallel, _ = _outcome([str(src)], tmp_path / f"p{case}.parquet", 1, chunk,
+                                   skip_bad, "blkparse")
+            _same(serial, parallel)

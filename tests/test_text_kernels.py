@@ -7,17 +7,53 @@ for every event format's Pairer)."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.kernels import pairing as K
-from blocklab.kernels.bytescan import count_lines
+from blocklab.kernels.bytescan import count_lines, parse_fixed
 from blocklab.traces.formats.paired import release_order
 
 
 @given(st.binary(max_size=5000))
 def test_count_lines_is_bytes_count(data):
     assert count_lines(np.frombuffer(data, dtype=np.uint8)) == data.count(b"\n")
+
+
+def _fixed_reference(text: str, digits: int) -> int | None:
+    """``[sign]whole[.frac]`` scaled by 10**digits, extra digits truncated; None when there is
+    no digit, the number is over 40 characters, or its magnitude passes int64."""
+    sign = -1 if text.startswith("-") else 1
+    body = text.lstrip("+-")
+    whole, _, frac = body.partition(".")
+    if not (whole + frac) or len(body) > 40:
+        return None
+    mag = int(whole or "0") * 10**digits + int((frac + "0" * digits)[:digits] or "0")
+    return None if mag > 2**63 - 1 else sign * mag
+
+
+@settings(deadline=None)  # (the first example compiles the kernel for a call from Python)
+@given(st.from_regex(r"\A[+-]?[0-9]{0,22}(\.[0-9]{0,12})?\Z"), st.sampled_from([3, 6, 9]))
+def test_parse_fixed_is_the_decimal_or_refuses_it(text, digits):
+    """A time or size as text, scaled to an integer, or refused (-1) when it does not fit
+    int64: 18446744073.709551615 s wrapped to -1 ns, and 9223372036.854775808 s to -2**63,
+    the parse's "no time yet"."""
+    buf = np.frombuffer(text.encode() + b" ", dtype=np.uint8)
+    v, pos = parse_fixed(buf, 0, len(buf), digits)
+    want = _fixed_reference(text, digits)
+    if want is None:
+        assert pos == -1, (text, v)
+    else:
+        assert (v, pos) == (want, len(text)), text
+
+
+def test_parse_fixed_at_the_edge_of_int64():
+    for text, want in [("9223372036.854775807", 2**63 - 1), ("9223372036.854775808", None),
+                       ("-9223372036.854775807", -(2**63 - 1)), ("18446744073.709551615", None)]:
+        assert _fixed_reference(text, 9) == want
+        buf = np.frombuffer(text.encode(), dtype=np.uint8)
+        v, pos = parse_fixed(buf, 0, len(buf), 9)
+        assert (v if pos > 0 else None) == want, text
 
 
 def _reference(pids: np.ndarray, named: np.ndarray) -> dict[int, int]:

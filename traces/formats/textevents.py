@@ -22,6 +22,7 @@ from blocklab.traces.io import (
     result_of,
     text_blocks,
 )
+from blocklab.traces.safety import critical
 
 from .base import ReadContext
 from .paired import ProcessNames
@@ -46,7 +47,7 @@ def text_events(
     ctx: ReadContext,
     names: ProcessNames,
     what: str,
-    run: Callable[..., tuple[int, int, int, int, int, int]],
+    run: Callable[..., tuple[int, int, int, int, int, int, bool]],
     prefetch: bool | None = None,
     lost: np.ndarray | None = None,
 ) -> Iterator[np.ndarray]:
@@ -95,7 +96,7 @@ def text_events(
             filled = 0
             done = False
             while True:
-                ne, pos, status, where, last, _first = result
+                ne, pos, status, where, last, _first, _checked = result
                 filled += ne
                 if status == T.OK:
                     break
@@ -132,9 +133,12 @@ def text_events(
 def _serial(result: tuple[int, ...], assumed: int, last: int) -> bool:
     """Whether ``result``, of a parse started from the last time ``assumed``, is the one a
     parse from ``last`` gives: the same start, or a first time checked that ``last`` passes
-    too (everything after it depends only on the chunk's own lines)."""
-    first = result[5]
-    return assumed == last or (first != T.NO_TIME and first >= last)
+    too (everything after it depends only on the chunk's own lines). Whether a time was
+    checked is the parser's flag, not ``first != NO_TIME``: a line whose time was NO_TIME (a
+    time that overflowed int64 wrapped to it, before parse_fixed refused those) passed unseen,
+    and the line after it was taken for the first (found by review)."""
+    _ne, _pos, _status, _where, _last, first, checked = result
+    return assumed == last or (bool(checked) and first >= last)
 
 
 def _settle(ahead: collections.deque[_Chunk]) -> None:
@@ -144,9 +148,10 @@ def _settle(ahead: collections.deque[_Chunk]) -> None:
     for job in ahead:
         if job.result is not None:
             job.result.cancel()
-    for job in ahead:
-        if job.result is not None and not job.result.cancelled():
-            concurrent.futures.wait([job.result])
+    with critical(raise_at_end=False):  # (a signal cutting the wait: see io.result_of)
+        for job in ahead:
+            if job.result is not None and not job.result.cancelled():
+                concurrent.futures.wait([job.result])
     ahead.clear()
 
 
