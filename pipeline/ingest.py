@@ -21,6 +21,7 @@ from blocklab.traces import formats
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.formats.base import Chunk, Format, ReadContext
 from blocklab.traces.io import Input
+from blocklab.traces.safety import not_an_input
 from blocklab.traces.schema import NULL, NUMPY_DTYPES, TIME_COLUMNS, format_dev, parse_dev
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
 
@@ -158,7 +159,11 @@ def ingest(
     if not sources:
         raise BlocklabError("no input files given")
     groups = group_sources(sources)
-    dev = parse_dev(device) if device else None
+    not_an_input(output, [p for g in groups for p in g])
+    try:
+        dev = parse_dev(device) if device else None
+    except ValueError as e:
+        raise BlocklabError(f"--device {device}: {e}") from None
     inputs: list[Input] = []
     budget = _Budget(skip_bad)
     streams = []

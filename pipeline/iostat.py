@@ -88,9 +88,8 @@ def _device_name(text: str, sources: list[Source]) -> str:
         return f"drive {t}"
     try:
         dev = parse_dev(t)
-    except ValueError:
-        raise BlocklabError(f"--device {text}: expected MAJ:MIN, MAJ,MIN, a device number, "
-                            "host or drive N") from None
+    except ValueError as e:
+        raise BlocklabError(f"--device {text}: {e}, host or drive N") from None
     linux = any(s.kind == "trace" and s.meta.get("linux_devices") for s in sources)
     return format_dev(dev, linux)
 

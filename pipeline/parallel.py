@@ -407,6 +407,7 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
         raise BlocklabError(f"--workers must be at least 1, found {workers}")
     if segments is not None and segments < 1:
         raise BlocklabError(f"--segments must be at least 1, found {segments}")
+    safety.not_an_input(output, [trace, array], folder=True)
     from .query import check_settings
 
     check_settings()  # (the summary at the end comes through DuckDB)

@@ -359,6 +359,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     if closed_loop < 0:
         raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
     check_repeat(repeat, max_passes)
+    safety.not_an_input(output, [trace, array], folder=True)
     from .query import check_settings
 
     check_settings()  # (the summary at the end comes through DuckDB)

@@ -39,7 +39,7 @@ import pyarrow as pa
 import vl_convert as vlc
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import output_lock
+from blocklab.traces.safety import not_an_input, output_lock
 from blocklab.traces.store import atomic_output
 
 from . import __version__
@@ -512,8 +512,13 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     PNG/SVG into ``png_dir``/``svg_dir``). The page is locked from the start: a second
     report writing it meanwhile stops with one line (traces/safety.py)."""
     out = Path(output)
+    paths = list(paths)
     if out.parent and not out.parent.is_dir():
         raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
+    not_an_input(out, paths)
+    for d in (png_dir, svg_dir):
+        if d is not None:  # (the charts' folders take a file per chart)
+            not_an_input(Path(d), paths, folder=True)
     with output_lock(output):
         made: list[Path] = []
         try:

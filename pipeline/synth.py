@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from blocklab.traces.errors import BlocklabError
+from blocklab.traces.safety import not_an_input
 from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import TraceMeta, TraceWriter
 from blocklab.traces.synth import iometer, ior, orion, parse_size, spc1
@@ -110,6 +111,7 @@ def synth_spc1(output: str | Path, bsu: int, duration_s: float, seed: int = 0,
                capacity: str | None = None, array: str | Path | None = None,
                progress: Progress | None = None) -> SynthResult:
     """An SPC-1 trace of ``bsu`` BSUs for ``duration_s`` seconds (open loop)."""
+    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     p = spc1_plan(bsu, duration_s, seed, vol)
     return write_trace(output, p, "spc1", vol, progress,
@@ -124,6 +126,7 @@ def synth_ior(output: str | Path, tasks: int, transfer_size: str, block_size: st
               repetitions: int = 1) -> SynthResult:
     """An IOR trace (closed loop): the write phase, then the read phase, ``repetitions``
     times (IOR -i)."""
+    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array, required=False)
     p = ior.plan(tasks, parse_size(transfer_size, "--transfer-size"),
                  parse_size(block_size, "--block-size"), segments, file_per_proc, random,
@@ -139,6 +142,7 @@ def synth_iometer(output: str | Path, transfer_size: str = "4k", read_pct: int =
                   array: str | Path | None = None,
                   progress: Progress | None = None) -> SynthResult:
     """An Iometer access specification run by ``workers`` workers (closed loop)."""
+    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     assert vol.capacity_sectors is not None
     p = iometer.plan(parse_size(transfer_size, "--transfer-size"), read_pct, random_pct,
@@ -155,6 +159,7 @@ def synth_orion(output: str | Path, matrix: str = "basic", large_type: str = "ra
                 array: str | Path | None = None,
                 progress: Progress | None = None) -> SynthResult:
     """An Orion matrix (closed loop, one phase per data point)."""
+    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     assert vol.capacity_sectors is not None
     disks = num_disks if num_disks is not None else (vol.disks or 1)

@@ -313,3 +313,13 @@ def test_a_duckdb_setting_it_refuses(tmp_path, monkeypatch, env):
     res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o",
                               str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("device", ["banana", "8:0:1", "8:x", "4096:0", "8:1048576", "-1"])
+def test_a_device_that_is_not_one(tmp_path, device):
+    """``--device`` that is not MAJ:MIN, MAJ,MIN or a dev_t (a ValueError's traceback, or a
+    major past the 12 bits a dev_t has, which named another device)."""
+    src = tmp_path / "t.txt"
+    src.write_text(TRACEFS_OK)
+    res, out = run_ingest(tmp_path, src, "--device", device)
+    assert_clean_failure(res, out, f"--device {device}: expected MAJ:MIN")

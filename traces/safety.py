@@ -35,7 +35,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +254,32 @@ def output_lock(dest: str | os.PathLike[str], make_parent: bool = False) -> Iter
                    f"(it holds {lock_path(dest).name}); wait until it ends"):
         remove_stale(dest)
         yield
+
+
+def not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]],
+                 folder: bool = False) -> None:
+    """Refuse an ``output`` that would replace one of the command's ``inputs``: an output is
+    renamed over its destination when complete, so the input would be gone, or, being read
+    while it is replaced, read half old and half new. Refused: the same file (also through a
+    link); an existing file inside an input folder (a run folder's meta.json or Parquet
+    files; a new file there, such as a report beside the run, is not refused); and with
+    ``folder`` (an output folder replaced whole: a run, a scenario, a sweep), a folder that
+    holds an input. Standard input (``-``) is no file."""
+    out = Path(os.path.realpath(output))
+    for given in inputs:
+        if str(given) == "-":
+            continue
+        src = Path(os.path.realpath(given))
+        same = out == src or (out.exists() and src.exists() and os.path.samefile(out, src))
+        if same:
+            raise BlocklabError(f"{output}: is this command's input {given}; write the output "
+                                "elsewhere (it would replace the input)")
+        if src.is_dir() and src in out.parents and out.exists():
+            raise BlocklabError(f"{output}: is a file of the input folder {given}; write the "
+                                "output elsewhere (it would replace that file)")
+        if folder and out in src.parents:
+            raise BlocklabError(f"{output}: holds this command's input {given}, and is "
+                                "replaced whole; write the output elsewhere or move the input")
 
 
 # ---------------------------------------------------------------------------------------------

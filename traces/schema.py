@@ -180,12 +180,22 @@ def format_dev(dev: int, linux: bool = True) -> str:
 
 
 def parse_dev(text: str) -> int:
-    """Parse ``MAJ:MIN``, ``MAJ,MIN`` or a plain device number."""
-    for sep in (":", ","):
-        if sep in text:
-            a, b = text.split(sep, 1)
-            return make_dev(int(a), int(b))
-    return int(text)
+    """Parse ``MAJ:MIN``, ``MAJ,MIN`` or a plain device number (a dev_t as the kernel keeps it:
+    12 bits of major, 20 of minor); a ValueError saying what is expected otherwise."""
+    want = ("expected MAJ:MIN, MAJ,MIN or a device number (a major below 4096, a minor below "
+            "1048576)")
+    parts = text.strip().replace(",", ":").split(":")
+    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(want)
+    if len(parts) == 1:
+        dev = int(parts[0])
+        if dev >= 1 << 32:
+            raise ValueError(want)
+        return dev
+    major, minor = int(parts[0]), int(parts[1])
+    if major >= 1 << 12 or minor >= 1 << 20:
+        raise ValueError(want)
+    return make_dev(major, minor)
 
 
 def flag_names(flags: int) -> list[str]:
