@@ -414,7 +414,7 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
     kw: dict[str, Any] = dict(trace=trace, array=array, output=output, speed=speed,
                               closed_loop=closed_loop, think_us=think_us, wrap=wrap,
                               drive_ops=drive_ops, failures=failures)
-    if speed <= 0 or closed_loop < 0:
+    if RP.pace_error(speed, closed_loop, think_us):
         return RP.replay(**kw)  # its one-line error
     trace = Path(trace)
     cfg = load_array(array)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -342,6 +343,30 @@ def _devices_note(pf: pq.ParquetFile, meta: TraceMeta, trace: Path) -> str | Non
             "space; `blocklab ingest --device` keeps one")
 
 
+#: Replay's pacing options are refused beyond these: a speed of 1e-300 (or nan) put arrivals
+#: past int64 and blamed the trace ("arrival time goes backwards"), and inf put them all at
+#: 0; a billion outstanding per stream asked for 60 GB of state (a NVMe device's queues hold
+#: 64 K commands each); a think time of 1e20 us overflowed. Each bound is far past any use.
+SPEED_RANGE = (1e-6, 1e6)
+MAX_OUTSTANDING = 1 << 20
+MAX_THINK_US = 86_400e6  # a day
+
+
+def pace_error(speed: float, closed_loop: int, think_us: float) -> str | None:
+    """What is wrong with replay's pacing options (``--speed``, ``--closed-loop``,
+    ``--think-us``), or None."""
+    lo, hi = SPEED_RANGE
+    if not (math.isfinite(speed) and lo <= speed <= hi):
+        return (f"--speed must be a number from {lo:g} to {hi:g} (the trace's pace is "
+                f"multiplied by it), found {speed}")
+    if not 0 <= closed_loop <= MAX_OUTSTANDING:
+        return (f"--closed-loop must be from 0 to {MAX_OUTSTANDING:,} requests outstanding "
+                f"per stream, found {closed_loop}")
+    if not (math.isfinite(think_us) and 0 <= think_us <= MAX_THINK_US):
+        return f"--think-us must be from 0 to {MAX_THINK_US:g} (a day), found {think_us}"
+    return None
+
+
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
            drive_ops: bool = False, progress: Callable[[int, int | None], None] | None = None,
@@ -354,10 +379,9 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     (how a task's rate is sampled at its start). ``repeat`` (``REPEAT_MODES``, closed loop)
     runs the trace again while tasks remain, up to ``max_passes`` passes (module docstring).
     ``progress`` gets (requests done, requests in all, None when repeating)."""
-    if speed <= 0:
-        raise BlocklabError(f"--speed must be positive, found {speed}")
-    if closed_loop < 0:
-        raise BlocklabError(f"--closed-loop must be at least 0, found {closed_loop}")
+    bad = pace_error(speed, closed_loop, think_us)
+    if bad:
+        raise BlocklabError(bad)
     check_repeat(repeat, max_passes)
     safety.not_an_input(output, [trace, array], folder=True)
     from .query import check_settings

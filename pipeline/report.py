@@ -515,10 +515,7 @@ def report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[st
     paths = list(paths)
     if out.parent and not out.parent.is_dir():
         raise BlocklabError(f"-o {out}: the folder {out.parent} does not exist")
-    not_an_input(out, paths)
-    for d in (png_dir, svg_dir):
-        if d is not None:  # (the charts' folders take a file per chart)
-            not_an_input(Path(d), paths, folder=True)
+    not_an_input(out, paths)  # (--png/--svg add CHART.png files: no run's file has such names)
     with output_lock(output):
         made: list[Path] = []
         try:

@@ -206,7 +206,7 @@ def _check_trace(sweep: Path, where: str, value: Any) -> str:
 
 
 def _check_option(sweep: Path, where: str, key: str, value: Any) -> Any:
-    from .replay import REPEAT_MODES  # (here: reading a sweep file needs no engine)
+    from .replay import REPEAT_MODES, pace_error  # (here: reading a sweep file needs no engine)
 
     kinds = OPTIONS[key]
     ok = isinstance(value, kinds) and (bool not in kinds) == (not isinstance(value, bool))
@@ -214,6 +214,14 @@ def _check_option(sweep: Path, where: str, key: str, value: Any) -> Any:
         ok = ok and value in REPEAT_MODES
     if key == "max_passes":
         ok = ok and value >= 1
+    if ok and key in ("speed", "closed_loop", "think_us"):
+        # replay's own bounds, each against the others' defaults (a point's value was taken,
+        # and its run failed: `sweep plan` said ok)
+        pace = {"speed": 1.0, "closed_loop": 0, "think_us": 0.0, key: value}
+        bad = pace_error(pace["speed"], pace["closed_loop"], pace["think_us"])
+        if bad:
+            label = where if where.endswith(key) else f"{where} ({key})"
+            raise BlocklabError(f"{sweep}: {label}: {bad.split(' ', 1)[1]}")
     if not ok:
         want = {"speed": "a number", "think_us": "a number", "closed_loop": "a whole number",
                 "wrap": "true or false", "drive_ops": "true or false",

@@ -344,11 +344,26 @@ def test_replay_beyond_capacity(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-@pytest.mark.parametrize("bad", ["--speed=0", "--closed-loop=-1"])
-def test_replay_bad_options(tmp_path, bad):
-    res = CliRunner().invoke(app, ["replay", "x.parquet", "--array", "a.toml", "-o",
-                                   str(tmp_path / "r"), bad])
-    assert res.exit_code == 2
+@pytest.mark.parametrize("bad, says", [
+    ("--speed=0", "--speed must be"), ("--closed-loop=-1", "--closed-loop"),
+    ("--speed=nan", "--speed must be a number from 1e-06 to 1e+06"),
+    ("--speed=1e-300", "found 1e-300"), ("--speed=inf", "found inf"),
+    ("--closed-loop=1000000000", "--closed-loop must be from 0 to 1,048,576"),
+    ("--think-us=1e20", "--think-us must be from 0 to")])
+def test_replay_bad_options(tmp_path, bad, says):
+    """One line, exit 2, before any work (nan and 1e-300 blamed the trace, inf replayed
+    every arrival at 0, a billion outstanding ran out of memory, 1e20 us overflowed)."""
+    trace = tmp_path / "t.parquet"
+    (tmp_path / "t.trace").write_text("0 0 8 8 1\n10 0 16 8 1\n")
+    ingest([str(tmp_path / "t.trace")], str(trace), fmt="mqsim")
+    arrays = ROOT / "examples" / "arrays" / "raid5-entry.toml"
+    extra = ["--closed-loop=4"] if "think" in bad else []
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(arrays), "-o",
+                                   str(tmp_path / "r"), bad, *extra])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and says in lines[0], res.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_data_path_rate():

@@ -56,14 +56,14 @@ def test_an_output_that_is_an_input_is_refused(work):
     _refused(["ingest", "t.txt", "-o", "same.txt"], "is this command's input t.txt")
     _refused(["synth", "iometer", "-o", "a.toml", "--array", "a.toml"], "input a.toml")
     _refused(["report", "run", "-o", "run/meta.json"], "is a file of the input folder run")
-    _refused(["report", "run", "-o", "r.html", "--png", "."], "holds this command's input run")
     before.pop("same.txt", None)
     assert {k: v for k, v in _digest(work).items() if k != "same.txt"} == before
     Path("run/t.parquet").write_bytes(Path("t.parquet").read_bytes())
+    Path("run/a.toml").write_text(ARRAY)
     before = _digest(work)
     _refused(["replay", "run/t.parquet", "--array", "a.toml", "-o", "run"],
              "run: holds this command's input run/t.parquet, and is replaced whole")
-    _refused(["replay", "t.parquet", "--array", "a.toml", "-o", "."], "holds this command's")
+    _refused(["replay", "t.parquet", "--array", "run/a.toml", "-o", "run"], "holds this")
     assert _digest(work) == before
 
 
@@ -71,3 +71,12 @@ def test_a_new_file_beside_a_run_is_still_written(work):
     res = runner.invoke(app, ["report", "run", "-o", "run/report.html"])
     assert res.exit_code == 0, res.output
     assert (work / "run" / "report.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("out", ["", "/", ".."])
+def test_an_output_with_no_name_is_one_line(work, out):
+    """``-o ''`` (the current folder), ``-o /`` or ``-o ..``: pathlib's ValueError was a
+    traceback from every command that writes."""
+    for args in (["ingest", "t.txt"], ["report", "run"], ["synth", "iometer", "--capacity", "1g"],
+                 ["replay", "t.parquet", "--array", "a.toml"]):
+        _refused([*args, "-o", out], "an output needs a name of its own")

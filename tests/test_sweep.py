@@ -418,6 +418,11 @@ BAD = {
     "max passes": ('[replay]\nrepeat = "until-tasks-end"\nmax_passes = 0\n',
                    "replay.max_passes: max_passes must be a whole number of at least 1, "
                    "found 0"),
+    # replay's own bounds, at plan time (`sweep plan` said ok, and the points failed)
+    "speed bound": ('[[axis]]\nkey = "speed"\nvalues = [1, -2]\n',
+                    "axis[0].values[1] (speed): must be a number from 1e-06 to 1e+06"),
+    "outstanding bound": ('[replay]\nclosed_loop = 100000000000\n',
+                          "replay.closed_loop: must be from 0 to 1,048,576"),
     # the sweep file's value is what is wrong (make fuzz found the missing file named alone)
     "missing array": ("", "array: no such array configuration nope.toml"),
 }

@@ -44,9 +44,18 @@ from .errors import BlocklabError
 _TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)$")
 
 
+def _named(dest: Path) -> Path:
+    """``dest``, which must have a name to write under: ``-o ''`` is the current folder and
+    ``-o /`` the root (pathlib's ValueError, a traceback, before)."""
+    if not dest.name or dest.name in (".", ".."):
+        raise BlocklabError(f"-o {str(dest)!r}: an output needs a name of its own (a file or "
+                            "a folder to write, not the current, parent or root folder)")
+    return dest
+
+
 def temporary_name(dest: Path) -> Path:
     """The name ``dest`` is written under before it is complete: ``.NAME.tmp-PID`` beside it."""
-    return dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    return _named(dest).with_name(f".{dest.name}.tmp-{os.getpid()}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -236,7 +245,7 @@ def _acquire(lockfile: Path, busy: str) -> int:
 
 
 def lock_path(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.lock")
+    return _named(dest).with_name(f".{dest.name}.lock")
 
 
 @contextlib.contextmanager
@@ -265,7 +274,7 @@ def not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathL
     files; a new file there, such as a report beside the run, is not refused); and with
     ``folder`` (an output folder replaced whole: a run, a scenario, a sweep), a folder that
     holds an input. Standard input (``-``) is no file."""
-    out = Path(os.path.realpath(output))
+    out = Path(os.path.realpath(_named(Path(output))))
     for given in inputs:
         if str(given) == "-":
             continue
