@@ -79,6 +79,10 @@ BAD = [
     (BASE + 'scheduler = "sptf"\n', "group[0].queue_depth", "the default, 1, is fcfs"),
     ("", "group", "at least one [[group]]"),
     ("[[group]\n", "", "not valid TOML"),
+    # far past any array sold: a MemoryError, or a traceback asking for terabytes
+    (BASE + "count = 100000000000\n", "group[0].count", "must be at most 10,000"),
+    (BASE.replace("width = 5", "width = 100000"), "group[0].width", "must be at most 10,000"),
+    (BASE + "count = 2001\n", "group", "10,005 drives in all"),
 ]
 
 
@@ -214,3 +218,15 @@ def test_replay_tells_a_cache_that_costs_nothing(tmp_path):
     assert res.exit_code == 0, res.output
     notes = [ln for ln in res.stderr.splitlines() if ln.startswith("blocklab: note: ")]
     assert len(notes) == 1 and "complete in 0 ns" in notes[0] and "[controller]" in notes[0]
+
+
+def test_a_stripe_unit_larger_than_the_drive(tmp_path: Path):
+    """No stripe fits a drive: a capacity of 0 divided by, a ZeroDivisionError, before."""
+    from blocklab.pipeline.model.array import build_array
+
+    f = tmp_path / "array.toml"
+    f.write_text(BASE.replace('"64KiB"', '"1TiB"'))
+    with pytest.raises(ConfigError) as e:
+        build_array(load_array(f))
+    assert str(e.value).startswith(f"{f}: group[0].stripe_unit: 1,099,511,627,776 bytes is "
+                                   "more than a drive holds")

@@ -43,7 +43,7 @@ from blocklab.traces.schema import SECTOR_BYTES
 
 from . import catalog as CAT
 from . import placement as PL
-from .config import DDP_WIDTH, ArrayConfig, DriveRef, GroupConfig
+from .config import DDP_WIDTH, ArrayConfig, ConfigError, DriveRef, GroupConfig
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
 
@@ -187,6 +187,10 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
             ["spare"] * g.hot_spares
         spares[gi] = list(range(base + members, base + n))
         unit = g.stripe_unit_bytes // SECTOR
+        if unit > mod.blocks:  # (no stripe fits a drive: a capacity of 0 divided by, later)
+            raise ConfigError(f"{cfg.source}: group[{gi}].stripe_unit: "
+                              f"{g.stripe_unit_bytes:,} bytes is more than a drive holds "
+                              f"({mod.blocks * SECTOR:,} bytes, {refs[m].label})")
         if g.layout == "ddp":
             pools[gi] = _ddp(b, g, gi, base, unit, mod.blocks)
         elif g.layout == "pool":
