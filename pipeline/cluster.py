@@ -61,6 +61,11 @@ def warm_on_worker() -> dict[str, Any]:
 
 
 
+#: Worker processes of a local cluster, at most, per core: 100,000 sat silent for 10 minutes
+#: growing to 3.2 GB, --timeout no help (the cluster starts its workers before it answers).
+LOCAL_PER_CORE = 4
+
+
 def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple[Any, Any]:
     """A Dask client: to ``scheduler`` (the user's cluster) or to a new LocalCluster on
     loopback with ``workers`` single-threaded worker processes (default: one per core)."""
@@ -88,7 +93,13 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
                                     f"{have} worker(s) after {timeout:g} s ({first_line(e)})"
                                     ) from None
         return client, None
-    n = workers or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    if workers and workers > LOCAL_PER_CORE * cores:
+        raise BlocklabError(f"--workers {workers}: a local cluster here runs at most "
+                            f"{LOCAL_PER_CORE * cores} worker processes ({LOCAL_PER_CORE} a core: "
+                            "more only share the cores, each with its own memory); for more, "
+                            "give --scheduler of a cluster that has them")
+    n = workers or cores
     cluster = LocalCluster(
         n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
         dashboard_address=None, worker_dashboard_address=None,

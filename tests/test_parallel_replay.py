@@ -378,3 +378,15 @@ def test_cuts_balance_the_segments_and_seek_idle_points(segments):
     ixb = _index(b, 50_000_000)
     for g in choose_cuts(ixb, segments):
         assert ixb.first_at[g] % 80 == 0 and ixb.gap_before[g] > 900_000_000
+
+
+def test_a_local_cluster_larger_than_the_machine_is_refused():
+    """--workers 100,000 on a local cluster sat silent for 10 minutes, growing to 3.2 GB."""
+    from blocklab.pipeline.cluster import LOCAL_PER_CORE, connect
+    from blocklab.traces.errors import BlocklabError
+
+    cap = LOCAL_PER_CORE * (os.cpu_count() or 1)
+    with pytest.raises(BlocklabError, match=f"at most {cap} worker processes"):
+        connect(None, 100_000, 1.0)
+    with pytest.raises(BlocklabError, match="--workers"):
+        connect(None, cap + 1, 1.0)

@@ -149,7 +149,9 @@ def trace_stats(
 @trace_app.command("head")
 def trace_head(
     file: Annotated[Path, typer.Argument(help="Trace Parquet file.")],
-    n: Annotated[int, typer.Option("-n", "--rows", help="How many requests to show.", min=1)] = 10,
+    n: Annotated[int, typer.Option("-n", "--rows", help="How many requests to show (at most "
+                                   "100,000: blocklab query --sql for more).", min=1,
+                                   max=100_000)] = 10,
 ) -> None:
     """The first requests of a trace, one per row."""
     from blocklab.pipeline.stats import trace_head as run
