@@ -94,6 +94,26 @@ def _device_name(text: str, sources: list[Source]) -> str:
     return format_dev(dev, linux)
 
 
+#: iostat rows (intervals x devices) a command may ask for, at most: --interval 1ns over a
+#: trace of 2 s asked for 2e9 a device, and the query's temporary files filled the disk. A
+#: month at 1 s is 2.6 M rows a device.
+MAX_ROWS = 100_000_000
+
+
+def _check_rows(con: Any, interval_s: float) -> None:
+    """Refuse an interval that makes more than ``MAX_ROWS`` rows: a row per interval from 0
+    to each run's last completion, for each of its devices (one scan of the requests)."""
+    iv = max(round(interval_s * 1e9), 1)
+    rows = con.execute(
+        "SELECT coalesce(sum((mc // ? + 1) * nd), 0) FROM (SELECT run, max(complete_ns) AS mc, "
+        "count(DISTINCT device) AS nd FROM device_ios WHERE complete_ns IS NOT NULL "
+        "AND complete_ns >= arrival_ns GROUP BY run)", [iv]).fetchall()[0][0]
+    if rows > MAX_ROWS:
+        raise BlocklabError(f"--interval {interval_s:g} s: {int(rows):,} rows (an interval "
+                            f"from 0 to the last completion, for each device), more than "
+                            f"{MAX_ROWS:,}; give a longer interval")
+
+
 def iostat(path: str | Path, interval_s: float = 1.0, device: str | None = None
            ) -> IostatResult:
     """iostat -x figures per device and interval, and each device's idle periods, every row
@@ -117,16 +137,17 @@ def open_iostat(path: str | Path, interval_s: float = 1.0, device: str | None = 
     path
         A trace file, a run folder, or a folder holding run folders.
     interval_s
-        Interval length in seconds (above 0).
+        Interval length in seconds (at least 1 microsecond).
     device
         Only this device (``8:0`` / ``8,0`` for a Linux trace; ``host`` or a drive number for
         a run); None for every device.
 
-    Raises BlocklabError (one line) for an interval <= 0, an input that is neither a trace nor
-    a run folder, a trace with no completion times, or an unknown device.
+    Raises BlocklabError (one line) for an interval under 1 us or one that makes more than
+    ``MAX_ROWS`` rows, an input that is neither a trace nor a run folder, a trace with no
+    completion times, or an unknown device.
     """
-    if not interval_s > 0:
-        raise BlocklabError(f"--interval {interval_s:g}: expected a duration above 0")
+    if not interval_s >= 1e-6:  # (as the query: a finer grid is no iostat)
+        raise BlocklabError(f"--interval {interval_s:g}: expected a duration of at least 1us")
     sources = find_sources([path])
     notes: list[str] = []
     con = connect(sources)
@@ -147,6 +168,7 @@ def open_iostat(path: str | Path, interval_s: float = 1.0, device: str | None = 
             if done[0] < done[1]:
                 notes.append(f"{s.name}: {done[1] - done[0]:,} of {done[1]:,} requests never "
                              "completed in the trace and are left out")
+        _check_rows(con, interval_s)
         name = None
         if device is not None:
             name = _device_name(device, sources)

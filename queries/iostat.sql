@@ -10,11 +10,11 @@
 -- kB are 1024 bytes. Intervals run from 0 to the run's last completion (the last may be
 -- short: interval_s); an interval with no read has r_await and rareq-sz 0, as iostat prints.
 -- View: device_ios.
--- Param: interval_s = 1.0  interval length in seconds (above 0).
+-- Param: interval_s = 1.0  interval length in seconds (at least 1 microsecond).
 -- Param: device = ''  only this device (as the device column writes it); '' = every device.
 WITH p AS (
-    SELECT CASE WHEN $interval_s > 0 THEN greatest(CAST(round($interval_s * 1e9) AS BIGINT), 1)
-                ELSE error('interval_s must be above 0') END AS iv
+    SELECT CASE WHEN $interval_s >= 1e-6 THEN CAST(round($interval_s * 1e9) AS BIGINT)
+                ELSE error('interval_s must be at least 1e-6 seconds') END AS iv
 ), dv AS MATERIALIZED (  -- one row per run and device with a completed request: a number
     SELECT row_number() OVER () AS g, *
     FROM (SELECT run, device, min(devno) AS devno FROM device_ios

@@ -246,11 +246,18 @@ def test_bad_input(tmp_path):
     d0 = make_dev(8, 0)
     good = write(tmp_path / "t.parquet", [(d0, 0, 0, 1000, 4096, 0)])
     none = write(tmp_path / "none.parquet", [(d0, 0, 0, 1000, 4096, 0)], no_completion=True)
+    # a request at 2e8 s: 2e8 intervals of 1 s, two devices
+    long = write(tmp_path / "long.parquet", [(d0, 0, 0, 1000, 4096, 0),
+                                             (make_dev(8, 16), 0, 2 * 10**17, 2 * 10**17 + 1,
+                                              4096, 0)])
     for args, words in (
             ([str(good), "--interval", "0"], "--interval 0"),
             ([str(good), "--interval", "-2s"], "--interval -2s"),
             ([str(good), "--interval", "soon"], "--interval soon"),
             ([str(good), "--device", "9:9"], "--device 9:9: no such device"),
+            # a grid that filled the disk with DuckDB's temporary files
+            ([str(good), "--interval", "1ns"], "expected a duration of at least 1us"),
+            ([str(long)], "more than 100,000,000"),
             ([str(none)], "no completion times"),
             ([str(tmp_path / "missing.parquet")], "no such file")):
         res = runner.invoke(app, ["trace", "iostat", *args])
