@@ -149,6 +149,9 @@ MIN_AT_TOLERANCE = 30  # below this many trials reaching a tolerance, widen the 
 # intervals
 
 
+#: Trials per call of the kernel, at most (pipeline/risk.py ``run``: a signal waits for it).
+MAX_CHUNK = 1_000_000
+
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson's score interval for a proportion k / n (Wilson, JASA 22, 1927)."""
     if n <= 0:
@@ -319,7 +322,11 @@ def assess(inp: Input, model: FailureModel, years: float, trials: int, seed: int
     per_slot = period_h / (mean_life + min(win_h, default=0.0))
     cap = int(st.slots * (per_slot + 6 * math.sqrt(per_slot) + 4)) + 64
     runner = K.Runner(st, period_h, model.scale_h, model.shape, seed, cap)
-    chunk = max(1000, trials // 100)
+    # a hundredth of the trials at a time (progress), at most a million (about a second
+    # here): a signal is taken between calls of the kernel, so 1e11 trials in chunks of 1e9
+    # ran on for minutes after SIGTERM. Each trial's draws are its own and the sums run in
+    # trial order, so the chunks change no figure
+    chunk = max(1000, min(trials // 100, MAX_CHUNK))
     t0 = time.perf_counter()
     done = 0
     while done < trials:
