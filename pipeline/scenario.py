@@ -41,6 +41,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -137,6 +138,7 @@ class Case:
     replay: dict[str, Any]
     links: list[list[int]]
     oio: list[int]
+    where: str = ""  # "FILE: case[i]", for errors found when the case runs
 
 
 @dataclasses.dataclass
@@ -239,7 +241,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
                                     for f in c.get("failure", [])],
                           replay=rp,
                           links=c.get("links", data.get("links", [])),
-                          oio=c.get("oio", data.get("oio", []))))
+                          oio=c.get("oio", data.get("oio", [])), where=where))
     if not cases:
         raise BlocklabError(f"{path}: a scenario needs at least one [[case]]")
     published = [_published(path, i, p, {c.name: c for c in cases})
@@ -316,6 +318,17 @@ def _generator_options(gen: str) -> set[str]:
     return set(inspect.signature(fn).parameters) - {"output", "array", "capacity", "progress"}
 
 
+def _as_key(e: BlocklabError, where: str) -> BlocklabError:
+    """A generator's error about one of its options (``--requests: must be at least 1``) as
+    the scenario file's key that gave it (``FILE: case[0].workload.requests: ...``): the user
+    wrote the key, not the flag."""
+    text = str(e)
+    m = re.match(r"--([a-z][a-z0-9-]*)[: ]\s*(.*)", text, re.S)
+    if not m or not where:
+        return e
+    return BlocklabError(f"{where}.workload.{m.group(1).replace('-', '_')}: {m.group(2)}")
+
+
 def _generate(w: dict[str, Any], trace: Path, array: Path) -> None:
     opts = {k: v for k, v in w.items() if k not in ("generator", "span")}
     gen = w["generator"]
@@ -351,7 +364,10 @@ def _first_tenth(ev: list[dict[str, Any]], start: str, progress: str,
 def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     trace = folder / "trace.parquet"
-    _generate(workload, trace, array)
+    try:
+        _generate(workload, trace, array)
+    except BlocklabError as e:
+        raise _as_key(e, case.where) from None
     # task_rates samples a task's start: the run ends with the workload (no drain), and it
     # needs the drive operations the task-rates query reads
     sampling = "task_rates" in case.measure

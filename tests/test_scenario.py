@@ -216,6 +216,13 @@ def test_cli_run_json_and_table(tmp_path):
     ('[workload]\ngenerator = "iometer"\nblock_size = "1MiB"\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].workload.block_size: not an option of the iometer generator"),
+    # a generator's own check, named by the file's key (it named the flag: --requests)
+    ('[workload]\ngenerator = "iometer"\nrequests = -5\n[[case]]\nname = "a"\n'
+     '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "case[0].workload.requests: must be at least 1, found -5"),
+    ('[workload]\ngenerator = "iometer"\ntransfer_size = "4q"\n[[case]]\nname = "a"\n'
+     '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "case[0].workload.transfer_size: expected a size"),
     (ONE + '[[published]]\nquantity = "speed"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n'
      'where = "t1"\n', "published[0].quantity: unknown quantity 'speed'"),
     (ONE + '[[published]]\nquantity = "iops"\ncase = "b"\nvalue = 1\nunit = "IOPS"\n'
