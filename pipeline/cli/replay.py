@@ -110,7 +110,7 @@ def replay(
     lat = (f"latency mean {r.mean_latency_ms:.3f} ms, p99 {r.p99_latency_ms:.3f} ms"
            if r.requests else "no latency (the trace has no read or write request)")
     out.print(f"{r.output}: {r.requests} requests{passes}, {lat}; replayed at "
-              f"{r.requests_per_s:,.0f} requests/s", highlight=False)
+              f"{r.requests_per_s:,.0f} requests/s", highlight=False, soft_wrap=True)
     if r.repeat_limit_reached:
         out.print(f"  --max-passes {r.passes} reached with background tasks still under way: "
                   "they finished without host I/O (raise --max-passes to cover them)",

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _cell, _fail, _kernels_ready, err, out, scenario_app
+from ._app import _cell, _fail, _kernels_ready, err, out, scenario_app, wide
 
 # --------------------------------------------------------------------------------------------
 # blocklab scenario
@@ -61,7 +61,7 @@ def _published_table(r: Any) -> None:
     for p in r.published:
         t.add_row(p["quantity"], escape(p["case"]), p["unit"], _cell(p["study"]),
                   _cell(p["blocklab"]), "-" if p["ratio"] is None else f"{p['ratio']:.2f}")
-    out.print(t)
+    wide(200).print(t)
     ok = sum(1 for p in r.published if p["ratio"] is not None and 0.75 <= p["ratio"] <= 1.25)
     kept = sum(1 for o in r.orderings if o["kept"])
     out.print(f"{ok} of {len(r.published)} figures within 25 %; {kept} of {len(r.orderings)} "
@@ -153,12 +153,15 @@ def scenario_run(
     out.print(f"{r.scenario}: {escape(r.title)}", highlight=False, soft_wrap=True)
     for measure, rows in r.tables().items():
         cols = _SCENARIO_COLUMNS[measure]
-        t = Table(*(_SCENARIO_HEADERS.get(c, c) for c in cols), title=_SCENARIO_TITLES[measure])
+        title = _SCENARIO_TITLES[measure]
+        if measure == "phases" and rows and all(row.get("phase") == "all" for row in rows):
+            title = "what the host saw over the whole run (no failure)"
+        t = Table(*(_SCENARIO_HEADERS.get(c, c) for c in cols), title=title)
         for row in rows:
             if measure == "phases" and not row["requests"]:
                 continue  # an op the workload had no requests of in that phase
             t.add_row(*(escape(_cell(row.get(c))) for c in cols))
-        out.print(t)
+        wide(200).print(t)  # (a pipe or a file: whole numbers and names, not cut at 80)
     for c in r.cases:
         if "passes" not in c:
             continue

@@ -88,7 +88,7 @@ def ingest(
     out.print(
         f"{result.output}: {result.requests} requests from {len(result.sources)} file(s), "
         f"format {result.format}, {result.elapsed_s:.2f} s ({rate:,.0f} requests/s)",
-        highlight=False,
+        highlight=False, soft_wrap=True,
     )
     extra = {k: v for k, v in result.counts.items() if v}
     if extra:
