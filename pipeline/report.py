@@ -557,7 +557,7 @@ def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
         d = Path(folder)
         if not d.exists():
             made.append(d)  # removed again (when empty) if the report fails
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
         for c in charts:
             f = d / f"{c.id}.{kind}"
             try:

@@ -362,7 +362,7 @@ def _first_tenth(ev: list[dict[str, Any]], start: str, progress: str,
 
 
 def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # (owner only, as its run)
     trace = folder / "trace.parquet"
     try:
         _generate(workload, trace, array)
@@ -382,9 +382,9 @@ def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
 def run_case(case: Case, out: Path) -> dict[str, Any]:
     """Generate, replay and measure one case into ``out`` (its run folder is ``out/run``;
     ``links`` and ``oio`` variants go to ``out/<variant>/run``)."""
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
     array = out / "array.toml"
-    array.write_text(toml_text(case.array))
+    _write_private(array, toml_text(case.array))
     fig: dict[str, Any] = {"case": case.name, "label": case.label}
     if "spc1" in case.measure:
         opts = {k: v for k, v in case.workload.items() if k not in ("generator", "bsu")}
@@ -402,8 +402,8 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
                 base = {"protocol": "iscsi", "gbit_per_s": 1}
             arr["controller"]["host_links"] = {**base, "count": count, "mtu": mtu}
             variant = out / f"links-{count}x{mtu}"
-            variant.mkdir(parents=True, exist_ok=True)
-            (variant / "array.toml").write_text(toml_text(arr))
+            variant.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_private(variant / "array.toml", toml_text(arr))
             row: dict[str, Any] = {"links": count, "mtu": mtu}
             for op, pct in (("read", 100), ("write", 0)):
                 r = _replay(case, variant / "array.toml", {**case.workload, "read_pct": pct},
@@ -635,6 +635,7 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
     t0 = time.perf_counter()
     figs = []
     with output_lock(out, make_parent=True):  # one run per folder (traces/safety.py)
+        out.mkdir(exist_ok=True, mode=0o700)  # (owner only, as the runs in it)
         for i, case in enumerate(cases):
             if progress is not None:
                 progress(case.name, i, len(cases))
@@ -654,6 +655,13 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
                              orderings=orders)
         _write_json(out / "scenario.json", res.as_dict())
     return res
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable by its owner only (a case's array file, beside runs
+    whose files are), whole or not at all."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(text)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -123,7 +123,10 @@ def run_point(task: Task) -> dict[str, Any]:
                 tmp.write_text(task.config_toml)
             replay(task.trace, cfg, run, **task.options)
         dest = out / "summary" / task.summary
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        d = out
+        for part in dest.parent.relative_to(out).parts:  # (owner only, as the runs)
+            d = d / part
+            d.mkdir(exist_ok=True, mode=0o700)
         table = _summary_row(task, run)
         with atomic_output(dest) as tmp:
             pq.write_table(table, tmp)
@@ -196,7 +199,7 @@ def _clean_temporaries(out: Path) -> list[str]:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    with atomic_output(path, mode=0o644) as tmp:
+    with atomic_output(path) as tmp:  # (owner only, as the runs beside it)
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
@@ -278,7 +281,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
     try:
         # Compile (or load) the kernels here first: the workers then load them from the cache.
         warm_s = warm_kernels()
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)
         with _lock(out):
             removed = _clean_temporaries(out)
             # summaries whose run folder is gone would show a point that is not there

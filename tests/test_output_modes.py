@@ -1,0 +1,46 @@
+"""Everything a scenario, a sweep or a report's chart folders write is its owner's alone:
+folders 0700, files 0600 (the runs in them already were; the scenario's top folder, its cases'
+array files, the sweep's sweep.json and summary folders, and --png folders were 0755 and
+0644, found by a walk-through)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from blocklab.pipeline.cli import app
+
+runner = CliRunner()
+ARRAY = '[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 5\ndrive = "atlas10k"\n'
+TRACE = "".join(f"{k * 1000} 0 {8 * k} 8 {k % 2}\n" for k in range(200))
+
+
+def _modes(top: Path) -> set[tuple[str, int]]:
+    """(kind, mode) of ``top`` and of everything under it (lock files aside: removed)."""
+    return {("dir" if p.is_dir() else "file", stat.S_IMODE(p.stat().st_mode))
+            for p in [top, *top.rglob("*")]}
+
+
+@pytest.mark.replays
+def test_scenario_sweep_and_chart_folders_are_owner_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("a.toml").write_text(ARRAY)
+    Path("t.trace").write_text(TRACE)
+    assert runner.invoke(app, ["ingest", "t.trace", "--format", "mqsim", "-o",
+                               "t.parquet"]).exit_code == 0
+    res = runner.invoke(app, ["scenario", "run", "pools-vs-raid-groups", "--case", "group-9",
+                              "-o", "sc"])
+    assert res.exit_code == 0, res.output
+    Path("s.toml").write_text('array = "a.toml"\ntrace = "t.parquet"\n[[axis]]\n'
+                              'key = "speed"\nvalues = [1.0, 2.0]\n[[axis]]\n'
+                              'key = "think_us"\nvalues = [0]\n')
+    res = runner.invoke(app, ["sweep", "run", "s.toml", "-o", "sw", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["report", "sc/group-9/run", "-o", "r.html", "--svg",
+                              "charts/svg"])
+    assert res.exit_code == 0, res.output
+    for top in ("sc", "sw", "charts/svg"):
+        assert _modes(Path(top)) == {("dir", 0o700), ("file", 0o600)}, top
