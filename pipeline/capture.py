@@ -764,4 +764,7 @@ def parse_size(text: str) -> int:
         raise BlocklabError(f"--max-size {text!r}: expected bytes, or a number with K, M, G "
                             "or T")
     scale = 1024 ** "_kmgt".index(m[2].lower() or "_")
-    return int(float(m[1]) * scale)
+    size = int(float(m[1]) * scale)
+    if size <= 0:  # (0 wrote an empty trace and said nothing)
+        raise BlocklabError(f"--max-size {text!r}: expected a size above 0")
+    return size

@@ -49,8 +49,8 @@ def parse_interval(text: str, option: str = "--interval") -> float:
         if value >= 1e-9:
             return value
         raise BlocklabError(f"{option} {text}: expected a duration above 0 (e.g. 1s, 500ms)")
-    raise BlocklabError(f"{option} {text}: expected a duration such as 1s, 500ms or 100us "
-                        "(a number alone is seconds)")
+    raise BlocklabError(f"{option} {text}: expected a duration such as 1s, 500ms, 100us or 7d "
+                        "(units ns, us, ms, s, m or min, h, d; a number alone is seconds)")
 
 
 @dataclasses.dataclass

@@ -240,6 +240,20 @@ def test_parse_interval():
     for bad in ("0", "0s", "-1s", "fast", "1 parsec"):
         with pytest.raises(BlocklabError, match="--interval"):
             parse_interval(bad)
+    # the units it takes, all of them (the message offered three, where 168h and 7d work)
+    assert parse_interval("7d") == 7 * 86400 and parse_interval("168h") == 7 * 86400
+    with pytest.raises(BlocklabError, match="units ns, us, ms, s, m or min, h, d"):
+        parse_interval("7x")
+
+
+def test_capture_max_size_above_0():
+    """--max-size 0 wrote an empty trace with exit 0."""
+    from blocklab.pipeline.capture import parse_size
+
+    assert parse_size("64K") == 65536 and parse_size("2G") == 2 << 30
+    for bad in ("0", "0K", "0.0001"):
+        with pytest.raises(BlocklabError, match="expected a size above 0"):
+            parse_size(bad)
 
 
 def test_bad_input(tmp_path):
