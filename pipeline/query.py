@@ -582,11 +582,14 @@ def _disk_full(line: str) -> str:
     """DuckDB's words when its temporary folder is full, said as what they mean: it reports a
     spill that no longer fits (past BLOCKLAB_DUCKDB_TEMP_MAX, or 90 % of the disk's free space)
     as "Out of Memory Error: failed to offload data block ...", which reads as too little RAM
-    (measured: a 10 M-request workload query, TMPDIR on a 60 MB tmpfs). Other lines as they
-    are."""
-    if "failed to offload" not in line:
+    (measured: a 10 M-request workload query, TMPDIR on a 60 MB tmpfs); and, when the disk
+    fills before that cap (another writer on it), as "IO Error: Could not write file
+    ...tmp: No space left on device". Other lines as they are."""
+    if "failed to offload" not in line and not (
+            "No space left on device" in line and ".tmp" in line):
         return line
-    used = line[line.rfind("(") + 1:].rstrip(").") if line.endswith(").") else ""
+    used = line[line.rfind("(") + 1:].rstrip(").") if "failed to offload" in line and \
+        line.endswith(").") else ""
     limit = _memory_limit()
     cap = os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX")
     room = (f"up to BLOCKLAB_DUCKDB_TEMP_MAX={cap}" if cap else

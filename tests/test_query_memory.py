@@ -233,6 +233,20 @@ def test_a_full_temporary_disk_is_said_as_such(big, monkeypatch, tmp_path):
     assert "raise it, or set TMPDIR" in line
 
 
+def test_a_disk_filled_by_another_writer_is_said_as_full():
+    """Before DuckDB's own cap, the disk itself may fill (another writer on it, or a query
+    that spills fast): DuckDB says "IO Error: Could not write file ...tmp: No space left on
+    device", said the same way (seen by the walk-through filling /tmp)."""
+    from blocklab.pipeline.query import _disk_full
+
+    line = _disk_full('IO Error: Could not write file "/tmp/blocklab-duckdb-x/duckdb_temp_'
+                      'storage-4.tmp": No space left on device')
+    assert line.startswith("temporary disk full: DuckDB spills what passes its "), line
+    assert "set TMPDIR to a folder on a disk with more room" in line
+    other = 'IO Error: Could not write file "/data/out.parquet": No space left on device'
+    assert _disk_full(other) == other  # (an output's own disk: said as it is)
+
+
 @pytest.mark.parametrize("kind", ["BIGINT", "DOUBLE", "DECIMAL(12,3)"])
 def test_interval_gaps_of_any_number_type(kind):
     """interval_gaps (queries/_macros.sql), open to --sql, over starts and ends of any number
