@@ -237,70 +237,94 @@ def parse_blkparse(buf, pos, events, comms, last_time):
             first = t
         last_time = t
         i = skip_spaces(buf, j, n)
-        sector = 0
-        nsec = 0
-        aux = -1
-        err = 0
-        if i < n and is_digit(buf[i]):
-            sector, i = parse_uint(buf, i, n)
-            i = skip_spaces(buf, i, n)
-            if i < n and buf[i] == 40 and act != 8 and act != 6:
-                # "bytes (cdb) [comm]": a passthrough command (a completion or requeue of one
-                # prints no number before its "(cdb)")
-                pos = line_end(buf, i, n) + 1
-                continue
-            if i < n and (buf[i] == 91 or buf[i] == 40):
-                # "sector [error]", or with blkparse -t "sector (elapsed) [error]": a
-                # completion without a length (a flush)
-                pass
-            elif i >= n or (buf[i] != 43 and buf[i] != 47):
-                return ne, start, BAD_LINE, start, last_time, first, checked
-            else:
-                sep = buf[i]
-                i = skip_spaces(buf, i + 1, n)
-                val, i = parse_uint(buf, i, n)
-                if i < 0:
-                    return ne, start, BAD_LINE, start, last_time, first, checked
-                if sep == 47:  # split: "sector / new_sector"
-                    aux = val
-                else:
-                    nsec = val
-                    if nsec > MAX_SECTORS:
-                        return ne, start, BAD_SIZE, start, last_time, first, checked
-                i = skip_spaces(buf, i, n)
-            end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if before)
-            if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
-                k = i
-                while k < end and buf[k] != 41:
-                    k += 1
-                k = skip_spaces(buf, k + 1, end)
-                aux, _k = parse_uint(buf, k, end)
-        else:
-            # no sector: "[comm]" (plug, unplug, an empty request), "(elapsed) [comm]"
-            # (blkparse -t) or "(cdb) [error]" (a passthrough's completion); anything else is
-            # not blkparse's (blkparse_fmt.c process_default), such as a sector that is not a
-            # number, which was taken for none
-            if i < n and buf[i] != 91 and buf[i] != 40 and buf[i] != NL:
-                return ne, start, BAD_LINE, start, last_time, first, checked
-            end = line_end(buf, i, n)
+        sector, nsec, aux, i, end, st = _blkparse_place(buf, i, n, act)
+        if st == _SKIP:
+            pos = end + 1
+            continue
+        if st != OK:
+            return ne, start, st, start, last_time, first, checked
         pos = end + 1
-        a, b = _bracket(buf, i, end)
-        cs = -1
-        ce = -1
-        if a < end and b > a:
-            if act == 8 or act == 6:
-                v, k = parse_uint(buf, a + 1 + (1 if buf[a + 1] == 45 else 0), b)
-                if k > 0:
-                    err = -v if buf[a + 1] == 45 else v
-                    if err >= 32768:
-                        err -= 65536  # blkparse prints the u16 error field unsigned
-            else:
-                cs = a + 1
-                ce = b
+        err, cs, ce = _blkparse_name(buf, i, end, act)
         op, flags = _empty_flush(op, flags, nsec, act)
         _put(events, comms, ne, t, dev, act, op, flags, sector, nsec << 9, pid, err, aux, cs, ce)
         ne += 1
     return ne, pos, OK, pos, last_time, first, checked
+
+
+#: ``_blkparse_place``'s status of a passthrough command's line (no event; never returned).
+_SKIP = -1
+
+
+@njit(forceinline=True, nrt=False)
+def _blkparse_place(buf, i, n, act):
+    """The fields of a blkparse line after its RWBS, from ``i``, up to its process name:
+    (sector, sectors, aux (a split's or remap's other sector, -1), position after them, the
+    line's end, status OK, BAD_LINE, BAD_SIZE or ``_SKIP``)."""
+    sector = 0
+    nsec = 0
+    aux = -1
+    if i < n and is_digit(buf[i]):
+        sector, i = parse_uint(buf, i, n)
+        i = skip_spaces(buf, i, n)
+        if i < n and buf[i] == 40 and act != 8 and act != 6:
+            # "bytes (cdb) [comm]": a passthrough command (a completion or requeue of one
+            # prints no number before its "(cdb)")
+            return 0, 0, -1, i, line_end(buf, i, n), _SKIP
+        if i < n and (buf[i] == 91 or buf[i] == 40):
+            # "sector [error]", or with blkparse -t "sector (elapsed) [error]": a
+            # completion without a length (a flush)
+            pass
+        elif i >= n or (buf[i] != 43 and buf[i] != 47):
+            return 0, 0, -1, i, i, BAD_LINE
+        else:
+            sep = buf[i]
+            i = skip_spaces(buf, i + 1, n)
+            val, i = parse_uint(buf, i, n)
+            if i < 0:
+                return 0, 0, -1, i, i, BAD_LINE
+            if sep == 47:  # split: "sector / new_sector"
+                aux = val
+            else:
+                nsec = val
+                if nsec > MAX_SECTORS:
+                    return 0, 0, -1, i, i, BAD_SIZE
+            i = skip_spaces(buf, i, n)
+        end = line_end(buf, i, n)  # (the fields so far stopped at the newline, if before)
+        if act == 15 and i + 1 < end and buf[i] == 60:  # remap: "<- (maj,min) from"
+            k = i
+            while k < end and buf[k] != 41:
+                k += 1
+            k = skip_spaces(buf, k + 1, end)
+            aux, _k = parse_uint(buf, k, end)
+        return sector, nsec, aux, i, end, OK
+    # no sector: "[comm]" (plug, unplug, an empty request), "(elapsed) [comm]" (blkparse -t)
+    # or "(cdb) [error]" (a passthrough's completion); anything else is not blkparse's
+    # (blkparse_fmt.c process_default), such as a sector that is not a number, which was
+    # taken for none
+    if i < n and buf[i] != 91 and buf[i] != 40 and buf[i] != NL:
+        return 0, 0, -1, i, i, BAD_LINE
+    return sector, nsec, aux, i, line_end(buf, i, n), OK
+
+
+@njit(forceinline=True, nrt=False)
+def _blkparse_name(buf, i, end, act):
+    """The bracket after a blkparse line's fields: a completion's or requeue's error, else
+    the process name's span. Returns (error, name start, name end; -1, -1 for none)."""
+    a, b = _bracket(buf, i, end)
+    err = 0
+    cs = -1
+    ce = -1
+    if a < end and b > a:
+        if act == 8 or act == 6:
+            v, k = parse_uint(buf, a + 1 + (1 if buf[a + 1] == 45 else 0), b)
+            if k > 0:
+                err = -v if buf[a + 1] == 45 else v
+                if err >= 32768:
+                    err -= 65536  # blkparse prints the u16 error field unsigned
+        else:
+            cs = a + 1
+            ce = b
+    return err, cs, ce
 
 
 @njit(forceinline=True, nrt=False)
