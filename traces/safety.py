@@ -265,13 +265,19 @@ def output_lock(dest: str | os.PathLike[str], make_parent: bool = False) -> Iter
         yield
 
 
+#: The files of an input folder (a run: meta.json and its Parquet tables; a sweep: sweep.json,
+#: summary/) that commands read; a report written beside a run before is no input, and may be
+#: written again.
+_FOLDER_DATA = (".parquet", ".json", ".toml")
+
+
 def not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]],
                  folder: bool = False) -> None:
     """Refuse an ``output`` that would replace one of the command's ``inputs``: an output is
     renamed over its destination when complete, so the input would be gone, or, being read
     while it is replaced, read half old and half new. Refused: the same file (also through a
-    link); an existing file inside an input folder (a run folder's meta.json or Parquet
-    files; a new file there, such as a report beside the run, is not refused); and with
+    link); an existing data file inside an input folder (a run folder's meta.json or Parquet
+    files; a report beside the run, new or written before, is not refused); and with
     ``folder`` (an output folder replaced whole: a run, a scenario, a sweep), a folder that
     holds an input. Standard input (``-``) is no file."""
     out = Path(os.path.realpath(_named(Path(output))))
@@ -283,7 +289,7 @@ def not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathL
         if same:
             raise BlocklabError(f"{output}: is this command's input {given}; write the output "
                                 "elsewhere (it would replace the input)")
-        if src.is_dir() and src in out.parents and out.exists():
+        if src.is_dir() and src in out.parents and out.suffix in _FOLDER_DATA and out.exists():
             raise BlocklabError(f"{output}: is a file of the input folder {given}; write the "
                                 "output elsewhere (it would replace that file)")
         if folder and out in src.parents:
