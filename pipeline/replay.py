@@ -352,18 +352,19 @@ MAX_OUTSTANDING = 1 << 20
 MAX_THINK_US = 86_400e6  # a day
 
 
-def pace_error(speed: float, closed_loop: int, think_us: float) -> str | None:
-    """What is wrong with replay's pacing options (``--speed``, ``--closed-loop``,
-    ``--think-us``), or None."""
+def pace_error(speed: float, closed_loop: int, think_us: float) -> tuple[str, str] | None:
+    """What is wrong with replay's pacing options: (the option, ``--speed``, ``--closed-loop``
+    or ``--think-us``, and what is wrong with it), or None. The command says ``OPTION
+    PROBLEM``; a sweep file names its own key instead."""
     lo, hi = SPEED_RANGE
     if not (math.isfinite(speed) and lo <= speed <= hi):
-        return (f"--speed must be a number from {lo:g} to {hi:g} (the trace's pace is "
-                f"multiplied by it), found {speed}")
+        return "--speed", (f"must be a number from {lo:g} to {hi:g} (the trace's pace is "
+                           f"multiplied by it), found {speed}")
     if not 0 <= closed_loop <= MAX_OUTSTANDING:
-        return (f"--closed-loop must be from 0 to {MAX_OUTSTANDING:,} requests outstanding "
-                f"per stream, found {closed_loop}")
+        return "--closed-loop", (f"must be from 0 to {MAX_OUTSTANDING:,} requests outstanding "
+                                 f"per stream, found {closed_loop}")
     if not (math.isfinite(think_us) and 0 <= think_us <= MAX_THINK_US):
-        return f"--think-us must be from 0 to {MAX_THINK_US:g} (a day), found {think_us}"
+        return "--think-us", f"must be from 0 to {MAX_THINK_US:g} (a day), found {think_us}"
     return None
 
 
@@ -381,7 +382,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     ``progress`` gets (requests done, requests in all, None when repeating)."""
     bad = pace_error(speed, closed_loop, think_us)
     if bad:
-        raise BlocklabError(bad)
+        raise BlocklabError(" ".join(bad))
     check_repeat(repeat, max_passes)
     safety.not_an_input(output, [trace, array], folder=True)
     from .query import check_settings

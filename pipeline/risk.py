@@ -149,8 +149,9 @@ MIN_AT_TOLERANCE = 30  # below this many trials reaching a tolerance, widen the 
 # intervals
 
 
-#: Trials per call of the kernel, at most (pipeline/risk.py ``run``: a signal waits for it).
+#: Trials per call of the kernel, at most (``assess``: a signal waits for the call to end).
 MAX_CHUNK = 1_000_000
+
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson's score interval for a proportion k / n (Wilson, JASA 22, 1927)."""

@@ -666,5 +666,4 @@ def _write_private(path: Path, text: str) -> None:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """``path`` written whole or not at all (a temporary name, then a rename)."""
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    _write_private(path, json.dumps(data, indent=2, default=str) + "\n")

@@ -221,7 +221,7 @@ def _check_option(sweep: Path, where: str, key: str, value: Any) -> Any:
         bad = pace_error(pace["speed"], pace["closed_loop"], pace["think_us"])
         if bad:
             label = where if where.endswith(key) else f"{where} ({key})"
-            raise BlocklabError(f"{sweep}: {label}: {bad.split(' ', 1)[1]}")
+            raise BlocklabError(f"{sweep}: {label}: {bad[1]}")
     if not ok:
         want = {"speed": "a number", "think_us": "a number", "closed_loop": "a whole number",
                 "wrap": "true or false", "drive_ops": "true or false",

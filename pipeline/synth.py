@@ -83,6 +83,7 @@ def volume(capacity: str | None, array: str | Path | None, required: bool = True
 def write_trace(output: str | Path, plan: _Plan, generator: str, vol: Volume,
                 progress: Progress | None = None, total: int = 0) -> SynthResult:
     """Write the plan's batches to ``output`` (atomic, mode 0600) with its metadata."""
+    not_an_input(output, [vol.array] if vol.array is not None else [])
     extra = plan.extra()
     if vol.array is not None:
         extra["array"] = vol.array
@@ -111,7 +112,6 @@ def synth_spc1(output: str | Path, bsu: int, duration_s: float, seed: int = 0,
                capacity: str | None = None, array: str | Path | None = None,
                progress: Progress | None = None) -> SynthResult:
     """An SPC-1 trace of ``bsu`` BSUs for ``duration_s`` seconds (open loop)."""
-    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     p = spc1_plan(bsu, duration_s, seed, vol)
     return write_trace(output, p, "spc1", vol, progress,
@@ -126,7 +126,6 @@ def synth_ior(output: str | Path, tasks: int, transfer_size: str, block_size: st
               repetitions: int = 1) -> SynthResult:
     """An IOR trace (closed loop): the write phase, then the read phase, ``repetitions``
     times (IOR -i)."""
-    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array, required=False)
     p = ior.plan(tasks, parse_size(transfer_size, "--transfer-size"),
                  parse_size(block_size, "--block-size"), segments, file_per_proc, random,
@@ -142,7 +141,6 @@ def synth_iometer(output: str | Path, transfer_size: str = "4k", read_pct: int =
                   array: str | Path | None = None,
                   progress: Progress | None = None) -> SynthResult:
     """An Iometer access specification run by ``workers`` workers (closed loop)."""
-    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     assert vol.capacity_sectors is not None
     p = iometer.plan(parse_size(transfer_size, "--transfer-size"), read_pct, random_pct,
@@ -159,7 +157,6 @@ def synth_orion(output: str | Path, matrix: str = "basic", large_type: str = "ra
                 array: str | Path | None = None,
                 progress: Progress | None = None) -> SynthResult:
     """An Orion matrix (closed loop, one phase per data point)."""
-    not_an_input(output, [array] if array else [])
     vol = volume(capacity, array)
     assert vol.capacity_sectors is not None
     disks = num_disks if num_disks is not None else (vol.disks or 1)

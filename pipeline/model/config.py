@@ -426,9 +426,9 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
         raise c.fail("group", f"group names must differ: {names}")
-    if sum(g.drives for g in groups) > MAX_DRIVES:
-        raise c.fail("group", f"{sum(g.drives for g in groups):,} drives in all: an array "
-                     f"may have at most {MAX_DRIVES:,}")
+    if (drives := sum(g.drives for g in groups)) > MAX_DRIVES:
+        raise c.fail("group", f"{drives:,} drives in all: an array may have at most "
+                     f"{MAX_DRIVES:,}")
     ctl = _controller(c, data.get("controller", {}))
     volume = None
     if "volume" in data:
