@@ -58,6 +58,7 @@ from blocklab.traces.formats.paired import Pairer, ProcessNames, rows_to_chunk
 from blocklab.traces.formats.tracefs_raw import PageDecoder, parse_header_page, read_formats
 from blocklab.traces.schema import NULL, TIME_COLUMNS
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
+from blocklab.traces.units import parse_bytes
 
 from . import __version__
 from .tracefs import (
@@ -753,18 +754,13 @@ def _batches(pf) -> Iterator:
     yield from pf.iter_batches(batch_size=1 << 16)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
-
-
 def parse_size(text: str) -> int:
-    """``500M``, ``2G``, ``64KiB`` or a number of bytes -> bytes (K, M, G, T are powers of
-    1024)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise BlocklabError(f"--max-size {text!r}: expected bytes, or a number with K, M, G "
-                            "or T")
-    scale = 1024 ** "_kmgt".index(m[2].lower() or "_")
-    size = int(float(m[1]) * scale)
+    """``500M``, ``2G``, ``64KiB`` or a number of bytes -> bytes (traces/units.py: one-letter
+    suffixes and KiB, MiB, ... binary, KB, MB, ... decimal)."""
+    try:
+        size = parse_bytes(text)
+    except ValueError as e:
+        raise BlocklabError(f"--max-size {text!r}: {e}") from None
     if size <= 0:  # (0 wrote an empty trace and said nothing)
         raise BlocklabError(f"--max-size {text!r}: expected a size above 0")
     return size

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,23 +26,24 @@ from blocklab.kernels import mrc as K
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import open_trace
+from blocklab.traces.units import parse_bytes
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
 #: Rows read from the trace at a time.
 BATCH_ROWS = 1 << 20
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str, option: str) -> int:
-    """``4KiB``, ``64M``, ``1GiB``, ``4096`` (bytes) -> bytes; K, M, G, T, P are powers of
-    1024 with or without ``iB``. Raises BlocklabError naming ``option``."""
-    m = _SIZE.match(text)
-    if not m or (m.group(3) and not m.group(2) and m.group(3).lower() != "b"):
-        raise BlocklabError(f"{option} {text}: expected a size such as 4KiB, 64MiB or 4096")
-    n = float(m.group(1)) * 1024 ** " kmgtp".index(m.group(2).lower() or " ")
-    if n != int(n) or n <= 0:
+    """``4KiB``, ``64M``, ``1GiB``, ``4096`` (bytes) -> bytes (traces/units.py: one-letter
+    suffixes and KiB, MiB, ... binary, KB, MB, ... decimal). Raises BlocklabError naming
+    ``option``."""
+    try:
+        n = parse_bytes(text)
+    except ValueError as e:
+        raise BlocklabError(f"{option} {text}: {e}") from None
+    if n <= 0:
         raise BlocklabError(f"{option} {text}: expected a whole number of bytes above 0")
-    return int(n)
+    return n
 
 
 @dataclasses.dataclass(frozen=True)

@@ -222,7 +222,7 @@ def test_cli_run_json_and_table(tmp_path):
      "case[0].workload.requests: must be at least 1, found -5"),
     ('[workload]\ngenerator = "iometer"\ntransfer_size = "4q"\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
-     "case[0].workload.transfer_size: expected a size"),
+     "case[0].workload.transfer_size: unknown size unit 'q'"),
     (ONE + '[[published]]\nquantity = "speed"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n'
      'where = "t1"\n', "published[0].quantity: unknown quantity 'speed'"),
     (ONE + '[[published]]\nquantity = "iops"\ncase = "b"\nvalue = 1\nunit = "IOPS"\n'

@@ -78,7 +78,7 @@ def test_percentages_hold(tmp_path):
     (["--transfer-size", "1000"], "--transfer-size: must be a positive multiple of 512"),
     (["--transfer-size", "2m", "--capacity", "1m"], "does not fit"),
     (["--starting-sector", "4096"], "--starting-sector: 4096 is not within"),
-    (["--transfer-size", "4x"], "--transfer-size: expected a size"),
+    (["--transfer-size", "4x"], "--transfer-size: unknown size unit 'x'"),
 ])
 def test_bad_options(tmp_path, args, needle):
     out = tmp_path / "o" / "io.parquet"

@@ -33,7 +33,8 @@ def capture(
         "--bio-queue", help="Also trace block_bio_queue (with the bio merges, block_getrq "
         "and block_split): arrival is when the bio was queued, merges are counted.")] = False,
     max_size: Annotated[str | None, typer.Option(
-        "--max-size", help="Stop before the output file reaches SIZE (bytes, or K, M, G, T).",
+        "--max-size", help="Stop before the output file reaches SIZE (bytes; 500M, 2G, 2GiB "
+        "binary, 2GB decimal).",
     )] = None,
     anonymize: Annotated[bool, typer.Option(
         "--anonymize", help="Replace process names (and the host name) with stable hashes "

@@ -22,7 +22,6 @@ sustained write rate, may be left out: no limit beyond the link and the flash).
 from __future__ import annotations
 
 import dataclasses
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from blocklab.kernels.engine import Settings
 from blocklab.kernels.layout import raid as R
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import SECTOR_BYTES
+from blocklab.traces.units import parse_bytes
 
 from . import catalog as CAT
 
@@ -291,12 +291,6 @@ def settings_for(cfg: ArrayConfig, **run: Any) -> Settings:
         flush_age_ns=int(c.flush_age_s * 1e9), destage_depth=c.destage_depth, **run)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
-_UNITS = {"": 1, "b": 1, "s": SECTOR, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6,
-          "mb": 10**6, "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12,
-          "tb": 10**12, "tib": 1 << 40}
-
-
 class _Ctx:
     def __init__(self, path: Path):
         self.path = path
@@ -309,11 +303,11 @@ class _Ctx:
             raise self.fail(key, f"expected a size, found {value!r}")
         if isinstance(value, int):
             n = value
-        elif isinstance(value, str) and (m := _SIZE.match(value)):
-            unit = m.group(2).lower()
-            if unit not in _UNITS:
-                raise self.fail(key, f"unknown size unit {m.group(2)!r} (use B, s, KiB, MiB, ...)")
-            n = int(float(m.group(1)) * _UNITS[unit])
+        elif isinstance(value, str):
+            try:  # traces/units.py: the grammar every command's size options take
+                n = parse_bytes(value)
+            except ValueError as e:
+                raise self.fail(key, f"{e}, found {value!r}") from None
         else:
             raise self.fail(key, f"expected a size such as 4096 or \"128KiB\", found {value!r}")
         if n <= 0:

@@ -13,7 +13,6 @@ SPC-1 is open loop: arrival times, and the closed-loop columns null.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -23,33 +22,23 @@ import pyarrow as pa
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import columns_to_batch
+from blocklab.traces.units import parse_bytes
 
 SECTOR = SECTOR_BYTES  # traces/schema.py
 #: Rows per record batch a generator yields: large enough to amortise the kernel call and the
 #: Arrow conversion, small enough that memory stays bounded (about 80 MB of columns).
 CHUNK_ROWS = 1 << 20
 
-_SIZE = re.compile(r"^\s*(-?\d+)\s*([A-Za-z]*)\s*$")
-# Binary multiples for the one-letter suffixes, as IOR's string_to_bytes (src/option.c) and
-# fio read them (4k = 4096); KiB/MiB/... are binary too, KB/MB/... decimal; s = 512-byte sectors.
-_UNITS = {"": 1, "b": 1, "s": SECTOR,
-          "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
-          "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
-          "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
-          "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
-          "p": 1 << 50, "pib": 1 << 50, "pb": 10**15}
-
-
 def parse_size(text: str | int, option: str) -> int:
-    """Bytes from ``4096``, ``4k``, ``1m``, ``1MiB``, ``100GB``, ``2048s`` (a sign is kept, so
-    that callers can report negative sizes in their own words)."""
+    """Bytes from ``4096``, ``4k``, ``1MiB``, ``100GB``, ``2048s`` (traces/units.py: one-letter
+    suffixes binary, as IOR's string_to_bytes (src/option.c) and fio read them; the sign is
+    kept, so that callers can report negative sizes in their own words)."""
     if isinstance(text, int):
         return text
-    m = _SIZE.match(text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise BlocklabError(f"{option}: expected a size such as 4096, 4k, 1MiB or 2048s, "
-                            f"found {text!r}")
-    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise BlocklabError(f"{option}: {e}, found {text!r}") from None
 
 
 def seed_state(seed: int, n: int = 1) -> np.ndarray:
