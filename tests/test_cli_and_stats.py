@@ -4,7 +4,11 @@ computation (NumPy over the same Parquet); the demo sample; multi-file merges; c
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -20,6 +24,7 @@ from .blktrace_writer import Request, write_percpu
 from .conftest import ROOT, read_rows
 
 runner = CliRunner()
+BLOCKLAB = str(Path(sys.executable).parent / "blocklab")
 SAMPLE = ROOT / "traces" / "samples" / "tracefs-fio-loop0-vda.txt.xz"
 
 
@@ -68,6 +73,24 @@ def test_every_command_and_option_has_help():
     for must in (("ingest",), ("replay",), ("trace", "head"), ("scenario", "run"),
                  ("cache", "mrc"), ("validate", "disksim")):
         assert must in leaves
+
+
+def test_help_into_a_pipe_shows_every_option_name_whole():
+    """`blocklab CMD --help | less`: Rich rendered 80 columns into a pipe, and cut the longest
+    option names (`--repeat-until-task…`). The commands with an option name of 20 characters
+    or more, run as a user runs them, COLUMNS unset, output into a pipe."""
+    walked = list(_commands(typer.main.get_command(app)))
+    longest = {path: [o for p in cmd.params for o in getattr(p, "opts", []) if len(o) >= 20]
+               for path, cmd in walked if not hasattr(cmd, "commands")}
+    longest = {path: names for path, names in longest.items() if names}
+    assert ("replay",) in longest, longest
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH")}
+    for path, names in longest.items():
+        res = subprocess.run([BLOCKLAB, *path, "--help"], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert res.returncode == 0, res.stderr
+        for name in names:
+            assert re.search(rf"{re.escape(name)}(\s|,|$)", res.stdout, re.M), (path, name)
 
 
 def test_stats_json_matches_numpy(tmp_path):

@@ -70,7 +70,15 @@ _one_line_summaries(app, trace_app, validate_app, synth_app, spc1_app, sweep_app
                     cache_app)
 
 
+#: Columns of help and tables written into a pipe or a file (COLUMNS unset): Rich takes 80 there,
+#: which cut the longest option names in `--help` (`--repeat-until-tasks-…`); at 100 every
+#: name shows whole (tests/test_cli_and_stats.py). A terminal keeps its own width.
+PIPE_COLUMNS = "100"
+
+
 def main() -> None:
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        os.environ["COLUMNS"] = PIPE_COLUMNS
     # the handlers stay from here to the exit: a signal just after the command (its output
     # complete) is a stop too, not Python's default death
     with safety.signals_handled(restore=False):
