@@ -5,6 +5,7 @@ closed-loop columns; bad options in one line."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -89,3 +90,30 @@ def test_bad_options(tmp_path, args, needle):
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("blocklab: error: ") and needle in lines[0]
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_trace_the_disk_cannot_hold_is_refused_early(tmp_path, monkeypatch):
+    """`synth ... --requests 1e13` wrote until the disk was full, hours later. The first
+    bytes written give the bytes per request; a total past the output disk's free space (the
+    real one here: 10^15 requests are petabytes at any compression) is refused then, naming the
+    output, and nothing is left; a trace that fits is written whole through the same check."""
+    from blocklab.pipeline import synth as synth_mod
+
+    monkeypatch.setattr(synth_mod, "ROOM_CHECK_BYTES", 1)  # check after the first row groups
+    out = tmp_path / "o" / "io.parquet"
+    out.parent.mkdir()
+    res = runner.invoke(app, ["synth", "iometer", "-o", str(out), "--capacity", "64GiB",
+                              "--random-pct", "100", "--requests", str(10**15)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"blocklab: error: {out}: "), lines
+    m = re.search(r"need about ([\d.,]+) TB .*\(([\d.e+-]+) bytes a request over the first "
+                  r"([\d,]+)\), and its disk has ([\d.,]+) (GB|TB) free", lines[0])
+    assert m, lines[0]
+    per, first = float(m[2]), int(m[3].replace(",", ""))
+    assert 0 < first < 10**8 and per > 0
+    assert float(m[1].replace(",", "")) == pytest.approx(per * 10**15 / 1e12, rel=0.01)
+    assert list(out.parent.iterdir()) == []
+    n = 300_000
+    synth_iometer(out, requests=n, random_pct=100, capacity="64GiB")
+    assert pq.read_metadata(out).num_rows == n

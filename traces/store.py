@@ -307,6 +307,10 @@ class TraceWriter:
         self._error: BaseException | None = None
         self._writer: pq.ParquetWriter | None = None
         self._thread: Worker | None = None
+        #: (rows, bytes of the file) as the writer thread left them after its last table: a
+        #: pair taken together, so bytes per row from it do not count rows still queued, nor
+        #: bytes of a table half written (synth's check of the room a trace needs)
+        self.encoded: tuple[int, int] = (0, 0)
         self._ctx = atomic_output(self.path)
         with critical(raise_at_end=False):  # a signal waits for the try below (check())
             self._tmp = self._ctx.__enter__()
@@ -350,6 +354,7 @@ class TraceWriter:
             if self._error is None:
                 try:
                     self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                    self.encoded = (self.encoded[0] + table.num_rows, self.bytes_written)
                 except BaseException as e:  # reported to the producer on its next call
                     self._error = e
 
