@@ -58,7 +58,14 @@ from blocklab.traces.schema import (
     SECTOR_BYTES,
     format_dev,
 )
-from blocklab.traces.store import AtomicFolder, TraceMeta, open_trace, run_parquet_writer
+from blocklab.traces.store import (
+    ROOM_CHECK_BYTES,
+    AtomicFolder,
+    TraceMeta,
+    check_room,
+    open_trace,
+    run_parquet_writer,
+)
 
 from . import __version__
 from . import runmeta as RM
@@ -251,8 +258,11 @@ class _RunWriter:
     segment of a parallel replay writes its part the same way, and the parts are joined
     without decoding: pipeline/parallel.py)."""
 
-    def __init__(self, folder: Path, record: bool):
+    def __init__(self, folder: Path, record: bool, room: tuple[Path, int] | None = None):
         self.folder = folder
+        #: (the run folder's name, the requests it will hold): the room they need is checked
+        #: once the first ROOM_CHECK_BYTES are written (a parallel replay's segments do not)
+        self.room = room
 
         def writer(name: str) -> Any:
             return run_parquet_writer(folder / f"{name}.parquet", name)
@@ -271,6 +281,18 @@ class _RunWriter:
             "stream": c["stream"].astype(np.uint32), "cache_hit": c["hit"].astype(bool),
         }, schema=RUN_SCHEMAS["ios"]))
         self.rows_ += len(lat)
+        if self.room is not None:
+            self._check_room(*self.room)
+
+    def _check_room(self, out: Path, total: int) -> None:
+        """A replay whose run files cannot fit is refused after its first ROOM_CHECK_BYTES,
+        not when the disk fills (--drive-ops writes about ten times ios.parquet's bytes)."""
+        names = ["ios"] + (["drive_ops"] if self.ops is not None else [])
+        written = sum((self.folder / f"{n}.parquet").stat().st_size for n in names)
+        if written >= ROOM_CHECK_BYTES:
+            self.room = None
+            check_room(out, written, self.rows_, total,
+                       f"of run files ({', '.join(n + '.parquet' for n in names)})")
 
     def records(self, rc: np.ndarray) -> None:
         assert self.ops is not None
@@ -425,7 +447,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     folder = AtomicFolder(out)  # locked, written as .NAME.tmp-PID (traces/store.py)
     tmp = folder.tmp
     try:
-        w = _RunWriter(tmp, drive_ops)
+        w = _RunWriter(tmp, drive_ops, (out, total))  # (one pass: the least a repeat needs)
         drv = Engine(arr, opts, total, streams, tasks)
 
         def sink(c: dict[str, np.ndarray]) -> None:

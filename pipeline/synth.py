@@ -11,7 +11,6 @@ seed give a byte-identical file.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import pyarrow as pa
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import not_an_input
 from blocklab.traces.schema import SECTOR_BYTES
-from blocklab.traces.store import TraceMeta, TraceWriter
+from blocklab.traces.store import ROOM_CHECK_BYTES, TraceMeta, TraceWriter, check_room
 from blocklab.traces.synth import iometer, ior, orion, parse_size, spc1
 
 from . import __version__
@@ -102,37 +101,12 @@ def write_trace(output: str | Path, plan: _Plan, generator: str, vol: Volume,
                 progress(rows, max(total, rows))
             done, written = w.encoded
             if not room_checked and done and written >= ROOM_CHECK_BYTES:
-                room_checked = True
-                _check_room(Path(output), written, done, total)
+                room_checked = True  # (--requests 1e13 wrote until the disk was full)
+                check_room(Path(output), written, done, total, "of Parquet",
+                           "ask for fewer requests, or write it elsewhere")
     elapsed = time.perf_counter() - started
     return SynthResult(str(output), generator, rows, elapsed,
                        rows / elapsed if elapsed > 0 else 0.0, extra["options"])
-
-
-#: Bytes written before the output's projected size is checked against the free disk: enough
-#: row groups that their bytes per request is the rest's (a trace of one generator compresses
-#: alike throughout), few enough to take a second.
-ROOM_CHECK_BYTES = 16 << 20
-
-
-def _check_room(output: Path, written: int, rows: int, total: int) -> None:
-    """Refuse, early, a trace that cannot fit: ``synth ... --requests 1e13`` wrote until the
-    disk was full, hours later. ``written`` bytes hold the first ``rows`` requests (the
-    writer's ``encoded``); its end, the footer, is not counted, so the need is a little under
-    the trace's size, and a trace that fits is not refused."""
-    if total <= rows:
-        return
-    need = written / rows * (total - rows)
-    free = shutil.disk_usage(output.absolute().parent).free
-    if need > free:
-        raise BlocklabError(
-            f"{output}: {total:,} requests need about {_gb(need + written)} of Parquet "
-            f"({written / rows:.3g} bytes a request over the first {rows:,}), and its disk has "
-            f"{_gb(written + free)} free; ask for fewer requests or write elsewhere")
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e12:,.1f} TB" if n >= 1e12 else f"{n / 1e9:,.1f} GB"
 
 
 def spc1_plan(bsu: int, duration_s: float, seed: int, vol: Volume) -> spc1.Spc1Plan:

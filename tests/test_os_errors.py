@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import resource
 import shutil
 import signal
@@ -99,6 +100,39 @@ def test_full_tmpfs(tmpfs, command):
     line = _one_line(res.stderr)
     assert str(tmpfs) in line and "no space left on the device (ENOSPC)" in line, line
     assert list(tmpfs.iterdir()) == []
+
+
+@needs_mount
+@pytest.mark.replays
+def test_a_run_its_disk_cannot_hold_is_refused_before_the_disk_fills(tmp_path, monkeypatch):
+    """A replay into a 4 MiB file system of a trace whose run files need about 8: refused once
+    its first bytes are written, naming the run folder, the need and the room (not a full
+    disk an hour into a big replay), and nothing left behind."""
+    from blocklab.pipeline import replay as replay_mod
+    from blocklab.pipeline.synth import synth_iometer
+
+    trace = tmp_path / "io.parquet"
+    synth_iometer(trace, requests=400_000, random_pct=100, capacity="64GiB")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], check=True)
+    try:
+        monkeypatch.setattr(replay_mod, "ROOM_CHECK_BYTES", 1)  # after the first chunk
+        res = runner.invoke(app, ["replay", str(trace), "--array",
+                                  str(ROOT / "examples" / "arrays" / "raid6-4p2-x8.toml"),
+                                  "-o", str(small / "run")])
+        assert res.exit_code == 2, res.output
+        line = _one_line(res.stderr)
+        m = re.search(r": 400,000 requests need about ([\d.]+) MB of run files \(ios.parquet\) "
+                      r"\(([\d.]+) bytes a request over the first ([\d,]+)\), and its disk has "
+                      r"([\d.]+) MB free", line)
+        assert m and line.startswith(f"blocklab: error: {small / 'run'}: "), line
+        assert float(m[1]) == pytest.approx(float(m[2]) * 400_000 / 1e6, rel=0.02, abs=0.1)
+        assert float(m[1]) > float(m[4]) and float(m[4]) <= 4.2, line
+        assert 0 < int(m[3].replace(",", "")) < 400_000
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_file_size_limit_as_a_full_disk(tmp_path):

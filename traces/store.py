@@ -89,6 +89,37 @@ def run_parquet_writer(path: str | os.PathLike[str], name: str) -> pq.ParquetWri
         write_statistics=True, write_page_index=False)
 
 
+#: Bytes of output written before its projected size is checked against the free disk (synth,
+#: replay): enough row groups that their bytes per request are the rest's (one generator's or
+#: one replay's rows compress alike throughout), few enough to take a second or two.
+ROOM_CHECK_BYTES = 16 << 20
+
+
+def check_room(output: Path, written: int, done: int, total: int, what: str,
+               advice: str = "write it elsewhere or make room") -> None:
+    """Refuse, early, an output that cannot fit on its disk: ``written`` bytes hold its first
+    ``done`` of ``total`` requests, and the rest, at the same bytes a request, would need more
+    than the disk's free space (``synth ... --requests 1e13`` wrote until the disk was full,
+    hours later). The bytes not yet flushed and the footer are not counted, so the need is a
+    little under the output's size: an output that fits is not refused."""
+    if total <= done or done <= 0:
+        return
+    need = written / done * (total - done)
+    free = shutil.disk_usage(output.absolute().parent).free
+    if need > free:
+        raise BlocklabError(
+            f"{output}: {total:,} requests need about {_bytes(need + written)} {what} "
+            f"({written / done:.3g} bytes a request over the first {done:,}), and its disk has "
+            f"{_bytes(written + free)} free; {advice}")
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 1e6:,.1f} MB"
+
+
 @dataclasses.dataclass
 class TraceMeta:
     """File-level metadata stored as JSON under the Parquet key ``blocklab``."""
