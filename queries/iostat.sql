@@ -19,13 +19,14 @@ WITH p AS (
     SELECT row_number() OVER () AS g, *
     FROM (SELECT run, device, min(devno) AS devno FROM device_ios
           WHERE complete_ns IS NOT NULL AND complete_ns >= arrival_ns GROUP BY run, device)
-), r_all AS MATERIALIZED (
-    -- kept once (DuckDB spills it past its limit), and r and ra read it again rather than
-    -- being kept too: over 20 M requests 2.3 GB of spill with all three kept, 1.1 GB so. Read
-    -- from Parquet by each of r's five readers instead (0.55 GB), the scans at once needed more
-    -- than the 50 MB that tests/test_query_memory.py gives the query. A request carries its
-    -- device's number (dv), not its run's and device's names: half the width to keep (over
-    -- 30 M requests the whole query's temporary disk 2.4 -> 1.8 GB)
+), r_all AS NOT MATERIALIZED (
+    -- read from Parquet by each of its readers, not kept: kept once (DuckDB spills it past its
+    -- limit) it cost about 30 bytes of temporary disk a request, and the query at a billion
+    -- requests about 72 GB in all (10 M requests under a 200 MB limit: 647 -> 360 MB, 19.7 ->
+    -- 13.0 s; the same rows). The scans at once need more memory than one copy: 55 MB on one
+    -- thread where the copy fit in 50 (tests/test_query_memory.py gives this query 60), far
+    -- below the 1 GB that DuckDB has by default. A request carries its device's number (dv),
+    -- not its run's and device's names: half the width to sort and to join
     SELECT dv.g, d.op, d.arrival_ns AS a, d.complete_ns AS c, d.size_bytes, d.merges
     FROM device_ios d JOIN dv ON dv.run = d.run AND dv.device = d.device
     WHERE d.complete_ns IS NOT NULL AND d.complete_ns >= d.arrival_ns
