@@ -367,3 +367,40 @@ def test_an_idle_rebuild_writes_the_spare_at_its_media_rate(tmp_path, queuing):
         assert 0.9 * media <= rate <= 1.02 * 202, rate
     else:
         assert rate < 0.7 * media, rate
+
+
+@pytest.mark.parametrize("layout, width, extra", [
+    ("raid5", 3, ""), ("raid6", 5, ""), ("raid10", 4, ""),
+    ("raid5", 5, '[controller]\ncache = "1MiB"\n'),  # destages planned before the failure
+])
+def test_no_operation_is_sent_to_a_drive_after_it_failed(tmp_path, layout, width, extra):
+    """The writes of a read-modify-write are planned with its reads and sent when they are
+    done: one whose drive failed in between was still sent, and the failed drive served it
+    (a review found request 96 of this trace written to drive 1 after 1.0 s). A drive that is
+    gone serves nothing queued after its failure; each request still completes, and its
+    other writes (the parity, the mirror copy) still go."""
+    from blocklab.pipeline.synth import synth_iometer
+
+    toml = tmp_path / "a.toml"
+    toml.write_text(f'[[group]]\nname = "g"\nlayout = "{layout}"\nwidth = {width}\n'
+                    'stripe_unit = "64KiB"\ndrive = "savvio_15k3_300g"\n' + extra)
+    trace = tmp_path / "w.parquet"
+    synth_iometer(trace, transfer_size="4k", read_pct=0, random_pct=100, align="4k",
+                  requests=400, outstanding=2, array=str(toml))
+    failed = 1
+    sent_late = 0
+    for at in (0.5, 1.0, 1.5):  # each a moment inside some read-modify-write here
+        run = tmp_path / f"run{at}"
+        res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                       str(run), "--drive-ops", "--fail", f"{failed}@{at}"])
+        assert res.exit_code == 0, res.output
+        ops = pq.read_table(run / "drive_ops.parquet").to_pydict()
+        late = [q for d, q in zip(ops["drive"], ops["queued_ns"], strict=True)
+                if d == failed and q > at * 1e9]
+        assert late == [], (at, late[:5])
+        ios = pq.read_table(run / "ios.parquet", columns=["complete_ns"]).column(0)
+        assert ios.null_count == 0 and len(ios) == 400
+        # the read-modify-writes in flight at the failure still wrote their other members
+        sent_late += sum(1 for d, q, w in zip(ops["drive"], ops["queued_ns"], ops["write"],
+                                              strict=True) if d != failed and w and q > at * 1e9)
+    assert sent_late > 0

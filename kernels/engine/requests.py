@@ -10,6 +10,7 @@ from blocklab.kernels.layout import raid as R
 
 from .drives import _candidate, _enqueue, _push
 from .tables import (
+    D_FAILED,
     D_LASTOP,
     EX_BASE,
     EX_ROW,
@@ -212,10 +213,19 @@ def _advance(W, T, row, c_pend, now, ncand):
     T[row, c_pend + 2] = NONE
     while w != NONE:
         w_next = W.OP[w, O_NEXT]
-        _enqueue(W, w, now)
-        ncand = _candidate(W, W.OP[w, O_DRIVE], ncand)
+        if W.DR[W.OP[w, O_DRIVE], D_FAILED] != 0:
+            # planned before its drive failed (the writes after a read-modify-write's reads):
+            # not sent to a drive that is gone. The writes that remain carry its data, as a
+            # degraded write does: the stripe's parity (computed from the reads already done)
+            # or a mirror's other copy
+            W.OFREE[W.S[S_FREE_OPS]] = w
+            W.S[S_FREE_OPS] += 1
+            T[row, c_pend] -= 1
+        else:
+            _enqueue(W, w, now)
+            ncand = _candidate(W, W.OP[w, O_DRIVE], ncand)
         w = w_next
-    return False, ncand
+    return T[row, c_pend] == 0, ncand
 
 
 # ---------------------------------------------------------------------------------------------

@@ -112,6 +112,7 @@ class _Sim:
         self.back_q: list[deque[Op]] = [deque() for _ in range(self.drives)]
         self.credit = [0] * self.drives
         self.inflight = [0] * self.drives
+        self.failed: set[int] = set()  # drives gone and not yet replaced
         self.head_pos = [0] * self.drives
         self.res = Result([-1] * self.n, [-1] * self.n, [-1] * self.n, [0] * self.drives,
                           [0] * self.drives)
@@ -529,8 +530,16 @@ class _Sim:
 
     # -- failures and tasks
 
+    def alive(self, ops):
+        """The operations of a second phase whose drives have not failed since they were
+        planned: one to a drive gone is not sent (its data is in the parity or the mirror copy
+        the others write)."""
+        return [o for o in ops if o.drive not in self.failed]
+
+
     def fail(self, f, now):
         t_, d, af0, naf = self.fl[f]
+        self.failed.add(d)
         self.event(now, FAILURE, d, -1)
         lost = 0
         for row, k in self.af[af0:af0 + naf]:
@@ -551,6 +560,7 @@ class _Sim:
         row["t0"] = now
         kind = row["kind"]
         if kind == REBALANCE:
+            self.failed.discard(row["drive"])
             self.event(now, REPLACE, row["drive"], t)
         code = {REBUILD: REBUILD_START, REBALANCE: REBALANCE_START, INIT: INIT_START}[kind]
         self.event(now, code, row["drive"], t)
@@ -712,33 +722,32 @@ class _Sim:
                 if o.item < 0:
                     jb = self.jobs[-o.item - 1]
                     jb.pending -= 1
+                    if jb.pending == 0 and jb.later:
+                        later, jb.later = self.alive(jb.later), []
+                        jb.pending = len(later)
+                        for w in later:
+                            self.queue(w, self.now)
                     if jb.pending == 0:
-                        if jb.later:
-                            later, jb.later = jb.later, []
-                            jb.pending = len(later)
-                            for w in later:
-                                self.queue(w, self.now)
-                        elif jb.kind in (DESTAGE, PREFETCH):
+                        if jb.kind in (DESTAGE, PREFETCH):
                             self.cache_job_done(-o.item - 1, self.now)
                         elif not self.unit_complete(-o.item - 1, self.now):
                             self.task_issue(jb.a, self.now)
                 else:
                     r = o.item
                     self.pending[r] -= 1
+                    if self.pending[r] == 0 and self.waiting[r]:
+                        later = self.alive(self.waiting.pop(r))
+                        self.waiting[r] = []
+                        self.pending[r] = len(later)
+                        for w in later:
+                            self.queue(w, self.now)
                     if self.pending[r] == 0:
-                        if self.waiting[r]:
-                            later = self.waiting.pop(r)
-                            self.waiting[r] = []
-                            self.pending[r] = len(later)
-                            for w in later:
-                                self.queue(w, self.now)
+                        if self.cache_lines:
+                            self.store(r, False, self.now)
+                        if not self.is_write[r]:
+                            self.send_out(r, self.now)
                         else:
-                            if self.cache_lines:
-                                self.store(r, False, self.now)
-                            if not self.is_write[r]:
-                                self.send_out(r, self.now)
-                            else:
-                                self.finish(r, self.now)
+                            self.finish(r, self.now)
             for d in range(self.drives):
                 while self.inflight[d] < self.maxinf[d] and (self.host_q[d] or self.back_q[d]):
                     o, contended = self.pick(d)
