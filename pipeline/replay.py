@@ -146,8 +146,10 @@ def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, S
             traced_closed = out_col.null_count < len(out_col)
         if closed_loop or traced_closed:
             st = b.column("stream").fill_null(0).to_numpy().astype(np.int64)[keep]
+            # the phases are barriers whatever sets the windows: --closed-loop N on an IOR
+            # trace dropped them, and its tasks read what they had not written yet
+            ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
             if closed_loop:
-                ph = np.zeros(len(st), np.int64)
                 ou = np.full(len(st), closed_loop, np.int64)
             else:
                 if out_col.null_count:
@@ -155,20 +157,19 @@ def _scan(pf: pq.ParquetFile, path: Path, closed_loop: int) -> tuple[int, int, S
                         zero_copy_only=False))[0])
                     raise BlocklabError(f"{path}: row {bad}: a closed-loop trace needs "
                                         "'outstanding' on every row")
-                ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
                 ou = out_col.to_numpy().astype(np.int64)[keep]
                 if (ou < 1).any():
                     bad = row + int(np.flatnonzero(keep)[np.flatnonzero(ou < 1)[0]])
                     raise BlocklabError(f"{path}: row {bad}: outstanding must be at least 1")
-                prev = np.concatenate([[last_phase], ph[:-1]]) if len(ph) else ph
-                down = np.flatnonzero(ph < prev)
-                if len(down):
-                    bad = row + int(np.flatnonzero(keep)[down[0]])
-                    raise BlocklabError(f"{path}: row {bad}: phase {int(ph[down[0]])} after "
-                                        f"phase {int(prev[down[0]])}: a closed-loop trace's "
-                                        "rows must be in phase order")
-                if len(ph):
-                    last_phase = int(ph[-1])
+            prev = np.concatenate([[last_phase], ph[:-1]]) if len(ph) else ph
+            down = np.flatnonzero(ph < prev)
+            if len(down):
+                bad = row + int(np.flatnonzero(keep)[down[0]])
+                raise BlocklabError(f"{path}: row {bad}: phase {int(ph[down[0]])} after "
+                                    f"phase {int(prev[down[0]])}: a closed-loop trace's "
+                                    "rows must be in phase order")
+            if len(ph):
+                last_phase = int(ph[-1])
             ids, inv = dense_ids(st)
             pv, pinv = dense_ids(ph)
             keys, n = dense_ids(pinv * len(ids) + inv)
@@ -239,16 +240,15 @@ def _chunks(pf: pq.ParquetFile, path: Path, arr: ArrayModel, speed: float, wrap:
         else:
             c["arrive"] = t.astype(np.int64)
             c["stream"] = np.searchsorted(streams.ids, sid).astype(np.int64)
-            if closed_loop:
+            ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
+            c["phase"] = np.searchsorted(streams.phase_values, ph).astype(np.int64)
+            if closed_loop:  # N outstanding per stream, in the trace's streams and phases
                 c.update(think=np.full(len(keep), think_ns, np.int64),
-                         phase=np.zeros(len(keep), np.int64),
                          outst=np.full(len(keep), closed_loop, np.int64),
                          arrive=np.zeros(len(keep), np.int64))
             else:
                 c["think"] = b.column("think_ns").fill_null(0).to_numpy().astype(
                     np.int64)[keep]
-                ph = b.column("phase").fill_null(0).to_numpy().astype(np.int64)[keep]
-                c["phase"] = np.searchsorted(streams.phase_values, ph).astype(np.int64)
                 c["outst"] = b.column("outstanding").to_numpy().astype(np.int64)[keep]
         yield c
 

@@ -21,8 +21,9 @@ def replay(
     array: Annotated[Path, typer.Option("--array", help="Array configuration (TOML).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Run folder to write.")],
     closed_loop: Annotated[int, typer.Option(
-        "--closed-loop", min=0, help="Keep N requests outstanding instead of replaying the "
-        "trace's arrival times (0: open loop).")] = 0,
+        "--closed-loop", min=0, help="Keep N requests outstanding per stream instead of "
+        "replaying the trace's arrival times (0: open loop); on a closed-loop trace N "
+        "replaces its outstanding counts, its streams and phase barriers stay.")] = 0,
     think_us: Annotated[float, typer.Option(
         "--think-us", min=0, help="Closed loop: time between a completion and the next "
         "issue.")] = 0.0,
