@@ -150,21 +150,27 @@ def test_bandwidth(runs, interval_s):
     want = []
     for name, run in runs.items():
         ios = ios_of(run)
-        k = ios["complete_ns"] // iv
-        last = int(k.max())
+        end = int(ios["complete_ns"].max())
+        # intervals [j iv, (j + 1) iv) up to the run's end; the last one ends there (a
+        # completion exactly at its start belongs to the one before), and its rates are per
+        # its own length (before: per a whole interval, 304 reads in 0.489 s as 304 IOPS)
+        last = max((end - 1) // iv, 0)
+        k = np.minimum(ios["complete_ns"] // iv, last)
         for op in (0, 1):
             sel = ios["op"] == op
             n = np.bincount(k[sel], minlength=last + 1)
             b = np.bincount(k[sel], weights=ios["size_bytes"][sel], minlength=last + 1)
             for j in range(last + 1):
+                length = min(iv, end - j * iv) / 1e9
                 want.append((name, OPS[op], j * iv / 1e9, int(n[j]), int(b[j]),
-                             b[j] / 1e6 / interval_s, n[j] / interval_s))
-    got = [(r["run"], r["op"], r["t_s"], r["requests"], r["bytes"], r["mb_per_s"], r["iops"])
-           for r in rows]
+                             b[j] / 1e6 / length, n[j] / length, length))
+    got = [(r["run"], r["op"], r["t_s"], r["requests"], r["bytes"], r["mb_per_s"], r["iops"],
+            r["interval_s"]) for r in rows]
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert g[:2] == w[:2] and g[3:5] == w[3:5] and close(g[2], w[2])
-        assert close(g[5], w[5]) and close(g[6], w[6])
+        assert close(g[5], w[5]) and close(g[6], w[6]) and close(g[7], w[7])
+    assert any(w[7] < interval_s for w in want)  # some run ends inside an interval
     total = sum(int(ios_of(r)["size_bytes"].sum()) for r in runs.values())
     assert sum(r["bytes"] for r in rows) == total
 
