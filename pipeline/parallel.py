@@ -768,10 +768,14 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]],
             pad = (-nb) % f
             x = np.pad(x, ((0, 0), (0, pad))).reshape(nd, -1, f).sum(axis=2)
             total[name][:, :x.shape[1]] += x
-    active = np.flatnonzero((total["busy"] != 0).any(axis=0) | (total["qint"] != 0).any(axis=0))
-    used = max(t_end // iv + 1, int(active[-1]) + 1 if len(active) else 0)
+    # to the run's end, as the serial replay's (Engine.bins: the last segment's end)
+    end = max(int(r["bins"]["end_ns"]) for r in results)
+    used = max(-(-end // iv), 1)
+    if used > width:
+        total = {k: np.pad(v, ((0, 0), (0, used - width))) for k, v in total.items()}
     bins = {name: total[name][:, :used] for name in names}
     bins["interval_ns"] = np.asarray(iv, np.int64)
+    bins["end_ns"] = np.asarray(end, np.int64)
     RP._write_busy(tmp, arr, bins)
     for r in results:
         shutil.rmtree(r["part"], ignore_errors=True)

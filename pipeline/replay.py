@@ -541,15 +541,19 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
 
 
 def _write_busy(folder: Path, arr: ArrayModel, b: dict[str, np.ndarray]) -> None:
-    """drive_busy.parquet from per-drive bins (``Engine.bins``)."""
+    """drive_busy.parquet from per-drive bins (``Engine.bins``): the last interval ends at
+    the run's end (``end_ns``)."""
     nd, nb = b["busy"].shape
     iv = int(b["interval_ns"])
-    t = np.tile(np.arange(nb, dtype=np.int64) * iv, nd)
+    starts = np.arange(nb, dtype=np.int64) * iv
+    length = np.minimum(iv, int(b["end_ns"]) - starts)
+    length[length <= 0] = iv  # (a run that ended at 0: one whole interval, as before)
+    t = np.tile(starts, nd)
     pq.write_table(pa.table({
         "drive": np.repeat(np.arange(nd, dtype=np.int32), nb),
         "group": pa.array(np.repeat(np.array(arr.d_group, dtype=object), nb).tolist()
                           ).dictionary_encode(),
-        "time_ns": t, "interval_ns": np.full(nd * nb, iv, np.int64),
+        "time_ns": t, "interval_ns": np.tile(length, nd),
         "busy_ns": b["busy"].ravel(), "ops": b["ops"].ravel(), "bytes": b["bytes"].ravel(),
         "queue_op_ns": b["qint"].ravel(),
     }, schema=RUN_SCHEMAS["drive_busy"]), folder / "drive_busy.parquet", compression="zstd")

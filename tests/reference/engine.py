@@ -779,6 +779,17 @@ class _Sim:
                                              o.qtime, self.now, done, o.lba, o.n))
                     heapq.heappush(self.events, (done, DONE, self.seq, o))
                     self.seq += 1
+        # the queue integrals settled to the run's end, as Engine.bins: the last completion of
+        # a request or of an operation still in service; those in service leave at their
+        # completions, those still queued stay to the end
+        pending = [(t, o.drive) for t, kind, _s, o in self.events if kind == DONE]
+        end = max([max(self.res.done, default=0)] + [t for t, _d in pending]
+                  + list(self.t_change))
+        for d in range(self.drives):
+            for t in sorted(t for t, dd in pending if dd == d):
+                self.count(d, t, -1)
+            self.count(d, end, 0)
+        self.res.end = end
         self.res.dirty_lines = self.cache.ndirty
         self.res.maps = self.maps
         self.res.passes, self.res.tasks_at_end = self.passes

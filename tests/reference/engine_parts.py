@@ -64,6 +64,7 @@ class Result:
     # fraction ppm, bytes, stripes lost
     passes: int = 1  # closed loop: passes of the trace run
     tasks_at_end: int = 0  # closed loop: tasks left when the last pass ended
+    end: int = 0  # the run's end: the last completion of a request or an operation in service
 
 
 def mask(lo, hi):
