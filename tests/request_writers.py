@@ -3,7 +3,8 @@ description (not from blocklab's readers), for round-trip tests.
 
 Each writer takes requests as dicts with ``t`` (ns since the first request), ``dev``,
 ``sector`` (512 B), ``size`` (bytes), ``op`` ("read"/"write"/...), plus format extras, and
-returns the file's text.
+returns the file's text. fio's writers also take op "datasync" (fio's fdatasync action,
+a flush like "sync").
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def fio_v3(reqs: list[dict], files: list[str]) -> str:
     # "fio version 3 iolog", then "usec file action offset length"
     lines = ["fio version 3 iolog"]
     lines += [f"0 {f} add" for f in files] + [f"0 {f} open" for f in files]
-    names = {"read": "read", "write": "write", "discard": "trim", "flush": "sync"}
+    names = {"read": "read", "write": "write", "discard": "trim", "flush": "sync",
+             "datasync": "datasync"}
     for r in reqs:
         lines.append(f"{r['t'] // 1000} {files[r['dev']]} {names[r['op']]} "
                      f"{r['sector'] * 512} {r['size']}")
@@ -67,7 +69,8 @@ def fio_v2(reqs: list[dict], files: list[str]) -> str:
     # "fio version 2 iolog", then "file action offset length", waits in microseconds
     lines = ["fio version 2 iolog"]
     lines += [f"{f} add" for f in files] + [f"{f} open" for f in files]
-    names = {"read": "read", "write": "write", "discard": "trim", "flush": "sync"}
+    names = {"read": "read", "write": "write", "discard": "trim", "flush": "sync",
+             "datasync": "datasync"}
     clock = 0
     for r in reqs:
         us = r["t"] // 1000

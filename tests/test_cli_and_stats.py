@@ -123,6 +123,16 @@ def test_stats_json_matches_numpy(tmp_path):
         hist[str(b)] = hist.get(str(b), 0) + 1
     assert s["size_histogram"] == hist
     assert s["devices"]["7,0"]["requests"] == 1522
+    # every device's figures: a group-by of the Parquet in NumPy
+    dev_all = np.array(t["device"])
+    want = {S.format_dev(int(d), True): {
+        "requests": int((dev_all == d).sum()),
+        "reads": int(((dev_all == d) & (op == 0)).sum()),
+        "writes": int(((dev_all == d) & (op == 1)).sum()),
+        "read_bytes": int(size[(dev_all == d) & (op == 0)].sum()),
+        "write_bytes": int(size[(dev_all == d) & (op == 1)].sum())} for d in np.unique(dev_all)}
+    assert s["devices"] == want and s["device_count"] == len(want) == 2
+    assert all(w["reads"] != w["writes"] for w in want.values())  # (the two can't be swapped)
     # sequential: a data request that starts where the previous one (same device, same
     # direction, arrival order) ended
     dev = np.array(t["device"])

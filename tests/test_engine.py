@@ -141,6 +141,8 @@ def assert_engine_equals_reference(sc):
                         strict=True))
     assert recorded == want.records  # every drive operation, in the order they started
     bins = got["bins"]
+    assert int(bins["end_ns"]) == want.end
+    assert bins["busy"].shape[1] == max(-(-want.end // int(bins["interval_ns"])), 1)
     for d in range(len(arr.d_model)):
         assert {b: v for b, v in enumerate(bins["qint"][d].tolist()) if v} == want.qint[d]
         assert {b: v for b, v in enumerate(bins["busy"][d].tolist()) if v} == want.busy_bins[d]
@@ -342,6 +344,39 @@ def test_replay_beyond_capacity(tmp_path):
     res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(arrays),
                                    "-o", str(tmp_path / "run"), "--wrap"])
     assert res.exit_code == 0, res.output
+
+
+def test_wrap_folds_a_request_and_cuts_it_at_the_arrays_end(tmp_path):
+    """--wrap folds an address beyond the array to its remainder modulo the capacity, and a
+    folded request that would run past the array's last sector is cut there: 64 sectors
+    folded to 3 before the end carry 3 x 512 bytes. Every drive operation stays within the
+    part of its drive the RAID-5 uses (whole 64 KiB stripe units of the drive's blocks)."""
+    from blocklab.pipeline.model.catalog import model
+    from blocklab.pipeline.model.config import load_array
+
+    arrays = ROOT / "examples" / "arrays" / "raid5-entry.toml"
+    cap = build_array(load_array(arrays)).capacity
+    unit = 64 * 1024 // 512
+    used = model("savvio_15k3_300g").blocks // unit * unit  # sectors of each drive in use
+    assert cap == 13 * used  # 14 drives, one unit of each stripe is parity
+    # (lba, sectors, MQSim type: 1 read, 0 write) -> (folded lba, sectors left)
+    reqs = [((3 * cap + cap - 3, 64, 1), (cap - 3, 3)), ((2 * cap - 1, 8, 0), (cap - 1, 1)),
+            ((cap + 16, 8, 1), (16, 8)), ((cap - 8, 8, 0), (cap - 8, 8)), ((100, 8, 1), (100, 8))]
+    text = "".join(f"{k * 1000} 0 {lba} {n} {op}\n" for k, ((lba, n, op), _) in enumerate(reqs))
+    (tmp_path / "w.trace").write_text(text)
+    trace = tmp_path / "t.parquet"
+    ingest([str(tmp_path / "w.trace")], str(trace), fmt="mqsim")
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(arrays), "-o",
+                                   str(tmp_path / "run"), "--wrap", "--drive-ops"])
+    assert res.exit_code == 0, res.output
+    ios = pq.read_table(tmp_path / "run" / "ios.parquet").to_pydict()
+    assert ios["sector"] == [lba for _, (lba, _n) in reqs]
+    assert ios["size_bytes"] == [n * 512 for _, (_lba, n) in reqs]
+    assert all(lba + n <= cap for _, (lba, n) in reqs)
+    ops = pq.read_table(tmp_path / "run" / "drive_ops.parquet").to_pydict()
+    assert ops["sector"] and set(ops["drive"]) <= set(range(14))
+    assert all(0 <= s and s + n <= used for s, n in zip(ops["sector"], ops["sectors"],
+                                                        strict=True))
 
 
 @pytest.mark.parametrize("bad, says", [

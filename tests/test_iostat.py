@@ -130,15 +130,77 @@ def test_against_the_reference_property(tmp_path_factory, reqs, interval_s):
     got = iostat(path, interval_s)
     rr = [ref.Req(format_dev(d), op, a, c, size, m) for d, op, a, c, size, m in rows]
     check(got.rows, ref.iostat(rr, round(interval_s * S)), f"interval {interval_s}")
+    check_idle(got.idle, rr)
+
+
+BUCKETS = {"<0.1ms": (0, 1e5), "0.1-1ms": (1e5, 1e6), "1-10ms": (1e6, 1e7),
+           "10-100ms": (1e7, 1e8), "0.1-1s": (1e8, 1e9), ">=1s": (1e9, math.inf)}
+
+
+def check_idle(idle: list[dict], rr: list[ref.Req]) -> None:
+    """Every idle-times figure of every device against the reference's idle periods, with
+    NumPy's mean and quantiles: busy time is first arrival to last completion less the gaps."""
     gaps = ref.idle_periods(rr)
-    for x in got.idle:
-        g = gaps[x["device"]]
-        assert x["idle_periods"] == len(g)
-        if g:
-            assert x["max_ms"] == pytest.approx(max(g) / 1e6)
-            assert x["p50_ms"] == pytest.approx(ref.quantile(g, 0.5) / 1e6)
-            assert x["p99_ms"] == pytest.approx(ref.quantile(g, 0.99) / 1e6)
-            assert x["1-10ms"] == sum(1e6 <= v < 1e7 for v in g)
+    assert sorted(x["device"] for x in idle) == sorted(gaps)
+    for x in idle:
+        g = np.array(gaps[x["device"]], dtype=float)
+        mine = [r for r in rr if r.device == x["device"] and r.complete_ns >= r.arrival_ns]
+        span = max(r.complete_ns for r in mine) - min(r.arrival_ns for r in mine)
+        assert x["idle_periods"] == len(g) and x["busy_periods"] == len(g) + 1
+        assert x["idle_s"] == pytest.approx(g.sum() / 1e9, abs=1e-12)
+        assert x["busy_s"] == pytest.approx((span - g.sum()) / 1e9, abs=1e-12)
+        for name, (lo, hi) in BUCKETS.items():
+            assert x[name] == int(((g >= lo) & (g < hi)).sum()), (name, x)
+        if not len(g):
+            assert x["mean_ms"] is None and x["p90_ms"] is None
+            continue
+        assert x["idle_fraction"] == pytest.approx(g.sum() / span)
+        assert x["mean_ms"] == pytest.approx(g.mean() / 1e6)
+        assert x["max_ms"] == pytest.approx(g.max() / 1e6)
+        for key, f in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+            assert x[key] == pytest.approx(np.quantile(g, f) / 1e6), (key, x)
+
+
+def test_idle_times_of_known_gaps(tmp_path):
+    """One device idle for 0.05, 0.5, 2, 3, 20, 200 and 1500 ms between 1 ms requests (one
+    gap in each length bucket, two in 1-10 ms): the mean is their sum over 7, p90 is
+    numpy.quantile's linear interpolation 200 + 0.4 x 1300 ms = 720 ms."""
+    gaps_ms = [0.05, 0.5, 2, 3, 20, 200, 1500]
+    t, reqs = 0, []
+    for g in [*gaps_ms, 0]:
+        reqs.append((make_dev(8, 0), 0, t, t + 1_000_000, 4096, 0))
+        t += 1_000_000 + round(g * 1e6)
+    got = iostat(write(tmp_path / "t.parquet", reqs), 1.0)
+    (x,) = got.idle
+    assert x["idle_periods"] == 7 and x["busy_periods"] == 8
+    assert x["p90_ms"] == pytest.approx(720) and x["mean_ms"] == pytest.approx(1725.55 / 7)
+    assert x["busy_s"] == pytest.approx(0.008) and x["idle_s"] == pytest.approx(1.72555)
+    assert [x[k] for k in BUCKETS] == [1, 1, 2, 1, 1, 1]
+    check_idle(got.idle, [ref.Req(format_dev(d), o, a, c, s, m) for d, o, a, c, s, m in reqs])
+
+
+def test_a_request_completing_on_the_last_interval_boundary(tmp_path):
+    """The run ends when its last request completes: one that completes exactly on an
+    interval's boundary counts in the interval that ends there (the last one), not in one
+    past the run's end. One read from 0.2 s to exactly 1.0 s at --interval 1s: one interval,
+    r/s 1, r_await 800 ms, %util 80."""
+    d0, d1 = make_dev(8, 0), make_dev(8, 16)
+    one = write(tmp_path / "one.parquet", [(d0, 0, int(0.2 * S), S, 4096, 0)])
+    (row,) = iostat(one, 1.0).rows
+    assert (row["t_s"], row["interval_s"], row["r/s"], row["rkB/s"]) == (0, 1, 1, 4)
+    assert row["r_await"] == pytest.approx(800) and row["%util"] == pytest.approx(80)
+    assert row["aqu-sz"] == pytest.approx(0.8)
+    # completions on every boundary of 0.5 s on two devices, the last at 2.0 s
+    reqs = [(d0, 0, 0, S // 2, 4096, 0), (d1, 1, S // 4, S, 8192, 1),
+            (d0, 1, S, 3 * S // 2, 512, 0), (d1, 0, S // 2, 2 * S, 65536, 2),
+            (d0, 0, 3 * S // 2, 2 * S, 4096, 1)]
+    path = write(tmp_path / "edges.parquet", reqs)
+    rr = [ref.Req(format_dev(d), op, a, c, size, m) for d, op, a, c, size, m in reqs]
+    got = iostat(path, 0.5)
+    check(got.rows, ref.iostat(rr, S // 2), "boundaries")
+    for op, key in ((0, "r/s"), (1, "w/s")):  # every request is counted once
+        assert sum(r[key] * r["interval_s"] for r in got.rows) == pytest.approx(
+            sum(x[1] == op for x in reqs))
 
 
 def test_real_capture(shared, tmp_path):
@@ -283,6 +345,24 @@ def test_bad_input(tmp_path):
         assert words in lines[0], (words, lines[0])
         assert "Traceback" not in res.output
     assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_the_row_limit_counts_every_device(tmp_path, monkeypatch):
+    """MAX_ROWS is the rows of the whole answer, an interval's row for each device: three
+    devices to 4.5 s at 1 s are 5 rows each and 15 in all, refused under a limit of 10 that
+    each device alone is within (one device, 5 rows, is answered)."""
+    from blocklab.pipeline import iostat as mod
+
+    monkeypatch.setattr(mod, "MAX_ROWS", 10)
+    end = 9 * S // 2
+    three = write(tmp_path / "three.parquet", [(make_dev(8, 16 * d), 0, 0, end, 4096, 0)
+                                               for d in range(3)])
+    with pytest.raises(BlocklabError, match=r"15 rows .*more than 10;"):
+        iostat(three, 1.0)
+    one = write(tmp_path / "one.parquet", [(make_dev(8, 0), 0, 0, end, 4096, 0)])
+    assert len(iostat(one, 1.0).rows) == 5
+    res = runner.invoke(app, ["trace", "iostat", str(three)])
+    assert res.exit_code == 2 and "15 rows" in res.output, res.output
 
 
 def test_many_identical_requests(tmp_path):

@@ -44,3 +44,35 @@ def test_scenario_sweep_and_chart_folders_are_owner_only(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     for top in ("sc", "sw", "charts/svg"):
         assert _modes(Path(top)) == {("dir", 0o700), ("file", 0o600)}, top
+
+
+LINKS = '''name = "t"
+title = "t"
+study = "s"
+setup = "s"
+assumptions = "a"
+[[case]]
+name = "l"
+measure = ["links"]
+links = [[1, 1500], [2, 9000]]
+workload = { generator = "iometer", transfer_size = "64KiB", read_pct = 100, random_pct = 0, align = "64KiB", outstanding = 2, requests = 8 }
+[case.array]
+group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]
+controller = { host_links = { count = 1, gbit_per_s = 1, protocol = "aoe", mtu = 1500 } }
+'''
+
+
+@pytest.mark.replays
+def test_a_links_cases_variant_folders_are_owner_only(tmp_path):
+    """A links case writes a folder per variant (links-COUNTxMTU, its array.toml and its
+    read and write runs): folders 0700, files 0600, as the rest of a scenario's output."""
+    (tmp_path / "s.toml").write_text(LINKS)
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o",
+                              str(tmp_path / "sc")])
+    assert res.exit_code == 0, res.output
+    variants = sorted(p.name for p in (tmp_path / "sc" / "l").glob("links-*"))
+    assert variants == ["links-1x1500", "links-2x9000"]
+    for v in variants:
+        assert (tmp_path / "sc" / "l" / v / "read" / "run" / "ios.parquet").is_file()
+        assert _modes(tmp_path / "sc" / "l" / v) == {("dir", 0o700), ("file", 0o600)}, v
+    assert _modes(tmp_path / "sc") == {("dir", 0o700), ("file", 0o600)}

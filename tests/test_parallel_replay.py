@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -127,6 +128,9 @@ def test_parallel_equals_serial_on_a_trace_with_idle_points(work, cluster, tmp_p
     assert p["identical_fraction"] == 1.0 and p["max_latency_diff_ns"] == 0
     assert p["drive_busy_exact"]
     assert_same_run(par, ser, drive_ops)
+    # the owner's alone, as a serial run folder is (test_engine): folder 0700, files 0600
+    assert stat.S_IMODE(par.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(f.stat().st_mode) for f in par.iterdir()} == {0o600}
     meta = json.loads((par / "meta.json").read_text())
     assert meta["parallel"]["cuts"] == p["cuts"]
     # every cut lies in a quiet gap: its request is the first of a burst

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
@@ -228,6 +230,20 @@ def test_nice_step():
     for span in (1.0, 7.3, 99.0, 12345.0):
         s = _nice_step(span, 150)
         assert span / s <= 150 and span / (s / 2.5) > 150 * 0.999
+    # answers of 2 x 10^k: 30 s in 150 points is 0.2 s steps, 2.5 h in 100 points 100 s / 2
+    assert _nice_step(30.0, 150) == 0.2 and _nice_step(0.27, 150) == 0.002
+    assert _nice_step(18_000.0, 100) == 200.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(span=st.floats(0.0, 1e7), points=st.integers(1, 1000))
+def test_nice_step_is_the_smallest_nice_step_that_fits(span, points):
+    """The function's definition, by brute force: the smallest of {1, 2, 5} x 10^k (and at
+    least 1 ms) at or above span / points, so that span / step is at most ``points``."""
+    want = max(span / points, 1e-3)
+    nice = sorted(m * 10.0 ** k for m in (1, 2, 5) for k in range(-3, 9))
+    best = next(s for s in nice if s >= want * (1 - 1e-12))
+    assert _nice_step(span, points) == pytest.approx(best, rel=1e-12)
 
 
 def test_bad_input(work, tmp_path):

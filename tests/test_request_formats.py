@@ -25,7 +25,8 @@ from . import request_writers as W
 from .conftest import read_rows
 
 runner = CliRunner()
-OPS = {"read": S.OP_READ, "write": S.OP_WRITE, "discard": S.OP_DISCARD, "flush": S.OP_FLUSH}
+OPS = {"read": S.OP_READ, "write": S.OP_WRITE, "discard": S.OP_DISCARD, "flush": S.OP_FLUSH,
+       "datasync": S.OP_FLUSH}  # (fio's sync and datasync actions are both flushes)
 
 # format -> (time quantum ns, max devices, ops, size quantum, has latency, stream kind)
 SPEC = {
@@ -33,8 +34,8 @@ SPEC = {
     "spc": (1000, 3, ["read", "write"], 1, False, "dev"),
     "alibaba": (1000, 4, ["read", "write"], 1, False, None),
     "tencent": (10**9, 4, ["read", "write"], 512, False, "dev"),
-    "fio3": (1000, 2, ["read", "write", "discard", "flush"], 1, False, "dev"),
-    "fio2": (1000, 2, ["read", "write", "discard", "flush"], 1, False, "dev"),
+    "fio3": (1000, 2, ["read", "write", "discard", "flush", "datasync"], 1, False, "dev"),
+    "fio2": (1000, 2, ["read", "write", "discard", "flush", "datasync"], 1, False, "dev"),
     "disksim": (1, 8, ["read", "write"], 512, False, None),
     "mqsim": (1, 8, ["read", "write"], 512, False, None),
     "disksim-validate": (1000, 1, ["read", "write"], 512, True, None),
@@ -47,7 +48,8 @@ FILES = ["/dev/sdb", "/mnt/data.bin"]  # fio reads names with %s: no blanks
 def workload(draw, fmt):
     quantum, ndev, ops, size_q, has_lat, _stream = SPEC[fmt]
     n = draw(st.integers(1, 60))
-    gaps = draw(st.lists(st.integers(0, 10**7), min_size=n, max_size=n))
+    # gaps of up to several of the format's time quanta (Tencent's is a whole second)
+    gaps = draw(st.lists(st.integers(0, max(10**7, 4 * quantum)), min_size=n, max_size=n))
     t = 0
     reqs = []
     for k in range(n):
@@ -57,7 +59,7 @@ def workload(draw, fmt):
         r = {"t": t, "dev": draw(st.integers(0, ndev - 1)), "op": op,
              "sector": draw(st.integers(0, 2**40)), "size": size,
              "host": draw(st.sampled_from(["hm", "web", "prxy"])), "hit": draw(st.booleans())}
-        if op == "flush":
+        if op in ("flush", "datasync"):
             r["sector"], r["size"] = 0, 0
         if has_lat:
             r["latency"] = draw(st.integers(1, 10**6)) * 1000 if fmt == "disksim-validate" \
@@ -136,6 +138,39 @@ def test_msr_wall_clock_and_host(tmp_path):
     # FILETIME 128166372000000000 = 2007-02-22 ... 00:00:00 UTC
     assert meta.start_utc.startswith("2007-02-22T")
     assert meta.host == "hm"
+
+
+def test_tencent_wall_clock_and_seconds(tmp_path):
+    """Tencent's timestamps are whole seconds since 1970: 1538352000 is 2018-10-01 00:00:00
+    UTC, the trace's start; requests 0, 1 and 7 s later are 0, 1e9 and 7e9 ns in, and the
+    trace lasts 7 s."""
+    from blocklab.pipeline.stats import trace_stats
+
+    reqs = [{"t": s * 10**9, "dev": 3, "op": op, "sector": 8 * s, "size": 4096}
+            for s, op in ((0, "read"), (1, "write"), (7, "read"))]
+    (tmp_path / "t.csv").write_text(W.tencent(reqs))
+    res = ingest([str(tmp_path / "t.csv")], str(tmp_path / "t.parquet"), fmt="tencent")
+    assert res.format == "tencent"
+    _pf, meta = open_trace(tmp_path / "t.parquet")
+    assert meta.start_utc.startswith("2018-10-01T00:00:00")
+    assert [r["time_ns"] for r in read_rows(tmp_path / "t.parquet")] == [0, 10**9, 7 * 10**9]
+    assert trace_stats(tmp_path / "t.parquet")["duration_s"] == 7.0
+
+
+@pytest.mark.parametrize("fmt", ["fio2", "fio3"])
+def test_fio_sync_and_datasync_are_flushes(tmp_path, fmt):
+    """fio's iolog actions sync and datasync (fsync, fdatasync) are both flushes."""
+    reqs = [{"t": 0, "dev": 0, "op": "write", "sector": 8, "size": 4096},
+            {"t": 1000, "dev": 0, "op": "datasync", "sector": 0, "size": 0},
+            {"t": 2000, "dev": 1, "op": "flush", "sector": 0, "size": 0},
+            {"t": 3000, "dev": 1, "op": "datasync", "sector": 0, "size": 0}]
+    text = write(fmt, reqs)
+    assert text.count(" datasync") == 2 and text.count(" sync") == 1
+    (tmp_path / "f.log").write_text(text)
+    ingest([str(tmp_path / "f.log")], str(tmp_path / "f.parquet"))
+    rows = read_rows(tmp_path / "f.parquet")
+    assert [r["op"] for r in rows] == [S.OP_WRITE, S.OP_FLUSH, S.OP_FLUSH, S.OP_FLUSH]
+    assert [r["device"] for r in rows] == [0, 0, 1, 1]
 
 
 @pytest.mark.parametrize("comp", ["gzip", "xz", "zstd"])

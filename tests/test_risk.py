@@ -308,6 +308,23 @@ def test_garwood_and_wilson_intervals():
     assert lo == pytest.approx(1 - hi)
 
 
+@pytest.mark.parametrize("xs", [[1.0, 3.0], [2.0, 4.0, 9.0], [5.0, 5.5, 6.0, 7.5]])
+def test_mean_ci_is_the_normal_interval_of_the_sample_standard_deviation(xs):
+    """_mean_ci from the values' sum and sum of squares: the mean +- 1.959964 s / sqrt(n),
+    s the sample standard deviation (n - 1 in its denominator: statistics.stdev), the lower
+    bound at least 0. For {1, 3}: s = sqrt(2), half-width 1.959964, (2, 0.040036, 3.959964)."""
+    import statistics
+
+    n = len(xs)
+    m, lo, hi = P._mean_ci(sum(xs), sum(x * x for x in xs), n)
+    half = 1.959964 * statistics.stdev(xs) / math.sqrt(n)
+    assert m == pytest.approx(statistics.mean(xs), rel=1e-12)
+    assert lo == pytest.approx(max(0.0, m - half), rel=1e-6)
+    assert hi == pytest.approx(m + half, rel=1e-6)
+    if xs == [1.0, 3.0]:
+        assert (m, lo, hi) == pytest.approx((2.0, 0.040036, 3.959964), abs=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------
 # redundancy sets of real configurations
 

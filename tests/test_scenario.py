@@ -135,6 +135,22 @@ def test_orderings_compare_pairs_beyond_the_margin():
     assert got == {("c", "a"): False, ("c", "b"): True}
 
 
+def test_rates_in_binary_units_are_converted_by_iec_definitions():
+    """A study's KiB/s are 1024 bytes/s and MiB/s 1024^2 (IEC 80000-13), KB/s and MB/s 1000
+    and 10^6: blocklab's 2,097,152 bytes/s (two phase rows of 1.048576 MB/s) are 2048 KiB/s,
+    2 MiB/s, 2097.152 KB/s and 2.097152 MB/s."""
+    figs = {"a": {"phases": [{"phase": "all", "op": op, "iops": 1.0, "mb_per_s": 1.048576}
+                             for op in ("read", "write")]}}
+    want = {"KiB/s": 2048.0, "MiB/s": 2.0, "KB/s": 2097.152, "MB/s": 2.097152,
+            "B/s": 2097152.0}
+    pubs = [scenario.Published("throughput", "a", 1000.0, u, "w") for u in want]
+    rows, _ = scenario.compare(pubs, figs)
+    assert {r["unit"]: r["blocklab"] for r in rows} == pytest.approx(want, rel=1e-12)
+    assert [r["ratio"] for r in rows] == pytest.approx([w / 1000 for w in want.values()])
+    # the study's figure in bytes/s, as the orderings compare them
+    assert [p.study for p in pubs] == pytest.approx([1024e3, 1000 * 2**20, 1e6, 1e9, 1e3])
+
+
 def test_phases_of_a_case_count_every_request(tmp_path):
     r = scenario.run("pools-vs-raid-groups", tmp_path / "o", ["group-9"])
     (case,) = r.cases
