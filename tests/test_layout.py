@@ -338,3 +338,34 @@ def test_initialization_reads_data_and_writes_parity(g, s0, ns):
         assert {(c, r) for c in data for r in rows} <= _cells_of(ops, 0)
         assert {(p, r) for p in parity for r in rows} <= _cells_of(ops, 1)
     assert all(o[R.OP_PHASE] == (1 if o[R.OP_WRITE] else 0) for o in ops)
+
+
+@settings(max_examples=150, deadline=None)
+@given(geometry(("raid5", "raid6")), st.data())
+def test_a_degraded_write_whose_members_survive_is_a_read_modify_write(g, data):
+    """A write of part of one stripe unit, in a stripe that has lost a member the write does
+    not touch (a data member or a parity): the old data of the written unit and the surviving
+    parities are read, and the same rows written, as Linux md's raid5.c chooses (a
+    reconstruct-write would need the lost unit). It read every survivor: 8 operations for a
+    4 KiB write to a degraded 8-drive RAID-5, not 4."""
+    kind, width, unit, ds = g
+    k = KINDS[kind]
+    d = R.data_drives(k, width)
+    stripe = data.draw(st.integers(0, ds // unit - 1))
+    j = data.draw(st.integers(0, d - 1))  # the unit written
+    off = data.draw(st.integers(0, unit - 1))
+    n = data.draw(st.integers(1, unit - off))
+    target = R.unit_drive(k, width, stripe, j)
+    lost = data.draw(st.sampled_from([c for c in range(width) if c != target]))
+    miss = np.array([lost, 0, -1, 0, -1, 0], np.int64)
+    ops = _dplan(k, width, unit, ds, stripe * d * unit + j * unit + off, n, True, miss)
+    parities = [R.parity_drive(k, width, stripe)] + (
+        [R.q_drive(k, width, stripe)] if kind == "raid6" else [])
+    members = sorted({target} | {p for p in parities if p != lost})
+    row = stripe * unit + off
+    for w in (0, 1):
+        got = sorted((int(o[R.OP_DRIVE]), int(o[R.OP_SECTOR]), int(o[R.OP_COUNT]))
+                     for o in ops if o[R.OP_WRITE] == w)
+        # (no parity left, as a RAID-5 that lost its parity member: the data written alone)
+        want = members if w or len(members) > 1 else []
+        assert got == [(c, row, n) for c in want], (w, lost, got)

@@ -29,11 +29,13 @@ stripe with missing members:
   member; RAID-6 reads ``width - 2`` survivors (the data members and P when one member is
   missing, every survivor when two are); a mirror reads the surviving copy; RAID-0 and JBOD
   have lost it (no operation);
-- a write writes what survives. When only parity members are missing it updates the
-  surviving parity by read-modify-write (old data of the written units, old parity), or writes
-  the data alone when no parity survives; when a data member is missing it reads every
-  survivor over the parity rows (whatever was lost can then be solved for) and writes the
-  surviving written units and parities. A full stripe writes every survivor with no reads;
+- a write writes what survives. When the members it writes survive (only parities, or data
+  members it does not write, are missing) it updates the surviving parity by
+  read-modify-write (old data of the written units, old parity), as Linux md's raid5.c
+  chooses, or writes the data alone when no parity survives; when a data member it writes is
+  missing it reads every survivor over the parity rows (whatever was lost can then be solved
+  for) and writes the surviving written units and parities. A full stripe writes every
+  survivor with no reads;
 - a stripe that has lost more members than the layout tolerates (data loss) is served from
   what survives: reads of lost data and writes to lost members have no operation.
 
@@ -465,14 +467,20 @@ def _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base, is_w
         if npar == 2 and not missing(miss, qdrive, base):
             n = _put(ops, n, qdrive, base, unit, 1, 1, ROLE_Q)
         return n
-    data_missing = False
-    for k in range(d):
+    written_missing = False  # a unit this write changes is on a missing member
+    for k in range(k0, k1 + 1):
         if missing(miss, unit_drive(kind, width, stripe, k), base):
-            data_missing = True
+            written_missing = True
     p_ok = not missing(miss, pdrive, base)
     q_ok = npar == 2 and not missing(miss, qdrive, base)
-    if not data_missing:
-        if p_ok or q_ok:  # only a parity is missing: read-modify-write what survives
+    if not written_missing:
+        # the members it writes survive (a parity or a data member it does not write is
+        # missing): read-modify-write what survives, the old data of the written units and
+        # the surviving parities, as Linux md does (raid5.c handle_stripe_dirtying: a
+        # reconstruct-write, which needs the missing unit, costs more there). It read every
+        # survivor before 2026-11-28: a 4 KiB write to a degraded 8-drive RAID-5 stripe 8
+        # drive operations, not 4
+        if p_ok or q_ok:
             for k in range(k0, k1 + 1):
                 ulo = max(pos - first - k * unit, 0)
                 uhi = min(seg_end - first - k * unit, unit)
@@ -482,7 +490,7 @@ def _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base, is_w
                 n = _put(ops, n, pdrive, base + lo, hi - lo, 0, 0, ROLE_P)
             if q_ok:
                 n = _put(ops, n, qdrive, base + lo, hi - lo, 0, 0, ROLE_Q)
-    else:  # a data member is missing: read every survivor over the parity rows
+    else:  # a unit it writes is missing: read every survivor over the parity rows
         for k in range(d):
             drive = unit_drive(kind, width, stripe, k)
             if not missing(miss, drive, base):
