@@ -468,7 +468,8 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         elapsed = time.perf_counter() - started
         passes, tasks_left = drv.passes() if closed else (1, 0)
         w.close()
-        _write_busy(tmp, arr, drv.bins())
+        bins = drv.bins()
+        _write_busy(tmp, arr, bins)
         _write_events(tmp, arr, drv, tasks)
         rep = (RM.Repeat(until=repeat, max_passes=max_passes, passes=passes, rows_per_pass=rows,
                          limit_reached=tasks_left > 0) if repeat else None)
@@ -479,7 +480,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                                   drives=arr.drives,
                                   drive_ops=int(drv.drive_totals()["ops"].sum()),
                                   passes=passes),
-                        drv.cache_state(), int(drv.bins()["interval_ns"]), elapsed, rep)
+                        drv.cache_state(), int(bins["interval_ns"]), elapsed, rep)
         RM.write(tmp, meta)
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
