@@ -31,6 +31,7 @@ The named queries are ``queries/*.sql``, one per file, each opening with a heade
     -- NAME: what it returns (continued on more comment lines)
     -- View: ios.                                   (or Views: a, b)
     -- Param: interval_s = 1.0  what it means       (one line per parameter)
+    -- Threads: 1  why                             (optional: DuckDB threads it runs on)
 
 Parameters reach DuckDB as named placeholders (``$interval_s``) with the header's default
 unless ``--param K=V`` gives another value (converted to the default's type).
@@ -109,11 +110,13 @@ class QueryInfo:
     views: tuple[str, ...]
     params: tuple[Param, ...]
     sql: str
+    threads: int | None = None  # "-- Threads: N": DuckDB threads it runs on (None: all)
 
 
 _HEAD = re.compile(r"^--\s*([\w.-]+):\s*(.*)$")
 _VIEW = re.compile(r"^--\s*Views?:\s*(.*)$", re.IGNORECASE)
 _PARAM = re.compile(r"^--\s*Param:\s*(\w+)\s*=\s*(\S+)\s*(.*)$", re.IGNORECASE)
+_THREADS = re.compile(r"^--\s*Threads:\s*(\d+)\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\$([A-Za-z_]\w*)")
 
 
@@ -140,8 +143,12 @@ def parse_header(name: str, sql: str) -> QueryInfo:
     views: list[str] = []
     params: list[Param] = []
     section = "desc"
+    threads = None
     for line in lines[1:]:
-        if vm := _VIEW.match(line):
+        if tm := _THREADS.match(line):
+            threads = max(1, int(tm.group(1)))
+            section = "threads"
+        elif vm := _VIEW.match(line):
             views += [v.strip() for v in re.split(r"[,\s]+", vm.group(1).split("(")[0])
                       if v.strip(" .")]
             views = [v.strip(" .") for v in views]
@@ -159,7 +166,8 @@ def parse_header(name: str, sql: str) -> QueryInfo:
             elif section == "param" and text:
                 p = params[-1]
                 params[-1] = dataclasses.replace(p, doc=f"{p.doc} {text}".strip())
-    return QueryInfo(name, " ".join(d for d in desc if d), tuple(views), tuple(params), sql)
+    return QueryInfo(name, " ".join(d for d in desc if d), tuple(views), tuple(params), sql,
+                     threads)
 
 
 def catalog() -> dict[str, QueryInfo]:
@@ -609,15 +617,35 @@ def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
     return BlocklabError(f"query {label} over {where}: {_disk_full(_first_line(e))}")
 
 
+def _set_threads(con: duckdb.DuckDBPyConnection, label: str) -> int | None:
+    """Set the threads the named query ``label`` asks for ("-- Threads: N"); returns the
+    setting to restore, or None when it asks for none (or ``label`` is --sql)."""
+    n = catalog()[label].threads if label in queries.names() else None
+    if n is None:
+        return None
+    ((old,),) = con.execute("SELECT current_setting('threads')").fetchall()
+    con.execute(f"SET threads TO {int(n)}")
+    return int(old)
+
+
+def _restore_threads(con: duckdb.DuckDBPyConnection, old: int | None) -> None:
+    if old is not None:
+        with contextlib.suppress(duckdb.Error):  # (a connection already closed)
+            con.execute(f"SET threads TO {old}")
+
+
 def execute(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any],
             label: str, sources: list[Source]) -> pa.Table:
     """Run ``sql`` with ``values`` on ``con``; a failure becomes one line naming the query and
     the runs."""
+    old = _set_threads(con, label)
     try:
         rel = con.sql(sql, params=dict(values) or None)
         return _arrow(rel) if rel is not None else pa.table({})
     except (duckdb.Error, pa.ArrowException) as e:
         raise _failed(label, sources, e) from None
+    finally:
+        _restore_threads(con, old)
 
 
 #: Rows per batch of a streamed answer (``stream_query``).
@@ -629,28 +657,35 @@ def _batches(con: duckdb.DuckDBPyConnection, sql: str, values: Mapping[str, Any]
     """``execute``, but the answer in batches of STREAM_ROWS rows as DuckDB produces them. The
     first batch is fetched here, so that a query that fails at once (a bad parameter, SQL
     that does not bind, an error() in the query) fails before anything is written."""
+    old = _set_threads(con, label)  # restored when the answer has been read
     try:
         rel = con.sql(sql, params=dict(values) or None)
         if rel is None:
+            _restore_threads(con, old)
             return pa.schema([]), iter(())
         read = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB 2 / 1
         reader = read(STREAM_ROWS)
         first = reader.read_next_batch()
     except StopIteration:  # no rows
+        _restore_threads(con, old)
         return reader.schema, iter(())
     except (duckdb.Error, pa.ArrowException) as e:
+        _restore_threads(con, old)
         raise _failed(label, sources, e) from None
 
     def rest() -> Iterator[pa.RecordBatch]:
-        yield first
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            except (duckdb.Error, pa.ArrowException) as e:
-                raise _failed(label, sources, e) from None
-            yield batch
+        try:
+            yield first
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except (duckdb.Error, pa.ArrowException) as e:
+                    raise _failed(label, sources, e) from None
+                yield batch
+        finally:
+            _restore_threads(con, old)
 
     return reader.schema, rest()
 

@@ -73,3 +73,38 @@ def test_compare_counts_data_loss_events(tmp_path, losses):
     assert rows["data_loss"]["lossy"] == sum(n == "data_loss" for n in names) == losses
     assert rows["failures"]["lossy"] == sum(n == "failure" for n in names) == 2
     assert rows["data_loss"]["calm"] == 0 and rows["failures"]["calm"] == 1
+
+
+def test_a_query_that_asks_for_one_thread_runs_on_one_and_gives_the_rest_back(tmp_path,
+                                                                           monkeypatch):
+    """iostat's header asks for one DuckDB thread (over 300 M requests two ran out of DuckDB's
+    memory limit): it runs on one, seen from inside the query, and the connection has its
+    threads again afterwards, for the next query (report asks several on one connection)."""
+    from blocklab.pipeline import query as Q
+
+    assert Q.catalog()["iostat"].threads == 1 and Q.catalog()["bandwidth"].threads is None
+    run = make_run(tmp_path / "r", {"arrival_ns": [0, 10], "latency_ns": [5, 5],
+                                    "op": [0, 1], "size_bytes": [4096, 4096]})
+    sources = Q.find_sources([run])
+    con = Q.connect(sources, threads=2)
+    seen = []
+    real = con.sql
+
+    class Spy:  # DuckDB's connection type cannot be patched: wrap its sql
+        def __getattr__(self, name):
+            return getattr(con, name)
+
+        def sql(self, text, params=None):
+            seen.append(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+            return real(text, params=params)
+
+    try:
+        spy = Spy()
+        Q.named(spy, "iostat", sources)
+        _schema, batches = Q.named_batches(spy, "iostat", sources)
+        list(batches)
+        Q.named(spy, "bandwidth", sources)
+        assert seen == [1, 1, 2]
+        assert con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 2
+    finally:
+        con.close()

@@ -263,12 +263,16 @@ RUN_COLUMNS: dict[str, dict[str, tuple[pa.DataType, bool, str, str]]] = {
         "drive": (pa.int32(), False, "-", "drive number"),
         "group": (_DICT_STR, False, "-", "group (or pool) the drive belongs to"),
         "time_ns": (pa.int64(), False, "ns", "interval start"),
-        "interval_ns": (pa.int64(), False, "ns", "interval length (the last one may be short)"),
+        "interval_ns": (pa.int64(), False, "ns", "interval length; the intervals run from 0 to "
+                        "the run's end (the last completion of a request, or of a drive "
+                        "operation in service then), so the last one is short"),
         "busy_ns": (pa.int64(), False, "ns", "time the drive was serving an operation"),
         "ops": (pa.int64(), False, "count", "operations started in the interval"),
         "bytes": (pa.int64(), False, "bytes", "bytes of the operations started"),
         "queue_op_ns": (pa.int64(), False, "op x ns", "integral of the operations at the drive "
-                        "(queued or in service): mean queue depth = queue_op_ns / interval_ns"),
+                        "(queued or in service; those in service at the run's end to their "
+                        "completion, those still queued to the end): mean queue depth = "
+                        "queue_op_ns / interval_ns"),
     },
     # failures, rebuilds and their progress, data loss (replays with failures)
     "events": {
