@@ -46,6 +46,12 @@ BAD = [
      "raid6 needs at least 4 drives, found 3"),
     (BASE.replace('"64KiB"', "1000"), "group[0].stripe_unit", "not a multiple of the 512-byte"),
     (BASE.replace('"64KiB"', '"64XB"'), "group[0].stripe_unit", "unknown size unit"),
+    # sizes the one grammar reads since 2026-11-28 (P, PiB) or that no unit check stopped:
+    # each was a NumPy traceback or a petabyte allocation at replay
+    (BASE + '[controller]\ncache = "100PiB"\n', "controller.cache", "at most 4,194,304 lines"),
+    (BASE + '[controller]\ncache = "1GiB"\nread_ahead = true\nread_ahead_size = "2GiB"\n',
+     "controller.read_ahead_size", "at most 1 GiB"),
+    (BASE + '[rebuild]\nunit = "100TiB"\n', "rebuild.unit", "at most 1 GiB"),
     (BASE.replace('drive = "atlas10k"\n', ""), "group[0].drive", "missing drive model"),
     (BASE.replace('"atlas10k"', '"wd_raptor"'), "group[0].drive", "unknown drive model"),
     (BASE.replace('"atlas10k"', '{ disksim = "nope.parv" }'), "group[0].drive.disksim",

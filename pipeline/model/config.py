@@ -482,12 +482,15 @@ def _rebuild(c: _Ctx, t: Any) -> RebuildPolicy:
     depth = c.integer("rebuild.depth", t.get("depth", d.depth), 0)
     if depth > 32:
         raise c.fail("rebuild.depth", f"at most 32 units in flight per piece, found {depth}")
+    unit = c.size("rebuild.unit", t.get("unit", d.unit_bytes))
+    if unit > MAX_UNIT_BYTES:  # (a planning table of its operations was sized by it)
+        raise c.fail("rebuild.unit", f"at most {MAX_UNIT_BYTES >> 30} GiB per member a unit, "
+                     f"found {unit:,} bytes")
     return RebuildPolicy(priority=prio, rate_mb_s=c.number("rebuild.rate_mb_s",
                                                            t.get("rate_mb_s", d.rate_mb_s)),
                          start_delay_s=c.number("rebuild.start_delay_s",
                                                 t.get("start_delay_s", d.start_delay_s)),
-                         unit_bytes=c.size("rebuild.unit", t.get("unit", d.unit_bytes)),
-                         depth=depth)
+                         unit_bytes=unit, depth=depth)
 
 
 def _pool_keys(c: _Ctx, k: str, g: dict[str, Any], layout: str, width: int,
@@ -608,7 +611,26 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
     return DriveRef(catalog=base, kind=kind if base is None else None, overrides=tuple(over))
 
 
+#: The most controller cache lines a model keeps (kernels/cache.py: 72 bytes a line and a hash
+#: table of two to four slots of 16 bytes): 4 Mi lines, 128 GiB of 32 KiB lines, about 0.4 GB
+#: of tables. A size past it (`cache = "100PiB"`, which the one size grammar reads since
+#: 2026-11-28) was a NumPy traceback when replay allocated the tables.
+MAX_CACHE_LINES = 1 << 22
+#: The largest rebuild unit and read-ahead (bytes): the engine sizes the planning table of one
+#: event by them (door.py _plan_scratch), so `unit = "100PiB"` asked NumPy for 525 TiB. Real
+#: ones are kilobytes to megabytes; 1 GiB is far past any.
+MAX_UNIT_BYTES = 1 << 30
+
 _CTRL = ControllerConfig()  # the defaults of the keys a [controller] table leaves out
+
+
+def _read_ahead(c: _Ctx, t: dict[str, Any]) -> int:
+    """controller.read_ahead_size, at most MAX_UNIT_BYTES."""
+    ra = c.size("controller.read_ahead_size", t.get("read_ahead_size", _CTRL.read_ahead_bytes))
+    if ra > MAX_UNIT_BYTES:
+        raise c.fail("controller.read_ahead_size", f"at most {MAX_UNIT_BYTES >> 30} GiB, found "
+                     f"{ra:,} bytes")
+    return ra
 
 
 def _controller(c: _Ctx, t: Any) -> ControllerConfig:
@@ -645,6 +667,11 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     block = c.size("controller.cache_block", t.get("cache_block", _CTRL.cache_block_bytes))
     if block not in (4 << 10, 8 << 10, 16 << 10, 32 << 10):
         raise c.fail("controller.cache_block", f"expected 4, 8, 16 or 32 KiB, found {block} bytes")
+    cache = c.size("controller.cache", t["cache"], False) if "cache" in t else 0
+    if cache // block > MAX_CACHE_LINES:
+        raise c.fail("controller.cache", f"at most {MAX_CACHE_LINES:,} lines of cache_block "
+                     f"({MAX_CACHE_LINES * block >> 30:,} GiB of {block >> 10} KiB lines: the "
+                     f"model keeps about 100 bytes a line), found {cache:,} bytes")
     flush = {}
     for k in ("flush_start", "flush_stop"):
         flush[k] = c.number(f"controller.{k}", t.get(k, getattr(_CTRL, k)))
@@ -656,12 +683,11 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     return ControllerConfig(
         command_overhead_ns=int(c.number("controller.command_overhead_us",
                                          t.get("command_overhead_us", 0)) * 1000),
-        cache_bytes=c.size("controller.cache", t["cache"], False) if "cache" in t else 0,
+        cache_bytes=cache,
         cache_block_bytes=block,
         write_back=policy == "write-back",
         read_ahead=ra,
-        read_ahead_bytes=c.size("controller.read_ahead_size",
-                                t.get("read_ahead_size", _CTRL.read_ahead_bytes)),
+        read_ahead_bytes=_read_ahead(c, t),
         flush_start=flush["flush_start"],
         flush_stop=flush["flush_stop"],
         flush_age_s=c.number("controller.flush_age_s", t.get("flush_age_s", _CTRL.flush_age_s)),
