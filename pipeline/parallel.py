@@ -162,10 +162,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     head = np.zeros((3, before), np.int64)
     tail = np.zeros((3, n - after), np.int64)
     got = 0
-    t_end = 0
 
     def sink(c: dict[str, np.ndarray]) -> None:
-        nonlocal got, t_end
+        nonlocal got
         k = len(c["done"])
         lo, hi = got, got + k
         for a, b, arr_, off in ((0, before, head, 0), (after, n, tail, after)):
@@ -177,7 +176,6 @@ def run_segment(seg: Segment) -> dict[str, Any]:
         if x < y:
             kept = {name: v[x - lo:y - lo] for name, v in c.items()}
             w.requests(kept)
-            t_end = max(t_end, int(kept["done"].max()))
         got = hi
 
     def records(rc: np.ndarray) -> None:
@@ -194,7 +192,7 @@ def run_segment(seg: Segment) -> dict[str, Any]:
         w.close()
     bins = drv.bins()
     return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
-            "bins": bins, "t_end": t_end, "cache": drv.cache_state(),
+            "bins": bins, "cache": drv.cache_state(),
             "seconds": time.perf_counter() - started, "cpu_s": time.thread_time() - cpu,
             "replayed": n, "host": os.uname().nodename}
 
@@ -745,10 +743,12 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]],
     join_s, join_cpu = time.perf_counter() - t0, time.thread_time() - c0
     # bins: each segment's own time range at its interval, summed at the final interval
     iv = max(int(r["bins"]["interval_ns"]) for r in results)
-    t_end = max(r["t_end"] for r in results)
+    # to the run's end, as the serial replay's (Engine.bins: the last segment's end)
+    end = max(int(r["bins"]["end_ns"]) for r in results)
+    used = max(-(-end // iv), 1)
     nd = arr.drives
     names = ("busy", "ops", "bytes", "qint")
-    width = t_end // iv + 1
+    width = used
     for r in results:
         width = max(width, -(-r["bins"]["busy"].shape[1] * int(r["bins"]["interval_ns"]) // iv))
     total = {k: np.zeros((nd, width), np.int64) for k in names}
@@ -768,11 +768,6 @@ def _stitch(tmp: Path, arr: Any, results: list[dict[str, Any]],
             pad = (-nb) % f
             x = np.pad(x, ((0, 0), (0, pad))).reshape(nd, -1, f).sum(axis=2)
             total[name][:, :x.shape[1]] += x
-    # to the run's end, as the serial replay's (Engine.bins: the last segment's end)
-    end = max(int(r["bins"]["end_ns"]) for r in results)
-    used = max(-(-end // iv), 1)
-    if used > width:
-        total = {k: np.pad(v, ((0, 0), (0, used - width))) for k, v in total.items()}
     bins = {name: total[name][:, :used] for name in names}
     bins["interval_ns"] = np.asarray(iv, np.int64)
     bins["end_ns"] = np.asarray(end, np.int64)
