@@ -620,7 +620,7 @@ def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
 def _set_threads(con: duckdb.DuckDBPyConnection, label: str) -> int | None:
     """Set the threads the named query ``label`` asks for ("-- Threads: N"); returns the
     setting to restore, or None when it asks for none (or ``label`` is --sql)."""
-    n = catalog()[label].threads if label in queries.names() else None
+    n = parse_header(label, queries.load(label)).threads if label in queries.names() else None
     if n is None:
         return None
     ((old,),) = con.execute("SELECT current_setting('threads')").fetchall()
