@@ -298,7 +298,9 @@ class _Ctx:
     def fail(self, key: str, msg: str) -> ConfigError:
         return ConfigError(f"{self.path}: {key}: {msg}")
 
-    def size(self, key: str, value: Any, sector_multiple: bool = True) -> int:
+    def size(self, key: str, value: Any, sector_multiple: bool = True, high: int | None = None,
+             what: str = "") -> int:
+        """Bytes of a size key; past ``high`` (when given) refused as "at most ``what``"."""
         if isinstance(value, bool):
             raise self.fail(key, f"expected a size, found {value!r}")
         if isinstance(value, int):
@@ -314,6 +316,8 @@ class _Ctx:
             raise self.fail(key, f"must be positive, found {n}")
         if sector_multiple and n % SECTOR:
             raise self.fail(key, f"{n} bytes is not a multiple of the {SECTOR}-byte sector")
+        if high is not None and n > high:
+            raise self.fail(key, f"at most {what}, found {n:,} bytes")
         return n
 
     def integer(self, key: str, value: Any, low: int = 0, high: int | None = None,
@@ -482,10 +486,9 @@ def _rebuild(c: _Ctx, t: Any) -> RebuildPolicy:
     depth = c.integer("rebuild.depth", t.get("depth", d.depth), 0)
     if depth > 32:
         raise c.fail("rebuild.depth", f"at most 32 units in flight per piece, found {depth}")
-    unit = c.size("rebuild.unit", t.get("unit", d.unit_bytes))
-    if unit > MAX_UNIT_BYTES:  # (a planning table of its operations was sized by it)
-        raise c.fail("rebuild.unit", f"at most {MAX_UNIT_BYTES >> 30} GiB per member a unit, "
-                     f"found {unit:,} bytes")
+    # (at most MAX_UNIT_BYTES: a planning table of its operations is sized by it)
+    unit = c.size("rebuild.unit", t.get("unit", d.unit_bytes), high=MAX_UNIT_BYTES,
+                  what=f"{MAX_UNIT_BYTES >> 30} GiB per member a unit")
     return RebuildPolicy(priority=prio, rate_mb_s=c.number("rebuild.rate_mb_s",
                                                            t.get("rate_mb_s", d.rate_mb_s)),
                          start_delay_s=c.number("rebuild.start_delay_s",
@@ -624,15 +627,6 @@ MAX_UNIT_BYTES = 1 << 30
 _CTRL = ControllerConfig()  # the defaults of the keys a [controller] table leaves out
 
 
-def _read_ahead(c: _Ctx, t: dict[str, Any]) -> int:
-    """controller.read_ahead_size, at most MAX_UNIT_BYTES."""
-    ra = c.size("controller.read_ahead_size", t.get("read_ahead_size", _CTRL.read_ahead_bytes))
-    if ra > MAX_UNIT_BYTES:
-        raise c.fail("controller.read_ahead_size", f"at most {MAX_UNIT_BYTES >> 30} GiB, found "
-                     f"{ra:,} bytes")
-    return ra
-
-
 def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     if not isinstance(t, dict):
         raise c.fail("controller", "expected a [controller] table")
@@ -687,7 +681,9 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
         cache_block_bytes=block,
         write_back=policy == "write-back",
         read_ahead=ra,
-        read_ahead_bytes=_read_ahead(c, t),
+        read_ahead_bytes=c.size("controller.read_ahead_size",
+                                t.get("read_ahead_size", _CTRL.read_ahead_bytes),
+                                high=MAX_UNIT_BYTES, what=f"{MAX_UNIT_BYTES >> 30} GiB"),
         flush_start=flush["flush_start"],
         flush_stop=flush["flush_stop"],
         flush_age_s=c.number("controller.flush_age_s", t.get("flush_age_s", _CTRL.flush_age_s)),
