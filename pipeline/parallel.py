@@ -87,7 +87,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.parquet_join import ParquetJoin
 from blocklab.traces.safety import temporary_name
 from blocklab.traces.schema import OP_READ, OP_WRITE
-from blocklab.traces.store import AtomicFolder, open_trace
+from blocklab.traces.store import ROOM_CHECK_BYTES, AtomicFolder, check_room, open_trace
 
 from . import driver as DR
 from . import replay as RP
@@ -194,7 +194,9 @@ def run_segment(seg: Segment) -> dict[str, Any]:
     return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
             "bins": bins, "cache": drv.cache_state(),
             "seconds": time.perf_counter() - started, "cpu_s": time.thread_time() - cpu,
-            "replayed": n, "host": os.uname().nodename}
+            "replayed": n, "kept": seg.keep_end - seg.keep,
+            "bytes": sum(f.stat().st_size for f in part.iterdir()),
+            "host": os.uname().nodename}
 
 
 def load_kernels(array: str, drive_ops: bool) -> float:
@@ -592,10 +594,15 @@ class _Rounds:
     """The segments' results, round by round, as Dask returns them."""
 
     def __init__(self, client: Any, trace: Path,
-                 progress: Callable[[int, int], None] | None) -> None:
+                 progress: Callable[[int, int], None] | None,
+                 room: tuple[Path, Path, int] | None = None) -> None:
         self.client = client
         self.trace = trace
         self.progress = progress
+        #: (the run folder, its temporary, its requests): the room its files need is checked
+        #: once the segments' parts hold ROOM_CHECK_BYTES, as a serial replay's is
+        #: (replay._RunWriter)
+        self.room = room
         self.results: dict[int, dict[str, Any]] = {}
         self.futures: list[Any] = []  # the round's, while it runs
         self.done = 0  # segments finished, reruns included
@@ -629,11 +636,28 @@ class _Rounds:
             pending.discard(r["index"])
             self.replayed += r["replayed"]
             self.done += 1
+            self._check_room()
             if self.progress is not None:
                 self.progress(self.done, self.done + len(futures) - sum(
                     f.done() for f in futures))
             joins.ready(self.results, pending, S)
         self.futures = []
+
+    def _check_room(self) -> None:
+        """Refuse, once the parts in hold ROOM_CHECK_BYTES, a run whose files cannot fit:
+        the parts and the run's files joined from them are both on the disk until the stitch
+        removes the parts, so the peak is twice the run's files."""
+        if self.room is None:
+            return
+        written = sum(r["bytes"] for r in self.results.values())
+        if written < ROOM_CHECK_BYTES:
+            return
+        out, tmp, total = self.room
+        self.room = None
+        on_disk = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
+        check_room(out, written, sum(r["kept"] for r in self.results.values()), total,
+                   "of run files and, until they are joined, the segments' parts", copies=2,
+                   on_disk=on_disk)
 
     def cancel(self) -> None:
         if self.futures:
@@ -681,7 +705,7 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     S = cuts.segments
     folder = AtomicFolder(out)
     tmp = folder.tmp
-    rounds = _Rounds(client, trace, progress)
+    rounds = _Rounds(client, trace, progress, room=(out, tmp, n))
     joins = _Joins()
     try:
         joins.open(tmp, drive_ops)

@@ -135,6 +135,40 @@ def test_a_run_its_disk_cannot_hold_is_refused_before_the_disk_fills(tmp_path, m
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
+@needs_mount
+@pytest.mark.replays
+def test_a_parallel_run_its_disk_cannot_hold_is_refused(tmp_path, monkeypatch):
+    """--workers 2 into a 3 MiB file system, the run's files about 2 MB: the segments' parts
+    fit, but they and the run's files joined from them do not. Refused on the client when the
+    first part is in, the need counted twice, and nothing left behind (the parallel replay
+    did not check: it ran until the disk filled, at the join)."""
+    from blocklab.pipeline import parallel as parallel_mod
+
+    from .test_parallel_replay import ARRAY, bursts, write_trace
+
+    trace = write_trace(tmp_path / "t.parquet", bursts(20, 5000, 2_000_000, 2_000_000_000))
+    (tmp_path / "a.toml").write_text(ARRAY)
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        monkeypatch.setattr(parallel_mod, "ROOM_CHECK_BYTES", 1)  # at the first part
+        res = runner.invoke(app, ["replay", str(trace), "--array", str(tmp_path / "a.toml"),
+                                  "-o", str(small / "run"), "--workers", "2"])
+        assert res.exit_code == 2, res.output
+        line = _one_line(res.stderr)
+        m = re.search(r": 100,000 requests need about ([\d.]+) MB of run files and, until they "
+                      r"are joined, the segments' parts \(([\d.]+) bytes a request over the "
+                      r"first ([\d,]+)\), and its disk has ([\d.]+) MB free", line)
+        assert m and line.startswith(f"blocklab: error: {small / 'run'}: "), line
+        assert float(m[1]) == pytest.approx(2 * float(m[2]) * 100_000 / 1e6, rel=0.02, abs=0.1)
+        assert float(m[1]) > float(m[4]) > 3.0, line  # the parts already in count as room
+        assert 0 < int(m[3].replace(",", "")) < 100_000
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
 def test_file_size_limit_as_a_full_disk(tmp_path):
     """Without root: a file-size limit fails the writes as a full disk does (EFBIG)."""
     out = tmp_path / "o"

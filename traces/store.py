@@ -96,21 +96,25 @@ ROOM_CHECK_BYTES = 16 << 20
 
 
 def check_room(output: Path, written: int, done: int, total: int, what: str,
-               advice: str = "write it elsewhere or make room") -> None:
+               advice: str = "write it elsewhere or make room", copies: int = 1,
+               on_disk: int | None = None) -> None:
     """Refuse, early, an output that cannot fit on its disk: ``written`` bytes hold its first
     ``done`` of ``total`` requests, and the rest, at the same bytes a request, would need more
     than the disk's free space (``synth ... --requests 1e13`` wrote until the disk was full,
     hours later). The bytes not yet flushed and the footer are not counted, so the need is a
-    little under the output's size: an output that fits is not refused."""
+    little under the output's size: an output that fits is not refused. ``copies``: the
+    output's bytes are on the disk that many times at its peak (a parallel replay's parts and
+    the run's files joined from them), ``on_disk`` of them already (default ``written``)."""
     if total <= done or done <= 0:
         return
-    need = written / done * (total - done)
+    peak = copies * written / done * total
+    now = written if on_disk is None else on_disk
     free = shutil.disk_usage(output.absolute().parent).free
-    if need > free:
+    if peak - now > free:
         raise BlocklabError(
-            f"{output}: {total:,} requests need about {_bytes(need + written)} {what} "
+            f"{output}: {total:,} requests need about {_bytes(peak)} {what} "
             f"({written / done:.3g} bytes a request over the first {done:,}), and its disk has "
-            f"{_bytes(written + free)} free; {advice}")
+            f"{_bytes(now + free)} free; {advice}")
 
 
 def _bytes(n: float) -> str:
