@@ -253,6 +253,7 @@ class Engine:
         k = min(len(chunk["arrive"]) - start, cap - (loaded - self.retired))
         if k <= 0:
             return 0
+        self._check_addresses(chunk, start, k)
         load_rows(W.RQ, loaded, start, k,
                   *(np.ascontiguousarray(chunk[name], np.int64) for name in LOADED))
         nmax = int(chunk["nsec"][start:start + k].max())
@@ -263,6 +264,21 @@ class Engine:
             link_streams(W.RQ, W.SM, loaded, k)
         W.S[T.S_LOADED] = loaded + k
         return k
+
+    def _check_addresses(self, chunk: Chunk, start: int, k: int) -> None:
+        """Refuse a request outside the array's sectors, or of no sectors: the kernels index
+        the layout's tables with its address unchecked (Numba does no bounds checks), so one
+        would read past them (a segfault, or another request's sectors). Replay folds or
+        refuses such requests with a message naming the trace's row before they get here;
+        this is for every other caller (tests, benchmarks, a library user's arrays)."""
+        lba = chunk["lba"][start:start + k]
+        nsec = chunk["nsec"][start:start + k]
+        bad = (lba < 0) | (nsec < 1) | (nsec > self.arr.capacity - lba)
+        if bad.any():
+            i = start + int(np.argmax(bad))
+            raise ValueError(
+                f"request {int(chunk['row'][i])}: sectors {int(chunk['lba'][i])} + "
+                f"{int(chunk['nsec'][i])} are not within the array's {self.arr.capacity} sectors")
 
     def retire(self, sink: Callable[[dict[str, np.ndarray]], None]) -> None:
         """Hand completed requests, in order, to ``sink`` (RETIRED's columns) and free their
