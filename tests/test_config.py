@@ -236,3 +236,22 @@ def test_a_stripe_unit_larger_than_the_drive(tmp_path: Path):
         build_array(load_array(f))
     assert str(e.value).startswith(f"{f}: group[0].stripe_unit: 1,099,511,627,776 bytes is "
                                    "more than a drive holds")
+
+
+def test_a_volume_stripe_unit_larger_than_a_lun(tmp_path: Path):
+    """No volume stripe unit fits a LUN: a volume of 0 sectors, and every replay refused with
+    "beyond the array's 0 sectors", before. The LUN is named with what it holds, computed
+    here from its own drives: 4 data members of atlas10k's whole 64 KiB units."""
+    from blocklab.pipeline.model.array import build_array
+
+    f = tmp_path / "array.toml"
+    f.write_text('[volume]\nstripe_unit = "1TiB"\n' +
+                 BASE.replace("width = 5", "width = 5\ncount = 2"))
+    with pytest.raises(ConfigError) as e:
+        build_array(load_array(f))
+    # atlas10k.parv's "Storage capacity per device = 17938986" blocks, in whole 128-block units
+    per_drive = 17938986 // 128 * 128 * 512
+    assert str(e.value) == (f"{f}: volume.stripe_unit: 1,099,511,627,776 bytes is more than "
+                            f"LUN a.0 holds ({4 * per_drive:,} bytes)")
+    f.write_text(f.read_text().replace('"1TiB"', f'"{4 * per_drive}B"'))
+    assert build_array(load_array(f)).capacity == 2 * 4 * per_drive // 512

@@ -208,7 +208,12 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     if cfg.volume is not None:
         idx = [names.index(x) for x in cfg.volume.luns]
         vol_unit = cfg.volume.stripe_unit_bytes // SECTOR
-        per_lun = min(b.luns[i][3] for i in idx) // vol_unit * vol_unit
+        smallest = min(idx, key=lambda i: b.luns[i][3])
+        if vol_unit > b.luns[smallest][3]:  # (no whole stripe unit on a LUN: a volume of 0)
+            raise ConfigError(f"{cfg.source}: volume.stripe_unit: "
+                              f"{cfg.volume.stripe_unit_bytes:,} bytes is more than LUN "
+                              f"{names[smallest]} holds ({b.luns[smallest][3] * SECTOR:,} bytes)")
+        per_lun = b.luns[smallest][3] // vol_unit * vol_unit
         capacity = per_lun * len(idx)
     else:
         idx = [0]
