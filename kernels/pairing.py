@@ -26,6 +26,25 @@ A request becomes an output row when it completes; a completion with no earlier 
 row flagged PARTIAL (the request began before the trace). ``pair_sweep`` evicts requests idle for
 longer than a limit (events lost, or trace ended) as INCOMPLETE rows and reports the earliest
 arrival still in flight, so the caller can release completed rows in arrival order.
+
+**Flush sequences** (block/blk-flush.c). On a device with a volatile write cache, a request with
+a preflush, or with FUA the device does not support, goes through the kernel's flush machinery:
+the block layer issues its own flush request before the data (``D FN``, ``C FN``: no Q, no G;
+rows of their own, flagged PARTIAL as any request first seen at its issue), the data step
+(``I``/``D``/``C`` with the preflush and the emulated FUA flags stripped), a flush after it when
+FUA is emulated, and only then ends the original request: a completion of 0 bytes at its sector
+(``C WSM 229418 [0]``; an empty preflush's ``C WS 0 [0]``). That last completion is when the
+submitter sees the request done, so it is the row's completion. A request is known to be in a
+sequence (FL_SEQ) when it reaches the request stage (G, I or D) with its preflush flag (the
+flag survives to the Q only on a device with a write cache: the kernel strips it at submission
+otherwise), or is issued (D) without the FUA flag its queueing had; an empty preflush allocated
+as a request (G) always is. Its data completion (an empty flush's: the flush's) is kept
+(F_DONE) and the request waits, under a key of its own for an empty flush, for the 0-byte end;
+one not ended within ``seq_wait`` ns is released at its data completion (a trace without the
+ends: a synthetic one, or events lost). A 0-byte write completion that ends no request waiting
+for it -- a trace without G and Q (a capture of request events only), where the stripped
+flags cannot tell, or a sequence that began before the trace -- makes no row: it is counted
+(ST_ENDS), and such a write's row ends at its data step.
 """
 
 from __future__ import annotations
@@ -68,8 +87,8 @@ R_NCOLS = 15
 
 # Entry fields.
 (F_STAGE, F_DEV, F_DIDX, F_START, F_END, F_START0, F_BYTES0, F_OP, F_FLAGS, F_Q, F_G, F_I, F_D,
- F_PID, F_MERGES, F_LAST, F_SEQ) = range(17)
-NF = 17
+ F_PID, F_MERGES, F_LAST, F_SEQ, F_DONE, F_ERR) = range(19)
+NF = 19
 
 # Entry stages.
 S_FREE, S_REMAP, S_BIO, S_REQ = 0, 1, 2, 3
@@ -77,7 +96,7 @@ KIND_BIO, KIND_START, KIND_END = 0, 1, 2
 
 # State scalars.
 (ST_FREE_TOP, ST_SEQ, ST_LIVE, ST_USED, ST_NOW, ST_NDEV, ST_LAST_DEV, ST_LAST_DIDX,
- ST_SHIFT) = range(9)
+ ST_SHIFT, ST_ENDS) = range(10)
 ST_NFIELDS = 10
 
 # Flag bits (values of traces.schema.FLAG_*; kernels do not import the schema module).
@@ -86,9 +105,16 @@ FL_REQUEUED = 1 << 7
 FL_SPLIT = 1 << 8
 FL_PARTIAL = 1 << 9
 FL_INCOMPLETE = 1 << 10
+FL_FUA, FL_PREFLUSH = 1 << 1, 1 << 4  # (the parsers' FL_FUA, FL_PREFLUSH)
+#: The pairing's own bit (never in a row): the request is in a flush sequence (module docstring)
+FL_SEQ = 1 << 14
 
+OP_WRITE = 1
 OP_FLUSH = 3
 FLUSH_KEY = 1 << 33
+#: The flush pseudo-device's sector under which an empty preflush waits for its end (the
+#: flushes in flight are all at sector 0)
+FLUSH_WAIT = 1
 SECTOR_MASK = (1 << 48) - 1
 MAX_DEVICES = 1 << 14
 
@@ -180,6 +206,20 @@ def _find(keys, vals, st, key):
         if v == EMPTY:
             return -1
         if keys[i] == key:
+            return v
+        i = (i + 1) & mask
+
+
+@njit(forceinline=True, nrt=False)
+def _find_seq(keys, vals, ent, st, key):
+    """The first entry under ``key`` in a flush sequence (FL_SEQ), or -1."""
+    mask = keys.shape[0] - 1
+    i = _slot(key, st, mask)
+    while True:
+        v = vals[i]
+        if v == EMPTY:
+            return -1
+        if keys[i] == key and (ent[v * NF + F_FLAGS] & FL_SEQ) != 0:
             return v
         i = (i + 1) & mask
 
@@ -333,7 +373,7 @@ def _emit(out, n, ent, e, t_complete, err, extra_flags):
     out[o + R_SECTOR] = ent[b + F_START0]
     out[o + R_BYTES] = ent[b + F_BYTES0]
     out[o + R_OP] = ent[b + F_OP]
-    out[o + R_FLAGS] = ent[b + F_FLAGS] | extra_flags
+    out[o + R_FLAGS] = (ent[b + F_FLAGS] | extra_flags) & ~FL_SEQ
     out[o + R_GETRQ] = ent[b + F_G]
     out[o + R_INSERT] = ent[b + F_I]
     out[o + R_ISSUE] = ent[b + F_D]
@@ -346,17 +386,26 @@ def _emit(out, n, ent, e, t_complete, err, extra_flags):
 
 
 @njit(forceinline=True, nrt=False)
-def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector):
-    """The request starting at the event's sector: found, promoted from a bio, or created."""
-    e = _find(keys, vals, st, _key(KIND_START, didx, sector))
-    if e >= 0:
-        return e
+def _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector,
+                bio_first):
+    """The request starting at the event's sector: found, promoted from a bio, or created.
+    ``bio_first`` (a G: a bio gets its request) looks for a queued bio there before a request:
+    two requests at one sector are rare, but every flush of a device is at sector 0, and a
+    second preflush's G took the first's request."""
+    if not bio_first:
+        e = _find(keys, vals, st, _key(KIND_START, didx, sector))
+        if e >= 0:
+            return e
     e = _find(keys, vals, st, _key(KIND_BIO, didx, sector))
     if e >= 0:
         if ent[e * NF + F_STAGE] == S_REMAP:  # remapped, then issued without a traced Q
             ent[e * NF + F_Q] = t
         _promote(ent, keys, vals, st, e)
         return e
+    if bio_first:
+        e = _find(keys, vals, st, _key(KIND_START, didx, sector))
+        if e >= 0:
+            return e
     e = _new_entry(ent, keys, vals, free, st, events, p, S_REQ, t, dev, didx, sector)
     if expect_queue:
         ent[e * NF + F_FLAGS] |= FL_PARTIAL
@@ -458,9 +507,19 @@ def _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev,
                 nbytes):
     """G, I or D: the request at ``sector`` (found, promoted from its bio, or created) gets
     its getrq, insert or issue time."""
-    e = _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector)
+    e = _request_at(ent, keys, vals, free, st, events, p, t, expect_queue, dev, didx, sector,
+                    act == A_GETRQ)
     b = e * NF
     ent[b + F_LAST] = t
+    f = ent[b + F_FLAGS]
+    evf = events[p + TE_FLAGS]
+    if (f & FL_SEQ) == 0:  # a flush sequence? (module docstring)
+        if events[p + TE_OP] == OP_FLUSH:
+            if act == A_GETRQ:
+                ent[b + F_FLAGS] |= FL_SEQ
+        elif ((f | evf) & FL_PREFLUSH) != 0 or (
+                act == A_ISSUE and (f & FL_FUA) != 0 and (evf & FL_FUA) == 0):
+            ent[b + F_FLAGS] |= FL_SEQ
     if act == A_GETRQ:
         if ent[b + F_G] == NULL:
             ent[b + F_G] = t
@@ -481,10 +540,42 @@ def _on_request(ent, keys, vals, free, st, events, p, act, t, expect_queue, dev,
 
 
 @njit(forceinline=True, nrt=False)
+def _rekey_start(keys, vals, st, ent, e, start):
+    b = e * NF
+    d = ent[b + F_DIDX]
+    _remove(keys, vals, st, _key(KIND_START, d, ent[b + F_START]), e)
+    ent[b + F_START] = start
+    _insert(keys, vals, st, _key(KIND_START, d, start), e)
+
+
+@njit(forceinline=True, nrt=False)
+def _on_sequence_end(ent, keys, vals, free, st, devk, devv, events, p, out, n, t, dev, didx,
+                     sector):
+    """A 0-byte write completion: the end of the flush sequence of the request waiting for it
+    at ``sector``, or of an empty preflush of the device (one whose flush completed first,
+    then any other: the kernel runs one flush for all the preflushes pending), which becomes
+    output row ``n``; else no row, counted. Returns the rows written (0 or 1)."""
+    e = _find_seq(keys, vals, ent, st, _key(KIND_START, didx, sector))
+    if e < 0:
+        fd = _dev_index(devk, devv, st, dev | FLUSH_KEY)
+        if fd >= 0:
+            e = _find_seq(keys, vals, ent, st, _key(KIND_START, fd, FLUSH_WAIT))
+            if e < 0:
+                e = _find_seq(keys, vals, ent, st, _key(KIND_START, fd, 0))
+    if e < 0:
+        st[ST_ENDS] += 1
+        return 0
+    _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
+    _release(ent, keys, vals, free, st, e)
+    return 1
+
+
+@njit(forceinline=True, nrt=False)
 def _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx, sector, nbytes):
     """C: the request at ``sector`` becomes output row ``n`` (a PARTIAL row when it began
-    before the trace), unless the completion covers only its first part. Returns the rows
-    written (0 or 1)."""
+    before the trace), unless the completion covers only its first part, or is the data step
+    of a flush sequence (the request then waits for its end). Returns the rows written (0 or
+    1)."""
     e = _find(keys, vals, st, _key(KIND_START, didx, sector))
     if e < 0:
         e = _find(keys, vals, st, _key(KIND_BIO, didx, sector))
@@ -505,6 +596,15 @@ def _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx, sec
         ent[b + F_START] += (nbytes + 511) >> 9
         _insert(keys, vals, st, _key(KIND_START, didx, ent[b + F_START]), e)
         ent[b + F_LAST] = t
+        return 0
+    if (ent[b + F_FLAGS] & FL_SEQ) != 0 and ent[b + F_DONE] == NULL:
+        # the data step (an empty preflush's flush) is done: wait for the 0-byte end, at the
+        # request's first sector (an empty preflush under FLUSH_WAIT, apart from the flushes)
+        ent[b + F_DONE] = t
+        ent[b + F_ERR] = events[p + TE_ERR]
+        ent[b + F_LAST] = t
+        _rekey_start(keys, vals, st, ent, e,
+                     FLUSH_WAIT if ent[b + F_OP] == OP_FLUSH else ent[b + F_START0])
         return 0
     _emit(out, n, ent, e, t, events[p + TE_ERR], 0)
     _release(ent, keys, vals, free, st, e)
@@ -557,28 +657,41 @@ def pair_events(events, n_events, ent, keys, vals, devk, devv, free, st, out, ex
                 ent[e * NF + F_FLAGS] |= FL_REQUEUED
                 ent[e * NF + F_LAST] = t
         elif act == A_COMPLETE:
-            n += _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx,
-                              sector, nbytes)
+            if nbytes == 0 and events[p + TE_OP] == OP_WRITE:
+                n += _on_sequence_end(ent, keys, vals, free, st, devk, devv, events, p, out, n,
+                                      t, dev, didx, sector)
+            else:
+                n += _on_complete(ent, keys, vals, free, st, events, p, out, n, t, dev, didx,
+                                  sector, nbytes)
         # other actions (plug, unplug, sleeprq, bounce, abort) do not change a request
     return n, n_events, OK
 
 
 @njit(nrt=False)
-def pair_sweep(ent, keys, vals, free, st, out, stale_before, flush_all):
+def pair_sweep(ent, keys, vals, free, st, out, stale_before, seq_before, flush_all):
     """Evict entries idle since before ``stale_before`` (all of them if ``flush_all``).
 
-    Evicted requests and queued bios become INCOMPLETE rows; remap markers vanish.
-    Returns (rows written, earliest arrival still in flight or -1, markers dropped).
+    Evicted requests and queued bios become INCOMPLETE rows; remap markers vanish. A request
+    of a flush sequence whose data completed before ``seq_before`` (or at all, with
+    ``flush_all``) and whose end never came is a row completed then.
+    Returns (rows written, earliest arrival still in flight or -1, markers dropped, rows of
+    those sequences).
     """
     n = 0
     dropped = 0
+    ended = 0
     earliest = -1
     for e in range(ent.shape[0] // NF):
         b = e * NF
         stage = ent[b + F_STAGE]
         if stage == S_FREE:
             continue
-        if flush_all or ent[b + F_LAST] < stale_before:
+        if ent[b + F_DONE] != NULL and (flush_all or ent[b + F_DONE] < seq_before):
+            _emit(out, n, ent, e, ent[b + F_DONE], ent[b + F_ERR], 0)
+            n += 1
+            ended += 1
+            _release(ent, keys, vals, free, st, e)
+        elif flush_all or ent[b + F_LAST] < stale_before:
             if stage == S_REMAP:
                 dropped += 1
             else:
@@ -589,7 +702,7 @@ def pair_sweep(ent, keys, vals, free, st, out, stale_before, flush_all):
             q = ent[b + F_Q]
             if earliest == -1 or q < earliest:
                 earliest = q
-    return n, earliest, dropped
+    return n, earliest, dropped, ended
 
 
 @njit(nrt=False)

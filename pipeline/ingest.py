@@ -181,7 +181,10 @@ def ingest(
             ins = [Input(p) for p in group]
             inputs.extend(ins)
             total += sum(i.size for i in ins)
-            f = formats.detect(ins[0].peek(), ins[0].name) if fmt == "auto" else formats.get(fmt)
+            # a per-CPU set's first file is empty when that CPU saw no event: the set's format
+            # is its first file with content's
+            probe = next((i for i in ins if i.peek()), ins[0])
+            f = formats.detect(probe.peek(), probe.name) if fmt == "auto" else formats.get(fmt)
             if len(ins) > 1 and not f.groups_files:
                 raise BlocklabError(f"{ins[1].name}: format {f.name} reads one file at a time")
             ctx = budget.context(device=dev, on_progress=tick)

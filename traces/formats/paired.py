@@ -20,8 +20,17 @@ from .base import Chunk, ReadContext
 
 #: A request with no event for this long (trace time) is taken as lost.
 STALE_NS = 30_000_000_000
+#: A request of a flush sequence (kernels/pairing.py) whose data completed this long ago
+#: (trace time) and whose 0-byte end has not come is released, completed at its data step:
+#: a device's cache flush takes milliseconds, a second is far beyond it, and a trace without
+#: the ends (a synthetic one) holds back at most a second of rows.
+SEQ_WAIT_NS = 1_000_000_000
 #: Upper bound of requests in flight that the state may grow to.
 MAX_IN_FLIGHT = 1 << 22
+
+
+#: blkparse's name for a process the trace never named
+UNNAMED = "(null)"
 
 
 class ProcessNames:
@@ -47,8 +56,12 @@ class ProcessNames:
         idx = np.empty(rows, dtype=np.int64)
         m = K.last_named(events, spans, table, pids, idx)
         if m:
-            self.update(pids[:m].tolist(),
-                        [name_at(int(spans[k, 0]), int(spans[k, 1])) for k in idx[:m].tolist()])
+            named = [(pid, name_at(int(spans[k, 0]), int(spans[k, 1])))
+                     for pid, k in zip(pids[:m].tolist(), idx[:m].tolist(), strict=True)]
+            # blkparse prints a process it has no name for as "(null)" (no notify record:
+            # the C library's text for a null string); the binary records give it none
+            named = [(pid, name) for pid, name in named if name != UNNAMED]
+            self.update([pid for pid, _ in named], [name for _, name in named])
 
     def column(self, pids: np.ndarray) -> pa.Array | None:
         if not self.names or len(pids) == 0:
@@ -143,13 +156,18 @@ class Pairer:
         columns: an (R_NCOLS, rows) array, ``[K.R_TIME]`` the arrival times."""
         out = self._room(self.capacity)  # (every request in flight may be evicted)
         now = int(self.st[K.ST_NOW])
-        rows, earliest, _dropped = K.pair_sweep(
+        rows, earliest, _dropped, ended = K.pair_sweep(
             self.ent, self.keys, self.vals, self.free, self.st,
-            out[self._held * K.R_NCOLS :], now - STALE_NS, final,
+            out[self._held * K.R_NCOLS :], now - STALE_NS, now - SEQ_WAIT_NS, final,
         )
         if rows:
             self._held += rows
-            self.ctx.count("incomplete", rows)
+            self.ctx.count("incomplete", rows - ended)
+        if final:
+            # 0-byte write completions that ended no request waiting for them: the ends of
+            # flush sequences whose rows ended at their data step (no G or Q in the trace)
+            self.ctx.count("flush_ends", int(self.st[K.ST_ENDS]))
+            self.st[K.ST_ENDS] = 0
         n = self._held
         everything = final or earliest == -1  # (nothing in flight: every row goes)
         if len(self._scratch[0]) < n:
