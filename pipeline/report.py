@@ -630,5 +630,7 @@ def write_mrc_page(result: dict[str, Any], output: str | os.PathLike[str],
     out = Path(output)
     if out.parent and not out.parent.is_dir():
         raise BlocklabError(f"--html {out}: the folder {out.parent} does not exist")
+    # the page must not replace the trace it describes (it did, `--html T.parquet`, exit 0)
+    not_an_input(out, [result["trace"]])
     _write(out, page.encode())
     return str(out)

@@ -635,6 +635,10 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
     t0 = time.perf_counter()
     figs = []
     with output_lock(out, make_parent=True):  # one run per folder (traces/safety.py)
+        if out.exists() and not out.is_dir():
+            raise BlocklabError(f"{out}: exists and is not a folder")
+        for case in cases:  # all refused before any case runs
+            _replaceable(out / case.name)
         out.mkdir(exist_ok=True, mode=0o700)  # (owner only, as the runs in it)
         for i, case in enumerate(cases):
             if progress is not None:
@@ -655,6 +659,16 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
                              orderings=orders)
         _write_json(out / "scenario.json", res.as_dict())
     return res
+
+
+def _replaceable(folder: Path) -> None:
+    """A case's folder is replaced only when a scenario wrote it (its array.toml, the case's
+    first file): ``scenario run -o DIR`` removed any DIR/<case> before, a user's own folder
+    too."""
+    if folder.exists() or folder.is_symlink():
+        if folder.is_symlink() or not folder.is_dir() or not (folder / "array.toml").is_file():
+            raise BlocklabError(f"{folder}: exists and is not a scenario case folder (no "
+                                "array.toml); not replaced: remove it or write elsewhere")
 
 
 def _write_private(path: Path, text: str) -> None:

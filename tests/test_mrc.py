@@ -313,3 +313,22 @@ def test_any_queue_length_gives_the_same_tables(reqs, block, queue, sample):
             miss = 1 - got / len(acc) if acc else math.nan
             want = ref.lru_miss_ratios(acc, c)[0]
             assert (math.isnan(want) and not acc) or miss == pytest.approx(want, abs=1e-12)
+
+
+def test_a_page_that_is_its_input_trace_is_refused(tmp_path):
+    """cache mrc T --html T replaced the trace with the HTML page, exit 0."""
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+
+    runner = CliRunner()
+    (tmp_path / "t.trace").write_text("".join(f"{1000 * k} 0 {8 * k} 8 {k % 2}\n"
+                                              for k in range(200)))
+    t = tmp_path / "t.parquet"
+    assert runner.invoke(app, ["ingest", str(tmp_path / "t.trace"), "-o", str(t)]).exit_code == 0
+    before = t.read_bytes()
+    res = runner.invoke(app, ["cache", "mrc", str(t), "--html", str(t)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"blocklab: error: {t}: is this command's input {t}; write "
+                                  "the output elsewhere (it would replace the input)")
+    assert t.read_bytes() == before

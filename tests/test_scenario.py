@@ -314,3 +314,34 @@ def test_orion_points_against_the_run_folder(tmp_path):
     want = [p["small_iops"] for p in only if p["small_outstanding"] > 0.75 * top]
     (pub,) = [p for p in r.published if p["quantity"] == "orion_small_iops"]
     assert pub["blocklab"] == pytest.approx(sum(want) / len(want))
+
+
+TINY = HEAD + """[[case]]
+name = "a"
+label = "random 8 KiB"
+measure = ["phases"]
+workload = { generator = "iometer", transfer_size = "8KiB", read_pct = 70, random_pct = 100, outstanding = 4, requests = 300 }
+[case.array]
+group = [{ name = "g", layout = "raid0", width = 2, stripe_unit = "64KiB", drive = "atlas10k" }]
+"""
+
+
+def test_a_users_folder_named_as_a_case_is_not_replaced_but_its_own_run_is(tmp_path):
+    """scenario run -o DIR removed DIR/<case> whatever it held (a user's folder of that name,
+    exit 0); a folder a scenario wrote (its array.toml) is still replaced by the next run."""
+    (tmp_path / "s.toml").write_text(TINY)
+    mine = tmp_path / "mydata" / "a"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("precious")
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o",
+                              str(tmp_path / "mydata")])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"blocklab: error: {mine}: exists and is not a scenario case "
+                                  "folder (no array.toml); not replaced: remove it or write "
+                                  "elsewhere")
+    assert (mine / "notes.txt").read_text() == "precious"
+    out = tmp_path / "out"
+    for _ in range(2):
+        res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+    assert json.loads((out / "scenario.json").read_text())["cases"][0]["case"] == "a"

@@ -63,6 +63,10 @@ def cache_mrc(
             block_bytes = parse_size(block, "--block")
             size_list = None if sizes is None else [
                 parse_size(x, "--sizes") for x in sizes.split(",") if x.strip()]
+            if html_out is not None:  # before the pass over the trace, not after it
+                from blocklab.traces.safety import not_an_input
+
+                not_an_input(html_out, [trace])
             r = run(trace, block_bytes, size_list, sample, sample_size, error, progress)
             if html_out is not None:
                 from blocklab.pipeline.report import write_mrc_page
