@@ -108,3 +108,33 @@ def test_a_query_that_asks_for_one_thread_runs_on_one_and_gives_the_rest_back(tm
         assert con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 2
     finally:
         con.close()
+
+
+def test_the_spill_folder_is_owner_only_and_goes_with_the_command(tmp_path, monkeypatch):
+    """DuckDB's spill files hold a trace's rows: DuckDB made its folder 0755 and its files
+    0644 in a shared /tmp. The folder is now made 0700 for it, and removed when the command
+    ends."""
+    import os
+    import stat
+    import tempfile
+
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+    from blocklab.pipeline.query import duck
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    con = duck()
+    con.execute("SET memory_limit = '48MB'")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("CREATE TABLE t AS SELECT range AS r, random() AS x FROM range(12000000)")
+    (folder,) = tmp_path.glob(f"blocklab-duckdb-{os.getpid()}-*")
+    spilled = list(folder.iterdir())
+    assert spilled and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    con.close()
+    run = make_run(tmp_path / "r", {"arrival_ns": np.arange(10) * 1000,
+                                    "latency_ns": np.full(10, 5000), "op": np.zeros(10, int),
+                                    "size_bytes": np.full(10, 4096)})
+    res = CliRunner().invoke(app, ["query", str(run), "run-latency"])
+    assert res.exit_code == 0, res.output
+    assert list(tmp_path.glob("blocklab-duckdb-*")) == []
