@@ -3,6 +3,7 @@ file and the key."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,22 @@ def test_a_volume_stripe_unit_larger_than_a_lun(tmp_path: Path):
                             f"LUN a.0 holds ({4 * per_drive:,} bytes)")
     f.write_text(f.read_text().replace('"1TiB"', f'"{4 * per_drive}B"'))
     assert build_array(load_array(f)).capacity == 2 * 4 * per_drive // 512
+
+
+def test_a_drive_too_small_for_the_models_zones(tmp_path: Path):
+    """blocks = 40000 on a 300 GB drive left its 16 zones no cylinders: a ZeroDivisionError.
+    The drive and the figure are named, with a size that works (its own blocks, from the
+    catalog figures, of one zone's cylinders each)."""
+    from blocklab.pipeline.model.array import build_array
+
+    f = tmp_path / "array.toml"
+    f.write_text(BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", blocks = 40000 }'))
+    with pytest.raises(ConfigError) as e:
+        build_array(load_array(f))
+    m = re.fullmatch(rf"{re.escape(str(f))}: drive savvio_15k3_300g \(blocks=40000\): 40,000 "
+                     r"blocks make (\d+) cylinders; the model needs at least 16 \(one a zone\): "
+                     r"about ([\d,]+) blocks", str(e.value))
+    assert m and int(m[1]) < 16, str(e.value)
+    f.write_text(BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", blocks = '
+                              f'{m[2].replace(",", "")} }}'))
+    assert build_array(load_array(f)).capacity > 0

@@ -186,6 +186,50 @@ def test_second_failure_before_rebuild_ends_loses_data():
     assert len(loss) == 1 and 0.9 * stripes < loss["lost"][0] <= stripes
 
 
+_SECOND_FAILURE = """
+import json, sys
+import numpy as np
+from pathlib import Path
+from blocklab.pipeline.model.config import parse_array
+from blocklab.pipeline.model.array import plan
+from blocklab.pipeline.replay import build_array, run_engine
+toml = json.loads(sys.argv[1])
+arr = build_array(parse_array(toml, Path("x.toml")), fixed_ns=(1_000_000, 10))
+z = np.zeros(0, np.int64)
+got = run_engine(arr, z, z, z, z, tasks=plan(arr))
+print(json.dumps([[int(x) for x in e] for e in got["events"].tolist()]))
+"""
+
+
+def test_second_failure_during_a_rebuild_of_many_small_units_ends():
+    """The same with 1 MiB units, four in flight: after the second failure every further unit
+    has nothing to rebuild from and completes at once while earlier ones are in flight, so
+    units ran more than 63 past their piece's cursor, past the int64 mask of those done: the
+    replay never ended (SIGTERM did not stop it; found by a review of failure scenarios). A
+    unit now waits while 63 are done past the cursor. Run in a process of its own (a hang
+    fails, not stalls, the suite); its events are the plain-Python reference's."""
+    import subprocess
+    import sys
+
+    toml = {"group": [{"name": "g", "layout": "raid5", "width": 4, "hot_spares": 1,
+                       "drive": "atlas10k", "stripe_unit": "64KiB"}],
+            "rebuild": {"unit": "1MiB", "priority": "lowest", "depth": 4},
+            "failure": [{"drive": 0, "at_s": 0}, {"drive": 1, "at_s": 0.001}]}
+    try:
+        out = subprocess.run([sys.executable, "-c", _SECOND_FAILURE, json.dumps(toml)],
+                             capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the replay did not end in 300 s (under 1 s with depth 1)") from None
+    assert out.returncode == 0, out.stderr
+    events = [tuple(e) for e in json.loads(out.stdout.splitlines()[-1])]
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(1_000_000, 10))
+    z = np.zeros(0, np.int64)
+    want = ref.simulate(arr, z, z, z, z, 1_000_000, 10, tasks=plan(arr))
+    assert events == want.events
+    codes = [EVENT_NAMES[e[1]] for e in events]
+    assert codes.count("data_loss") == 1 and codes.count("rebuild_end") == 1
+
+
 def test_pool_placement_is_balanced_and_stable():
     """60 drives, 560 slots each, 3 drives preserved: the load is as balanced as a uniform
     random placement makes it (the spread of the drives' piece counts within 1.5 times the

@@ -120,8 +120,8 @@ def test_the_spill_folder_is_owner_only_and_goes_with_the_command(tmp_path, monk
 
     from typer.testing import CliRunner
 
-    from blocklab.pipeline.cli import app
     from blocklab.pipeline import query as query_mod
+    from blocklab.pipeline.cli import app
     from blocklab.pipeline.query import duck
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

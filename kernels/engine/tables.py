@@ -104,10 +104,11 @@ FL_T, FL_DRIVE, FL_AF0, FL_NAF = range(4)
 AF_ROW, AF_K = range(2)
 # TK: one row per background task (rebuild, rebalance, initialization) over pieces PC[...].
 (TK_KIND, TK_T, TK_P0, TK_NP, TK_UROWS, TK_UNITS, TK_NEXT, TK_DONE, TK_INFL, TK_DEPTH,
- TK_SHARE, TK_RATE, TK_BYTES, TK_PROG, TK_STATE, TK_DRIVE, TK_T0, TK_BDONE) = range(18)
-TK_COLS = 18
+ TK_SHARE, TK_RATE, TK_BYTES, TK_PROG, TK_STATE, TK_DRIVE, TK_T0, TK_BDONE, TK_WAIT) = range(19)
+TK_COLS = 19
 # PC: one row per piece: a member's rows [0, PC_ROWS) of map row PC_ROW rebuilt into (or copied
-# from PC_SRC to) PC_DST at offset PC_DOFF, in units (done contiguously, then a bit mask).
+# from PC_SRC to) PC_DST at offset PC_DOFF, in units (done contiguously, then a bit mask of the
+# units after them that are done: at most UNIT_WINDOW, tasks.py _task_issue).
 PC_ROW, PC_K, PC_SRC, PC_SOFF, PC_DST, PC_DOFF, PC_ROWS, PC_DONE, PC_MASK = range(9)
 PC_COLS = 9
 # EV: one row per run event.
@@ -221,7 +222,7 @@ MISSING = _table("row", "k")
 #: flight), share (ppm of a busy drive's time), rate (bytes/s cap, 0: none), bytes (to move),
 #: drive (failed drive, -1: none); the others are the kernel's progress.
 TASK = _table("kind", "t", "p0", "np", "urows", "units", "next", "done", "infl", "depth",
-              "share", "rate", "bytes", "prog", "state", "drive", "t0", "bdone")
+              "share", "rate", "bytes", "prog", "state", "drive", "t0", "bdone", "wait")
 #: PC: a piece: a member's rows [0, rows) of map row ``row``, member ``k``, rebuilt into (or
 #: copied from src at soff to) dst at doff; done and mask are the kernel's.
 PIECE = _table("row", "k", "src", "soff", "dst", "doff", "rows", "done", "mask")

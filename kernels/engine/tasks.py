@@ -72,6 +72,7 @@ from .tables import (
     TK_T0,
     TK_UNITS,
     TK_UROWS,
+    TK_WAIT,
     X_DATA_LOSS,
     X_FAILURE,
     X_INIT_END,
@@ -85,6 +86,9 @@ from .tables import (
     X_REBUILD_START,
     X_REPLACE,
 )
+
+#: The most units of a piece done past its cursor (the bits of PC_MASK below its sign bit)
+UNIT_WINDOW = 63
 
 # ---------------------------------------------------------------------------------------------
 # failures and background tasks (rebuild, rebalance, parity initialization)
@@ -239,10 +243,18 @@ def _task_issue(cfg, W, t, now, ncand):
                 _push(W, allowed, HK_TASK, t)
                 return ncand
         u = TK[t, TK_NEXT]
-        TK[t, TK_NEXT] = u + 1
-        TK[t, TK_INFL] += 1
         p = TK[t, TK_P0] + u % TK[t, TK_NP]
         idx = u // TK[t, TK_NP]
+        if idx - PC[p, PC_DONE] >= UNIT_WINDOW:
+            # the piece's units done past its cursor fit in one int64 (PC_MASK): this slot
+            # waits until the unit at the cursor completes (_unit_done). Units with nothing
+            # to do (a second failure left nothing to rebuild from) complete at once, while
+            # an earlier one was still in flight: the mask's shift went past 63 bits and the
+            # replay never ended
+            TK[t, TK_WAIT] += 1
+            return ncand
+        TK[t, TK_NEXT] = u + 1
+        TK[t, TK_INFL] += 1
         a = idx * TK[t, TK_UROWS]
         rows = min(TK[t, TK_UROWS], PC[p, PC_ROWS] - a)
         TK[t, TK_BYTES] += rows * SECTOR
@@ -335,4 +347,11 @@ def _unit_done(cfg, W, j, now, ncand):
     t = W.JB[j, J_TASK]
     if not _unit_complete(W, j, now):
         ncand = _task_issue(cfg, W, t, now, ncand)
+        # the slots that waited for a piece's cursor try again (it may have moved)
+        waiting = W.TK[t, TK_WAIT]
+        W.TK[t, TK_WAIT] = 0
+        for _i in range(waiting):
+            if W.TK[t, TK_STATE] == 2:
+                break
+            ncand = _task_issue(cfg, W, t, now, ncand)
     return ncand

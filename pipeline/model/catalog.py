@@ -181,6 +181,10 @@ def seek_curve(single: float, avg: float, full: float, cyls: int) -> list[tuple[
     return [(int(d), single + (full - single) * ((d - 1) / max(cyls - 2, 1)) ** k) for d in ds]
 
 
+class DriveFiguresError(ValueError):
+    """A drive's figures the model cannot be built from (the array names the drive)."""
+
+
 def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSimDrive:
     """A DiskSim-style drive from datasheet figures ``v`` (module docstring)."""
     rot_ms = 60000.0 / v["rpm"]
@@ -194,6 +198,10 @@ def hdd_drive(name: str, v: dict[str, Any], firmware: dict[str, Any]) -> DiskSim
     od, inner = bpt(v["od_mb_s"]), bpt(v["id_mb_s"])
     blocks = int(v["blocks"])
     cyls = int(v["cylinders"]) or math.ceil(blocks / (surfaces * (od + inner) / 2))
+    if cyls < ZONES:  # (a zone of no cylinders: a division by zero below)
+        raise DriveFiguresError(f"{blocks:,} blocks make {cyls} cylinders; the model needs at "
+                                f"least {ZONES} (one a zone): about "
+                                f"{math.ceil(ZONES * surfaces * (od + inner) / 2):,} blocks")
     per = cyls // ZONES
     mids = [(z + 0.5) / ZONES for z in range(ZONES)]
     raw = [od + (inner - od) * m for m in mids]

@@ -595,10 +595,13 @@ class _Sim:
                     self.push(allowed, TASK, t)
                     return
             u = row["next"]
-            row["next"] += 1
-            row["infl"] += 1
             p = row["p0"] + u % row["np"]
             idx = u // row["np"]
+            if idx - self.piece_done[p] >= 63:  # the kernel's UNIT_WINDOW (its mask's bits)
+                row["wait"] += 1
+                return
+            row["next"] += 1
+            row["infl"] += 1
             a = idx * row["urows"]
             rows = min(row["urows"], self.pc[p]["rows"] - a)
             row["bytes"] += rows * 512
@@ -732,6 +735,13 @@ class _Sim:
                             self.cache_job_done(-o.item - 1, self.now)
                         elif not self.unit_complete(-o.item - 1, self.now):
                             self.task_issue(jb.a, self.now)
+                            # the slots that waited for a piece's cursor try again
+                            row = self.tk[jb.a]
+                            waiting, row["wait"] = row["wait"], 0
+                            for _i in range(waiting):
+                                if row["state"] == 2:
+                                    break
+                                self.task_issue(jb.a, self.now)
                 else:
                     r = o.item
                     self.pending[r] -= 1
