@@ -39,7 +39,7 @@ import pyarrow as pa
 import vl_convert as vlc
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import not_an_input, output_lock
+from blocklab.traces.safety import make_folders, not_an_input, output_lock
 from blocklab.traces.store import atomic_output
 
 from . import __version__
@@ -557,7 +557,7 @@ def _report(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
         d = Path(folder)
         if not d.exists():
             made.append(d)  # removed again (when empty) if the report fails
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folders(d)
         for c in charts:
             f = d / f"{c.id}.{kind}"
             try:

@@ -76,3 +76,22 @@ def test_a_links_cases_variant_folders_are_owner_only(tmp_path):
         assert (tmp_path / "sc" / "l" / v / "read" / "run" / "ios.parquet").is_file()
         assert _modes(tmp_path / "sc" / "l" / v) == {("dir", 0o700), ("file", 0o600)}, v
     assert _modes(tmp_path / "sc") == {("dir", 0o700), ("file", 0o600)}
+
+
+def test_folders_made_on_the_way_to_an_output_are_owner_only(tmp_path):
+    """replay -o new/runs/run1 made new/ and new/runs/ with the umask's mode (0777 under umask
+    000) around its 0700 run folder; now each is 0700, and an existing folder keeps its mode."""
+    import os
+    import stat
+
+    from blocklab.traces.safety import make_folders
+
+    (tmp_path / "old").mkdir(mode=0o755)
+    old = os.umask(0)
+    try:
+        make_folders(tmp_path / "old" / "new" / "runs")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "old").stat().st_mode) == 0o755
+    for d in (tmp_path / "old" / "new", tmp_path / "old" / "new" / "runs"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d

@@ -248,6 +248,20 @@ def lock_path(dest: Path) -> Path:
     return _named(dest).with_name(f".{dest.name}.lock")
 
 
+def make_folders(folder: Path) -> None:
+    """Make ``folder`` and the folders above it that are missing, each readable by its owner
+    only (0700): they hold run folders and reports of traces (``mkdir(parents=True)`` made
+    the parents with the umask's mode, 0777 under umask 000). Existing folders keep theirs."""
+    missing = []
+    f = Path(folder)
+    while not f.exists() and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    for f in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # (made meanwhile by another command)
+            f.mkdir(mode=0o700)
+
+
 @contextlib.contextmanager
 def output_lock(dest: str | os.PathLike[str], make_parent: bool = False) -> Iterator[None]:
     """Hold ``dest``'s lock (``.NAME.lock`` beside it) while the body writes ``dest``, after
@@ -256,7 +270,7 @@ def output_lock(dest: str | os.PathLike[str], make_parent: bool = False) -> Iter
     dest = Path(dest)
     if make_parent:
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(dest.parent)
         except OSError as e:
             raise os_error(e, dest) from None
     with hold_lock(lock_path(dest), f"{dest}: another blocklab command is writing it now "
