@@ -110,7 +110,9 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
         env={"NUMBA_CACHE_DIR": numba_cache_base()},
         # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
         preload=["blocklab.pipeline.cluster"],
-        silence_logs=40)  # logging.ERROR
+        # logging.CRITICAL: a segment's or a point's error comes back to the client, which
+        # stops on one line; the workers' own ERROR logs printed its traceback first
+        silence_logs=50)
     client = Client(cluster, set_as_default=False)
     return client, cluster
 

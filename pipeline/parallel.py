@@ -93,7 +93,8 @@ from . import driver as DR
 from . import replay as RP
 from . import runmeta as RM
 from .model.array import build_array, plan
-from .model.config import load_array, settings_for
+from .model.config import load_array
+from .segment import Segment, load_kernels, run_segment
 
 #: The first margin of every cut, in requests.
 FIRST_MARGIN = 2048
@@ -109,127 +110,6 @@ RETRIES = 3
 #: 1 s below 2048 s) can still be cut in many places; a run whose completions outrun its last
 #: arrival into one more doubling of the interval then has inexact bins, and says so.
 GRID_FACTOR = 1
-#: The fewest trace rows a segment reads at a time.
-_MIN_BATCH = 4096
-
-
-# ---------------------------------------------------------------------------------------------
-# one segment (runs on a Dask worker)
-
-
-@dataclasses.dataclass(frozen=True)
-class Segment:
-    """What a worker needs for one segment (plain data: it travels to the worker). Request
-    indices count the trace's read and write requests from 0."""
-
-    index: int
-    trace: str
-    array: str
-    speed: float
-    wrap: bool
-    drive_ops: bool
-    first: int  # first request replayed (warm-up start)
-    keep: int  # first request kept
-    keep_end: int  # one past the last request kept
-    end: int  # one past the last request replayed
-    own_ns: tuple[int, int]  # drive operations started in [a, b) are this segment's
-    row_group: int  # the row group holding request ``first``
-    group_row: int  # trace row of that group's first row
-    group_request: int  # request index of that group's first read/write request
-    folder: str  # the run folder's temporary: parts go into a .seg-* folder inside it
-
-
-def run_segment(seg: Segment) -> dict[str, Any]:
-    """Replay one segment; write its kept requests (and its own drive operations) into a
-    part folder; return the overlaps' results, its bins and its end state."""
-    cfg = load_array(seg.array)
-    arr = build_array(cfg)
-    pf, _meta = open_trace(seg.trace)
-    opts = settings_for(cfg, record=seg.drive_ops)
-    n = seg.end - seg.first
-    drv = DR.Engine(arr, opts, n)
-    # the worker's process id in the name: a test kills the worker that writes it
-    part = Path(seg.folder) / f".seg-{seg.index:05d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    part.mkdir(mode=0o700)
-    # Parquet, as the serial replay writes it: the worker encodes its own rows, and the client
-    # joins the parts without decoding them (traces/parquet_join.py)
-    w = RP._RunWriter(part, seg.drive_ops)
-    head_n = seg.keep - seg.first  # warm-up: the overlap with the previous segment starts here
-    # results of the requests replayed (index - first): start, done, hit, for the two overlaps
-    # only: [first, keep + margin_before) and [keep_end - margin_after, end)
-    before = min(seg.keep + (seg.keep - seg.first), seg.keep_end, seg.end) - seg.first
-    after = max(seg.keep_end - (seg.end - seg.keep_end), seg.keep) - seg.first
-    head = np.zeros((3, before), np.int64)
-    tail = np.zeros((3, n - after), np.int64)
-    got = 0
-
-    def sink(c: dict[str, np.ndarray]) -> None:
-        nonlocal got
-        k = len(c["done"])
-        lo, hi = got, got + k
-        for a, b, arr_, off in ((0, before, head, 0), (after, n, tail, after)):
-            x, y = max(lo, a), min(hi, b)
-            if x < y:
-                arr_[:, x - off:y - off] = (c["start"][x - lo:y - lo], c["done"][x - lo:y - lo],
-                                            c["hit"][x - lo:y - lo])
-        x, y = max(lo, head_n), min(hi, seg.keep_end - seg.first)
-        if x < y:
-            kept = {name: v[x - lo:y - lo] for name, v in c.items()}
-            w.requests(kept)
-        got = hi
-
-    def records(rc: np.ndarray) -> None:
-        t = rc["start"]
-        mine = rc[(t >= seg.own_ns[0]) & (t < seg.own_ns[1])]
-        if len(mine):
-            w.records(mine)
-
-    started = time.perf_counter()
-    cpu = time.thread_time()
-    try:
-        drv.run(_segment_chunks(pf, seg, arr), sink, records if seg.drive_ops else None)
-    finally:
-        w.close()
-    bins = drv.bins()
-    return {"index": seg.index, "part": str(part), "head": head, "tail": tail,
-            "bins": bins, "cache": drv.cache_state(),
-            "seconds": time.perf_counter() - started, "cpu_s": time.thread_time() - cpu,
-            "replayed": n, "kept": seg.keep_end - seg.keep,
-            "bytes": sum(f.stat().st_size for f in part.iterdir()),
-            "host": os.uname().nodename}
-
-
-def load_kernels(array: str, drive_ops: bool) -> float:
-    """Load the kernels a segment runs into this process, from the Numba cache the client
-    warmed, by replaying a few requests in memory on the array; returns the seconds it took.
-    (Run on every worker before the segments start.)"""
-    t0 = time.perf_counter()
-    cfg = load_array(array)
-    arr = build_array(cfg)
-    i = np.arange(8, dtype=np.int64)
-    DR.run_engine(arr, i * 1_000_000, i * 8 % max(arr.capacity - 8, 1), np.full(8, 8, np.int64),
-                  i % 2, drive_ops=drive_ops, settings=settings_for(cfg, record=drive_ops))
-    return time.perf_counter() - t0
-
-
-def _segment_chunks(pf: pq.ParquetFile, seg: Segment, arr: Any) -> Any:
-    """The requests ``[seg.first, seg.end)`` as engine chunks, read from the row group that
-    holds the first."""
-    req = seg.group_request
-    groups = range(seg.row_group, pf.metadata.num_row_groups)
-    # batches no longer than the rows the segment reads from its group's start (for a short
-    # segment, a whole batch of 131,072 rows decoded and converted cost 9 ms of a one-request
-    # segment's 15, measured; its length changes no result)
-    batch = min(DR.BATCH_ROWS, max(_MIN_BATCH, seg.end - seg.group_request))
-    for c in RP._chunks(pf, Path(seg.trace), arr, seg.speed, seg.wrap, 0, 0, None,
-                        row_groups=groups, row0=seg.group_row, batch_rows=batch):
-        k = len(c["arrive"])
-        a, b = max(seg.first - req, 0), min(seg.end - req, k)
-        req += k
-        if a < b:
-            yield {name: v[a:b] for name, v in c.items()}
-        if req >= seg.end:
-            return
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,10 +479,8 @@ class _Rounds:
         self.client = client
         self.trace = trace
         self.progress = progress
-        #: (the run folder, its temporary, its requests): the room its files need is checked
-        #: once the segments' parts hold ROOM_CHECK_BYTES, as a serial replay's is
-        #: (replay._RunWriter)
-        self.room = room
+        self.room = room  # (run folder, its temporary, requests): see _check_room
+        self.out = room[0] if room is not None else trace  # what an OS error names
         self.results: dict[int, dict[str, Any]] = {}
         self.futures: list[Any] = []  # the round's, while it runs
         self.done = 0  # segments finished, reruns included
@@ -629,6 +507,11 @@ class _Rounds:
             except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
                 raise BlocklabError(f"{self.trace}: a segment of the parallel replay failed: "
                                     f"{type(e).__name__}: {first_line(e)}") from None
+            if "error" in r:  # (run_segment: met again anywhere, so not run again)
+                kind, *what = r["error"]
+                if kind == "os":
+                    raise safety.os_error(OSError(*what), self.out) from None
+                raise BlocklabError(what[-1]) from None
             old = self.results.get(r["index"])
             if old is not None:
                 shutil.rmtree(old["part"], ignore_errors=True)
@@ -644,9 +527,8 @@ class _Rounds:
         self.futures = []
 
     def _check_room(self) -> None:
-        """Refuse, once the parts in hold ROOM_CHECK_BYTES, a run whose files cannot fit:
-        the parts and the run's files joined from them are both on the disk until the stitch
-        removes the parts, so the peak is twice the run's files."""
+        """Refuse, once the parts in hold ROOM_CHECK_BYTES, a run whose files cannot fit: at
+        its peak the parts and the files joined from them are both on the disk."""
         if self.room is None:
             return
         written = sum(r["bytes"] for r in self.results.values())

@@ -154,11 +154,11 @@ def test_ssd_parameters_by_name():
 
 
 @pytest.mark.replays
-@pytest.mark.parametrize("case", ["past the end", "before the start", "no sectors", "to the end"])
+@pytest.mark.parametrize("case", ["past the end", "before the start", "negative", "to the end"])
 def test_a_request_outside_the_array_is_refused_not_read_past_the_tables(case):
     """run_engine with a request ending past the array's last sector (or starting before its
-    first, or of no sectors) raised nothing and read past the layout's tables: a segfault.
-    The request is named; one that ends exactly at the last sector replays."""
+    first, or of a negative length) raised nothing and read past the layout's tables: a
+    segfault. The request is named; one that ends exactly at the last sector replays."""
     from blocklab.pipeline.replay import run_engine
 
     arr = build_array(parse_array({"group": [{"name": "g", "layout": "raid5", "width": 4,
@@ -166,7 +166,7 @@ def test_a_request_outside_the_array_is_refused_not_read_past_the_tables(case):
                                   ROOT / "x.toml"))
     end = arr.capacity
     lba, nsec = {"past the end": (end - 4, 8), "before the start": (-8, 8),
-                 "no sectors": (8, 0), "to the end": (end - 8, 8)}[case]
+                 "negative": (8, -8), "to the end": (end - 8, 8)}[case]
     args = (arr, np.arange(3, dtype=np.int64) * 1000, np.array([0, 64, lba], np.int64),
             np.array([8, 8, nsec], np.int64), np.zeros(3, np.int64))
     if case == "to the end":

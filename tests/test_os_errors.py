@@ -169,6 +169,32 @@ def test_a_parallel_run_its_disk_cannot_hold_is_refused(tmp_path, monkeypatch):
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
+@needs_mount
+@pytest.mark.replays
+def test_a_parallel_replay_onto_a_full_disk_is_one_line(tmp_path):
+    """--workers 2 into a 256 KiB file system: the segments cannot write their parts. Dask ran
+    each failed segment again (RETRIES) and the workers' logs printed its traceback, five
+    times, before a line naming the trace and the raw OSError; now one line names the run
+    folder and the cause, and nothing is left."""
+    from .test_parallel_replay import ARRAY, bursts, write_trace
+
+    trace = write_trace(tmp_path / "t.parquet", bursts(20, 5000, 2_000_000, 2_000_000_000))
+    (tmp_path / "a.toml").write_text(ARRAY)
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
+    try:
+        res = _run(["replay", str(trace), "--array", str(tmp_path / "a.toml"), "-o",
+                    str(small / "run"), "--workers", "2"])
+        assert res.returncode == 2, res.stderr
+        line = _one_line(res.stderr)
+        assert line == (f"blocklab: error: {small / 'run'}: no space left on the device "
+                        "(ENOSPC)"), line
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
 def test_file_size_limit_as_a_full_disk(tmp_path):
     """Without root: a file-size limit fails the writes as a full disk does (EFBIG)."""
     out = tmp_path / "o"

@@ -1,7 +1,7 @@
 """The small kernels of the text readers against plain Python: counting a chunk's lines
 (kernels/bytescan.count_lines, for io.text_blocks), the last named row of each process in a
 chunk (kernels/pairing.last_named, for the names blkparse and tracefs lines carry), and the
-release of paired requests in arrival order (kernels/pairing.release_keys and release_take,
+release of paired requests in arrival order (kernels/pairing_release.release_keys and release_take,
 for every event format's Pairer)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocklab.kernels import pairing as K
+from blocklab.kernels import pairing_release as KR
 from blocklab.kernels.bytescan import count_lines, parse_fixed
 from blocklab.traces.formats.paired import release_order
 
@@ -125,10 +126,10 @@ def test_released_rows_are_in_arrival_order_and_the_rest_are_kept(held, slot_row
     flat = rows.reshape(-1).copy()
     idx, key, tcol, scol = (np.empty(max(n, 1), dtype=np.int64) for _ in range(4))
     slots = np.empty(slot_rows, dtype=np.int64)
-    m, how = K.release_keys(flat, n, cut, everything, idx, key, tcol, scol, slots)
+    m, how = KR.release_keys(flat, n, cut, everything, idx, key, tcol, scol, slots)
     order = release_order(how, m, key, tcol, scol)
     cols = np.empty(K.R_NCOLS * m, dtype=np.int64)
-    kept = K.release_take(flat, n, cut, everything, idx, order, m, cols)
+    kept = KR.release_take(flat, n, cut, everything, idx, order, m, cols)
     want = sorted((r for r in rows.tolist() if everything or r[K.R_TIME] < cut),
                   key=lambda r: (r[K.R_TIME], r[K.R_SEQ]))
     assert cols.reshape(K.R_NCOLS, m).T.tolist() == want

@@ -266,14 +266,15 @@ class Engine:
         return k
 
     def _check_addresses(self, chunk: Chunk, start: int, k: int) -> None:
-        """Refuse a request outside the array's sectors, or of no sectors: the kernels index
-        the layout's tables with its address unchecked (Numba does no bounds checks), so one
-        would read past them (a segfault, or another request's sectors). Replay folds or
-        refuses such requests with a message naming the trace's row before they get here;
-        this is for every other caller (tests, benchmarks, a library user's arrays)."""
+        """Refuse a request outside the array's sectors: the kernels index the layout's
+        tables with its address unchecked (Numba does no bounds checks), so one would read
+        past them (a segfault, or another request's sectors). Replay folds or refuses such
+        requests with a message naming the trace's row before they get here; this is for
+        every other caller (tests, benchmarks, a library user's arrays). A request of 0
+        sectors is one (it completes with no drive operation)."""
         lba = chunk["lba"][start:start + k]
         nsec = chunk["nsec"][start:start + k]
-        bad = (lba < 0) | (nsec < 1) | (nsec > self.arr.capacity - lba)
+        bad = (lba < 0) | (nsec < 0) | (nsec > self.arr.capacity - lba)
         if bad.any():
             i = start + int(np.argmax(bad))
             raise ValueError(

@@ -183,7 +183,6 @@ class _Sim:
             for r in range(self.n):  # open loop: after every scheduled event of the same time
                 heapq.heappush(self.events, (int(self.arrive_ns[r]), ARRIVE, 1 << 60 | r, r))
 
-
     def spread(self, bins, t0, t1, w):
         while t0 < t1:
             b = t0 // self.interval_ns
@@ -191,28 +190,23 @@ class _Sim:
             bins[b] = bins.get(b, 0) + w * (e - t0)
             t0 = e
 
-
     def count(self, d, t, delta):
         if self.at_drive[d] > 0:
             self.spread(self.res.qint[d], self.t_change[d], t, self.at_drive[d])
         self.t_change[d] = t
         self.at_drive[d] += delta
 
-
     def push(self, t, kind, ident):
         heapq.heappush(self.events, (t, kind, self.seq, ident))
         self.seq += 1
-
 
     def queue(self, o, now):
         o.qtime = now
         (self.back_q if o.share else self.host_q)[o.drive].append(o)
         self.count(o.drive, now, 1)
 
-
     def event(self, t, code, drive, ref, frac=0, nbytes=0, lost=0):
         self.res.events.append((t, code, drive, ref, frac, nbytes, lost))
-
 
     def start_pass(self, t):
         """Pass k + 1 of the trace: requests k x n + r, their arrival floors counted from
@@ -230,7 +224,6 @@ class _Sim:
         for (p, s), q in self.todo.items():
             q.extend(base + r for r in range(self.n) if self.phase[r] == p and self.stream[r] == s)
 
-
     def issue(self, s, t):
         q = self.todo[(self.phases[self.cur[0]], s)]
         while q and self.in_flight[s] < self.window[q[0]]:
@@ -239,13 +232,11 @@ class _Sim:
             at = max(t + int(self.think[r]), int(self.arrive_ns[r]))
             heapq.heappush(self.events, (at, ARRIVE, r, r))
 
-
     def start_phase(self, t):
         p = self.phases[self.cur[0]]
         self.cur[1] = sum(1 for r in range(self.n) if self.phase[r] == p)  # as many in every pass
         for s in self.sids:
             self.issue(s, t)
-
 
     def finish(self, r, now):
         self.res.done[r] = now
@@ -266,19 +257,16 @@ class _Sim:
                 else:
                     self.passes[1] = self.task_state["left"]
 
-
     def links(self, r, now):
         self.free["path"] = max(now, self.free["path"]) + (
             int(self.nsec[r]) * 512 * self.path_ps + 999) // 1000
         return self.free["path"]
-
 
     def send_out(self, r, now):
         if self.path_ps > 0:
             self.push(self.links(r, now), XFER, r)
         else:
             self.finish(r, now)
-
 
     def launch(self, item, ops, now):
         first = 0 if any(o.phase == 0 for o in ops) else 1
@@ -293,7 +281,6 @@ class _Sim:
         for o in now_ops:
             self.queue(o, now)
 
-
     def to_drives(self, r, now):
         ops = plan_parts(self.arr, self.maps, r, pieces(self.arr, int(self.lba[r]),
                                                         int(self.nsec[r])), int(self.is_write[r]))
@@ -305,7 +292,6 @@ class _Sim:
             return
         self.launch(r, ops, now)
 
-
     def line_parts(self, r):
         """(key, bits, lun, line index) of every cache line request r touches, in order."""
         out = []
@@ -315,7 +301,6 @@ class _Sim:
                 hi = min(a + m, (k + 1) * self.ls) - k * self.ls
                 out.append((lun * KEY + k, mask(lo, hi), lun, k))
         return out
-
 
     def lookup(self, r):
         status, wlun = "hit", None
@@ -330,7 +315,6 @@ class _Sim:
                 else:
                     return "miss", None
         return status, wlun
-
 
     def store(self, r, dirty, now):
         for key, bits, _lun, _k in self.line_parts(r):
@@ -350,7 +334,6 @@ class _Sim:
                 ln.valid |= bits
                 self.cache.touch(key)
 
-
     def fits(self, r):
         parts = self.line_parts(r)
         missing = sum(1 for key, *_ in parts if key not in self.cache.lines)
@@ -361,18 +344,15 @@ class _Sim:
             self.cache.touch(key)
         return True
 
-
     def new_job(self, kind, a, b, c):
         j = self.job_ids.pop()
         self.jobs[j] = Job(kind, a, b, c)
         return j
 
-
     def cache_job_ops(self, j, write, now):
         jb = self.jobs[j]
         self.launch(-j - 1, plan_parts(self.arr, self.maps, -j - 1, [(jb.a, jb.b, jb.c)], write),
                     now)
-
 
     def prefetch(self, lun, now):
         a = self.ra_end[lun]
@@ -397,7 +377,6 @@ class _Sim:
         self.cache_job_ops(j, 0, now)
         return True
 
-
     def sequential(self, r, now):
         for lun, a, m in pieces(self.arr, int(self.lba[r]), int(self.nsec[r])):
             seq_read = a == self.last_end[lun]
@@ -406,7 +385,6 @@ class _Sim:
                 self.ra_end[lun] = max(self.ra_end[lun], a + m)
                 while self.ra_end[lun] - (a + m) < self.ra_sectors and self.prefetch(lun, now):
                     pass
-
 
     def read(self, r, now):
         if not self.cache_lines:
@@ -423,7 +401,6 @@ class _Sim:
             self.lun_waiters[wlun].append(r)
         else:
             self.to_drives(r, now)
-
 
     def destage_one(self, now):
         key = next(iter(self.cache.dirty))
@@ -451,7 +428,6 @@ class _Sim:
         self.ctl["destaging"] += 1
         self.cache_job_ops(j, 1, now)
 
-
     def destage(self, now):
         if not self.cache_lines or not self.write_back:
             return
@@ -470,13 +446,11 @@ class _Sim:
                 self.ctl["timer"] = t
                 self.push(t, TIMER, 0)
 
-
     def cache_write(self, r, now):
         self.store(r, True, now)
         self.res.start[r] = now
         self.res.hit[r] = 1
         self.finish(r, now)
-
 
     def write_in(self, r, now):
         if self.cache_lines and self.write_back and len(self.line_parts(r)) <= self.cache_lines:
@@ -487,7 +461,6 @@ class _Sim:
             self.destage(now)
             return
         self.to_drives(r, now)
-
 
     def cache_job_done(self, j, now):
         jb = self.jobs.pop(j)
@@ -536,7 +509,6 @@ class _Sim:
         the others write)."""
         return [o for o in ops if o.drive not in self.failed]
 
-
     def fail(self, f, now):
         t_, d, af0, naf = self.fl[f]
         self.failed.add(d)
@@ -552,7 +524,6 @@ class _Sim:
             lost += self.maps.lost(row) - before
         if lost > 0:
             self.event(now, DATA_LOSS, d, -1, 0, 0, lost)
-
 
     def task_start(self, t, now):
         row = self.tk[t]
@@ -577,14 +548,12 @@ class _Sim:
         for _i in range(row["depth"]):
             self.task_issue(t, now)
 
-
     def task_end(self, t, now):
         row = self.tk[t]
         row["state"] = 2
         self.task_state["left"] -= 1
         code = {REBUILD: REBUILD_END, REBALANCE: REBALANCE_END, INIT: INIT_END}[row["kind"]]
         self.event(now, code, row["drive"], t, PPM, row["bdone"])
-
 
     def task_issue(self, t, now):
         row = self.tk[t]
@@ -631,6 +600,16 @@ class _Sim:
             if self.unit_complete(j, now):
                 return
 
+    def unit_done(self, t, now):
+        """A unit of task ``t`` completed (the task goes on): its next unit, then the slots
+        that waited for a piece's cursor try again (the kernel's _unit_done)."""
+        self.task_issue(t, now)
+        row = self.tk[t]
+        waiting, row["wait"] = row["wait"], 0
+        for _i in range(waiting):
+            if row["state"] == 2:
+                break
+            self.task_issue(t, now)
 
     def unit_complete(self, j, now):
         jb = self.jobs.pop(j)
@@ -668,7 +647,6 @@ class _Sim:
             self.task_end(t, now)
             return True
         return False
-
 
     def pick(self, d):
         """Host work first; when both queues hold work, background work first while its time
@@ -734,14 +712,7 @@ class _Sim:
                         if jb.kind in (DESTAGE, PREFETCH):
                             self.cache_job_done(-o.item - 1, self.now)
                         elif not self.unit_complete(-o.item - 1, self.now):
-                            self.task_issue(jb.a, self.now)
-                            # the slots that waited for a piece's cursor try again
-                            row = self.tk[jb.a]
-                            waiting, row["wait"] = row["wait"], 0
-                            for _i in range(waiting):
-                                if row["state"] == 2:
-                                    break
-                                self.task_issue(jb.a, self.now)
+                            self.unit_done(jb.a, self.now)
                 else:
                     r = o.item
                     self.pending[r] -= 1

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from blocklab.kernels import pairing as K
+from blocklab.kernels import pairing_release as KR
 from blocklab.traces.schema import NULL
 
 from .base import Chunk, ReadContext
@@ -86,7 +87,8 @@ class Pairer:
     Completed requests wait in one flat buffer of R_* rows (``_rows``, the first ``_held``
     rows) until no request still in flight arrived before them: the pairing kernel writes new
     rows after the ones held, and ``sweep`` gathers the releasable ones into columns, sorted by
-    arrival, and moves the rest to the front (kernels ``release_keys`` and ``release_take``).
+    arrival, and moves the rest to the front (kernels/pairing_release.py ``release_keys``
+    and ``release_take``).
     Before, each chunk's rows were copied out of the kernel's buffer, joined with the ones
     held, split in two, sorted by NumPy's lexsort and transposed: a fifth of the main thread
     of a blktrace binary ingest (measured on the bench's 100 M records)."""
@@ -177,22 +179,22 @@ class Pairer:
             self._scratch = (*(np.empty(size, dtype=np.int64) for _ in range(4)),
                              np.empty(4 * size, dtype=np.int64))
         idx, key, tcol, scol, slots = self._scratch
-        m, how = K.release_keys(out, n, earliest, everything, idx, key, tcol, scol, slots)
+        m, how = KR.release_keys(out, n, earliest, everything, idx, key, tcol, scol, slots)
         order = release_order(how, m, key, tcol, scol)
         cols = np.empty((K.R_NCOLS, m), dtype=np.int64)
-        self._held = K.release_take(out, n, earliest, everything, idx, order, m,
+        self._held = KR.release_take(out, n, earliest, everything, idx, order, m,
                                     cols.reshape(-1))
         return cols
 
 
 def release_order(how: int, m: int, key: np.ndarray, tcol: np.ndarray,
                   scol: np.ndarray) -> np.ndarray:
-    """The order of the ``m`` rows ``K.release_keys`` found, by (arrival, sequence number),
+    """The order of the ``m`` rows ``KR.release_keys`` found, by (arrival, sequence number),
     as positions in its ``idx``: the order it placed (``how`` ORDER_DONE), or the sort of its
     packed keys, or of the two columns."""
-    if how == K.ORDER_DONE:
+    if how == KR.ORDER_DONE:
         return key[:m]
-    if how == K.ORDER_BY_KEY:
+    if how == KR.ORDER_BY_KEY:
         return np.argsort(key[:m])  # the keys are distinct: any sort gives one order
     return np.lexsort((scol[:m], tcol[:m]))
 
