@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import clean_temporaries, hold_lock
+from blocklab.traces.safety import OutputBusy, clean_temporaries, hold_lock
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import atomic_output
 
@@ -198,6 +198,18 @@ def _clean_temporaries(out: Path) -> list[str]:
     return clean_temporaries(out)
 
 
+def _clear_after_workers(out: Path) -> None:
+    """After a stop, once a local cluster's workers are gone: what the points in flight left
+    (their run folders' temporaries and locks, ``.POINT.tmp-PID``, ``.POINT.lock``) is no
+    one's, and goes. A remote cluster's workers may still be writing: a later run cleans."""
+    with contextlib.suppress(BlocklabError, OSError), _lock(out):
+        _clean_temporaries(out)
+        for f in out.glob(".*.lock"):
+            if f.name != ".sweep.lock":
+                with contextlib.suppress(OutputBusy), hold_lock(f, "", remove=True):
+                    pass
+
+
 def _write_json(path: Path, obj: Any) -> None:
     with atomic_output(path) as tmp:  # (owner only, as the runs beside it)
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
@@ -302,6 +314,8 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
         if cluster is not None:
             cluster.close()
     if interrupted:
+        if cluster is not None:
+            _clear_after_workers(out)
         # counted on disk: a point may have finished while the workers were stopping
         left = sum(s.state != "finished" for s in survey(sweep, out))
         raise SweepInterrupted(
