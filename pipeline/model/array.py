@@ -163,11 +163,11 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     (``fixed_ns`` = (per operation, per sector) replaces every model, for tests)."""
     refs = list(dict.fromkeys(g.drive for g in cfg.groups))
     models = []
-    for r in refs:
+    for ref in refs:
         try:
-            models.append(_model_of(r))
+            models.append(_model_of(ref))
         except CAT.DriveFiguresError as e:
-            raise ConfigError(f"{cfg.source}: drive {r.label}: {e}") from None
+            raise ConfigError(f"{cfg.source}: drive {ref.label}: {e}") from None
     mset = [sum(1 for m in models[:i] if m.kind == models[i].kind) for i in range(len(models))]
     b = _Builder()
     drive_cols: dict[str, list[Any]] = {k: [] for k in (
