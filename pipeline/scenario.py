@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import output_lock
+from blocklab.traces.safety import make_folders, output_lock
 from blocklab.traces.store import atomic_output
 
 from .model.config import parse_array, read_toml
@@ -362,7 +362,7 @@ def _first_tenth(ev: list[dict[str, Any]], start: str, progress: str,
 
 
 def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # (owner only, as its run)
+    make_folders(folder)  # (owner only, as its run)
     trace = folder / "trace.parquet"
     try:
         _generate(workload, trace, array)
@@ -382,7 +382,7 @@ def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
 def run_case(case: Case, out: Path) -> dict[str, Any]:
     """Generate, replay and measure one case into ``out`` (its run folder is ``out/run``;
     ``links`` and ``oio`` variants go to ``out/<variant>/run``)."""
-    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_folders(out)
     array = out / "array.toml"
     _write_private(array, toml_text(case.array))
     fig: dict[str, Any] = {"case": case.name, "label": case.label}
@@ -402,7 +402,7 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
                 base = {"protocol": "iscsi", "gbit_per_s": 1}
             arr["controller"]["host_links"] = {**base, "count": count, "mtu": mtu}
             variant = out / f"links-{count}x{mtu}"
-            variant.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_folders(variant)
             _write_private(variant / "array.toml", toml_text(arr))
             row: dict[str, Any] = {"links": count, "mtu": mtu}
             for op, pct in (("read", 100), ("write", 0)):

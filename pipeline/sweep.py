@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import OutputBusy, clean_temporaries, hold_lock
+from blocklab.traces.safety import OutputBusy, clean_temporaries, hold_lock, make_folders
 from blocklab.traces.schema import POINT_SCHEMA
 from blocklab.traces.store import atomic_output
 
@@ -123,10 +123,7 @@ def run_point(task: Task) -> dict[str, Any]:
                 tmp.write_text(task.config_toml)
             replay(task.trace, cfg, run, **task.options)
         dest = out / "summary" / task.summary
-        d = out
-        for part in dest.parent.relative_to(out).parts:  # (owner only, as the runs)
-            d = d / part
-            d.mkdir(exist_ok=True, mode=0o700)
+        make_folders(dest.parent)  # (owner only, as the runs)
         table = _summary_row(task, run)
         with atomic_output(dest) as tmp:
             pq.write_table(table, tmp)
@@ -293,7 +290,7 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
     try:
         # Compile (or load) the kernels here first: the workers then load them from the cache.
         warm_s = warm_kernels()
-        out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folders(out)
         with _lock(out):
             removed = _clean_temporaries(out)
             # summaries whose run folder is gone would show a point that is not there
