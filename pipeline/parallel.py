@@ -475,12 +475,12 @@ class _Rounds:
 
     def __init__(self, client: Any, trace: Path,
                  progress: Callable[[int, int], None] | None,
-                 room: tuple[Path, Path, int] | None = None) -> None:
+                 room: tuple[Path, Path, int]) -> None:
         self.client = client
         self.trace = trace
         self.progress = progress
         self.room = room  # (run folder, its temporary, requests): see _check_room
-        self.out = room[0] if room is not None else trace  # what an OS error names
+        self.room_checked = False
         self.results: dict[int, dict[str, Any]] = {}
         self.futures: list[Any] = []  # the round's, while it runs
         self.done = 0  # segments finished, reruns included
@@ -510,7 +510,7 @@ class _Rounds:
             if "error" in r:  # (run_segment: met again anywhere, so not run again)
                 kind, *what = r["error"]
                 if kind == "os":
-                    raise safety.os_error(OSError(*what), self.out) from None
+                    raise safety.os_error(OSError(*what), self.room[0]) from None
                 raise BlocklabError(what[-1]) from None
             old = self.results.get(r["index"])
             if old is not None:
@@ -529,13 +529,13 @@ class _Rounds:
     def _check_room(self) -> None:
         """Refuse, once the parts in hold ROOM_CHECK_BYTES, a run whose files cannot fit: at
         its peak the parts and the files joined from them are both on the disk."""
-        if self.room is None:
+        if self.room_checked:
             return
         written = sum(r["bytes"] for r in self.results.values())
         if written < ROOM_CHECK_BYTES:
             return
         out, tmp, total = self.room
-        self.room = None
+        self.room_checked = True
         on_disk = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
         check_room(out, written, sum(r["kept"] for r in self.results.values()), total,
                    "of run files and, until they are joined, the segments' parts", copies=2,
@@ -587,7 +587,7 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
     S = cuts.segments
     folder = AtomicFolder(out)
     tmp = folder.tmp
-    rounds = _Rounds(client, trace, progress, room=(out, tmp, n))
+    rounds = _Rounds(client, trace, progress, (out, tmp, n))
     joins = _Joins()
     try:
         joins.open(tmp, drive_ops)
