@@ -6,6 +6,7 @@ system than its temporary (a mount point)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -50,17 +51,32 @@ CAN_MOUNT = _can_mount()
 needs_mount = pytest.mark.skipif(not CAN_MOUNT, reason="needs root that may mount a tmpfs")
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A 24 KiB tmpfs: too small for any of the outputs written into it."""
+@contextlib.contextmanager
+def _mounted(tmp_path: Path, options: str):
+    """A tmpfs mounted with ``options`` at tmp_path/small, unmounted at the end."""
     d = tmp_path / "small"
     d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k,mode=0777", "tmpfs", str(d)],
-                   check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)], check=True)
     try:
         yield d
     finally:
         subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 24 KiB tmpfs: too small for any of the outputs written into it."""
+    with _mounted(tmp_path, "size=24k,mode=0777") as d:
+        yield d
+
+
+def _parallel_trace(tmp_path: Path) -> tuple[Path, Path]:
+    """A trace of 100,000 requests in bursts that parallel replay can cut, and its array."""
+    from .test_parallel_replay import ARRAY, bursts, write_trace
+
+    (tmp_path / "a.toml").write_text(ARRAY)
+    return (write_trace(tmp_path / "t.parquet", bursts(20, 5000, 2_000_000, 2_000_000_000)),
+            tmp_path / "a.toml")
 
 
 def _one_line(stderr: str) -> str:
@@ -113,10 +129,7 @@ def test_a_run_its_disk_cannot_hold_is_refused_before_the_disk_fills(tmp_path, m
 
     trace = tmp_path / "io.parquet"
     synth_iometer(trace, requests=400_000, random_pct=100, capacity="64GiB")
-    small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], check=True)
-    try:
+    with _mounted(tmp_path, "size=4m") as small:
         monkeypatch.setattr(replay_mod, "ROOM_CHECK_BYTES", 1)  # after the first chunk
         res = runner.invoke(app, ["replay", str(trace), "--array",
                                   str(ROOT / "examples" / "arrays" / "raid6-4p2-x8.toml"),
@@ -131,8 +144,6 @@ def test_a_run_its_disk_cannot_hold_is_refused_before_the_disk_fills(tmp_path, m
         assert float(m[1]) > float(m[4]) and float(m[4]) <= 4.2, line
         assert 0 < int(m[3].replace(",", "")) < 400_000
         assert list(small.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 @needs_mount
@@ -144,16 +155,10 @@ def test_a_parallel_run_its_disk_cannot_hold_is_refused(tmp_path, monkeypatch):
     did not check: it ran until the disk filled, at the join)."""
     from blocklab.pipeline import parallel as parallel_mod
 
-    from .test_parallel_replay import ARRAY, bursts, write_trace
-
-    trace = write_trace(tmp_path / "t.parquet", bursts(20, 5000, 2_000_000, 2_000_000_000))
-    (tmp_path / "a.toml").write_text(ARRAY)
-    small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
-    try:
+    trace, array = _parallel_trace(tmp_path)
+    with _mounted(tmp_path, "size=3m") as small:
         monkeypatch.setattr(parallel_mod, "ROOM_CHECK_BYTES", 1)  # at the first part
-        res = runner.invoke(app, ["replay", str(trace), "--array", str(tmp_path / "a.toml"),
+        res = runner.invoke(app, ["replay", str(trace), "--array", str(array),
                                   "-o", str(small / "run"), "--workers", "2"])
         assert res.exit_code == 2, res.output
         line = _one_line(res.stderr)
@@ -165,8 +170,6 @@ def test_a_parallel_run_its_disk_cannot_hold_is_refused(tmp_path, monkeypatch):
         assert float(m[1]) > float(m[4]) > 3.0, line  # the parts already in count as room
         assert 0 < int(m[3].replace(",", "")) < 100_000
         assert list(small.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 @needs_mount
@@ -176,23 +179,15 @@ def test_a_parallel_replay_onto_a_full_disk_is_one_line(tmp_path):
     each failed segment again (RETRIES) and the workers' logs printed its traceback, five
     times, before a line naming the trace and the raw OSError; now one line names the run
     folder and the cause, and nothing is left."""
-    from .test_parallel_replay import ARRAY, bursts, write_trace
-
-    trace = write_trace(tmp_path / "t.parquet", bursts(20, 5000, 2_000_000, 2_000_000_000))
-    (tmp_path / "a.toml").write_text(ARRAY)
-    small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
-    try:
-        res = _run(["replay", str(trace), "--array", str(tmp_path / "a.toml"), "-o",
+    trace, array = _parallel_trace(tmp_path)
+    with _mounted(tmp_path, "size=256k") as small:
+        res = _run(["replay", str(trace), "--array", str(array), "-o",
                     str(small / "run"), "--workers", "2"])
         assert res.returncode == 2, res.stderr
         line = _one_line(res.stderr)
         assert line == (f"blocklab: error: {small / 'run'}: no space left on the device "
                         "(ENOSPC)"), line
         assert list(small.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_file_size_limit_as_a_full_disk(tmp_path):
