@@ -10,6 +10,7 @@ from blocklab.kernels.layout import raid as R
 
 from .drives import _candidate, _enqueue, _push
 from .tables import (
+    COPY_N,
     D_FAILED,
     D_LASTOP,
     EX_BASE,
@@ -20,6 +21,7 @@ from .tables import (
     G_WIDTH,
     HK_ARRIVE,
     HK_XFER,
+    MP_COPY,
     MP_GROUP,
     MP_MEM,
     MP_MISS,
@@ -32,6 +34,9 @@ from .tables import (
     O_PHASE,
     O_SHARE,
     O_WRITE,
+    PC_DOFF,
+    PC_DST,
+    PC_K,
     RQ_ARRIVE,
     RQ_LBA,
     RQ_NSEC,
@@ -94,26 +99,43 @@ def _piece(cfg, W, pos, end):
 def _add_ops(W, item, row, m, share, first, last):
     """Append the ``m`` operations planned in W.PLAN for member map ``row`` (members mapped to
     their drives) to the item's list (first, last), merging with its earlier operations on the
-    same drive where contiguous."""
-    OP = W.OP
-    DR = W.DR
+    same drive where contiguous. A write to a member whose piece is being copied to a new drive
+    (the row's copy slots, a rebalance) is written there too, as md writes a replacement
+    device alongside the one it replaces (drivers/md/raid1.c raid1_write_request): the copy
+    then never leaves the new drive without a write made after its unit was copied."""
     PLAN = W.PLAN
     MP = W.MP
     for j in range(m):
         o = j * R.OP_NCOLS
         k = PLAN[o + R.OP_DRIVE]
-        d = MP[row, MP_MEM + 2 * k]
-        lba = MP[row, MP_MEM + 2 * k + 1] + PLAN[o + R.OP_SECTOR]
+        sector = PLAN[o + R.OP_SECTOR]
         cnt = PLAN[o + R.OP_COUNT]
         w = PLAN[o + R.OP_WRITE]
         ph = PLAN[o + R.OP_PHASE]
-        p = DR[d, D_LASTOP]
-        if p != NONE and OP[p, O_PHASE] == ph and OP[p, O_WRITE] == w and \
-                OP[p, O_LBA] + OP[p, O_N] == lba:
-            OP[p, O_N] += cnt
+        first, last = _add_op(W, item, MP[row, MP_MEM + 2 * k],
+                              MP[row, MP_MEM + 2 * k + 1] + sector, cnt, w, ph, share, first,
+                              last)
+        if w == 0:
             continue
-        first, last = _new_op(W, item, d, lba, cnt, w, ph, share, first, last)
+        for i in range(MP_COPY, MP_COPY + COPY_N):
+            p = MP[row, i]
+            if p != NONE and W.PC[p, PC_K] == k and W.DR[W.PC[p, PC_DST], D_FAILED] == 0:
+                first, last = _add_op(W, item, W.PC[p, PC_DST], W.PC[p, PC_DOFF] + sector, cnt,
+                                      w, ph, share, first, last)
     return first, last
+
+
+@njit(forceinline=True, nrt=False)
+def _add_op(W, item, d, lba, cnt, w, ph, share, first, last):
+    """One operation appended to the item's list (first, last): merged with the item's last
+    operation on drive ``d`` where it continues it, else a new one."""
+    OP = W.OP
+    p = W.DR[d, D_LASTOP]
+    if p != NONE and OP[p, O_PHASE] == ph and OP[p, O_WRITE] == w and \
+            OP[p, O_LBA] + OP[p, O_N] == lba:
+        OP[p, O_N] += cnt
+        return first, last
+    return _new_op(W, item, d, lba, cnt, w, ph, share, first, last)
 
 
 @njit(forceinline=True, nrt=False)

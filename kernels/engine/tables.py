@@ -94,11 +94,15 @@ EX_ROW, EX_BASE = range(2)
 G_KIND, G_WIDTH, G_UNIT, G_DS = range(4)
 G_COLS = 4
 # MP: one row per member map (a RAID group, a storage pool's private group, a pool D-stripe):
-# its geometry, the missing members (raid.MISS_N: member, rebuild cursor), then per member its
-# drive and the member's first sector on that drive.
+# its geometry, the missing members (raid.MISS_N: member, rebuild cursor), the pieces of it being
+# copied to a new drive (COPY_N slots, NONE when free: host writes to their members are written
+# there too, tasks.py _task_start), then per member its drive and the member's first sector on
+# that drive.
 MP_GROUP = 0
 MP_MISS = 1
-MP_MEM = MP_MISS + R.MISS_N
+COPY_N = 3
+MP_COPY = MP_MISS + R.MISS_N
+MP_MEM = MP_COPY + COPY_N
 # FL: one row per drive failure; AF: the (map row, member) pairs each failure makes missing.
 FL_T, FL_DRIVE, FL_AF0, FL_NAF = range(4)
 AF_ROW, AF_K = range(2)
@@ -237,9 +241,11 @@ EVENT = _table("t", "code", "drive", "ref", "frac", "bytes", "lost")
 def member_map(width: int) -> np.dtype:
     """MP: a member map row (a RAID group, a pool's private group, a pool D-stripe) of up to
     ``width`` members: its geometry row, the missing members (raid.MISS_N columns: member,
-    rebuild cursor pairs), then per member its drive and first sector on that drive (-1: none).
+    rebuild cursor pairs), the pieces being copied (COPY_N columns, -1: none), then per member
+    its drive and first sector on that drive (-1: none).
     """
     return np.dtype([("group", np.int64), ("missing", np.int64, (R.MISS_N,)),
+                     ("copying", np.int64, (COPY_N,)),
                      ("members", [("drive", np.int64), ("offset", np.int64)], (width,))])
 
 
@@ -270,8 +276,9 @@ def _check() -> None:
                 raise AssertionError(f"tables: {prefix}{col} is {g[prefix + col]}, not {i}")
     mp = member_map(1)
     assert mp.fields is not None
-    if mp.fields["missing"][1] != MP_MISS * 8 or mp.fields["members"][1] != MP_MEM * 8:
-        raise AssertionError("tables: member_map does not match MP_MISS / MP_MEM")
+    if (mp.fields["missing"][1], mp.fields["copying"][1], mp.fields["members"][1]) != (
+            MP_MISS * 8, MP_COPY * 8, MP_MEM * 8):
+        raise AssertionError("tables: member_map does not match MP_MISS / MP_COPY / MP_MEM")
 
 
 _check()

@@ -14,6 +14,7 @@ from .requests import _add_ops, _launch, _new_op
 from .tables import (
     AF_K,
     AF_ROW,
+    COPY_N,
     D_FAILED,
     EV_BYTES,
     EV_CODE,
@@ -37,6 +38,7 @@ from .tables import (
     J_UNIT,
     JOB_REBALANCE,
     JOB_REBUILD,
+    MP_COPY,
     MP_GROUP,
     MP_MEM,
     MP_MISS,
@@ -133,6 +135,17 @@ def _miss_remove(MP, row, k):
 
 
 @njit(nrt=False)
+def _copy_slot(MP, row, old, new):
+    """The first of the row's copy slots holding ``old`` (NONE: a free one) now holds ``new``.
+    A row has COPY_N slots: a fourth piece of one map row copied at the same time (four of its
+    members' drives replaced at once) is not written twice; as the docs say."""
+    for i in range(MP_COPY, MP_COPY + COPY_N):
+        if MP[row, i] == old:
+            MP[row, i] = new
+            return
+
+
+@njit(nrt=False)
 def _lost_stripes(W, row):
     """Stripes of map row ``row`` that have lost more members than its layout tolerates."""
     MP = W.MP
@@ -212,6 +225,11 @@ def _task_start(cfg, W, t, now, ncand):
     if TK[t, TK_UNITS] == 0:
         _task_end(W, t, now)
         return ncand
+    if kind == JOB_REBALANCE:
+        PC = W.PC
+        for p in range(TK[t, TK_P0], TK[t, TK_P0] + TK[t, TK_NP]):
+            if PC[p, PC_ROWS] > 0:
+                _copy_slot(W.MP, PC[p, PC_ROW], NONE, p)
     for _i in range(TK[t, TK_DEPTH]):
         ncand = _task_issue(cfg, W, t, now, ncand)
     return ncand
@@ -326,6 +344,7 @@ def _unit_complete(W, j, now):
     elif kind == JOB_REBALANCE and done_rows >= PC[p, PC_ROWS]:
         W.MP[row, MP_MEM + 2 * k] = PC[p, PC_DST]
         W.MP[row, MP_MEM + 2 * k + 1] = PC[p, PC_DOFF]
+        _copy_slot(W.MP, row, p, NONE)
     TK[t, TK_DONE] += 1
     TK[t, TK_INFL] -= 1
     units = TK[t, TK_UNITS]

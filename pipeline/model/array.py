@@ -230,6 +230,7 @@ def build_array(cfg: ArrayConfig, fixed_ns: tuple[int, int] | None = None) -> Ar
     wmax = max(len(d) for _g, d, _o in b.rows)
     MP = np.zeros(len(b.rows), T.member_map(wmax))
     MP["missing"] = R.no_missing()
+    MP["copying"] = -1  # -1: no piece being copied
     mem = MP["members"]
     mem["drive"] = mem["offset"] = -1  # -1: no member (a map narrower than the widest)
     for r, (geom, drives, offs) in enumerate(b.rows):

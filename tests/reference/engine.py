@@ -142,6 +142,7 @@ class _Sim:
                                        for r in tasks.TK.tolist()]
         self.pc = [] if tasks is None else [dict(zip(T.PIECE.names, r, strict=True))
                                        for r in tasks.PC.tolist()]
+        self.maps.pc, self.maps.failed = self.pc, self.failed
         self.task_state = {"left": len(self.tk)}
         self.piece_done = [0] * len(self.pc)
         self.piece_finished: list[set[int]] = [set() for _ in self.pc]
@@ -545,8 +546,19 @@ class _Sim:
         if row["units"] == 0:
             self.task_end(t, now)
             return
+        if kind == REBALANCE:  # host writes to these pieces go to their new drives too
+            for p in range(row["p0"], row["p0"] + row["np"]):
+                if self.pc[p]["rows"] > 0:
+                    self.copy_slot(self.pc[p]["row"], None, p)
         for _i in range(row["depth"]):
             self.task_issue(t, now)
+
+    def copy_slot(self, r, old, new):
+        """The first of row r's copy slots holding ``old`` now holds ``new`` (none free: not
+        kept, as in the kernel)."""
+        slots = self.maps.rows[r]["copy"]
+        if old in slots:
+            slots[slots.index(old)] = new
 
     def task_end(self, t, now):
         row = self.tk[t]
@@ -635,6 +647,7 @@ class _Sim:
                     break
         elif row["kind"] == REBALANCE and done_rows >= self.pc[p]["rows"]:
             self.maps.rows[r]["mem"][k] = (self.pc[p]["dst"], self.pc[p]["doff"])
+            self.copy_slot(r, p, None)
         row["done"] += 1
         row["infl"] -= 1
         units = row["units"]

@@ -101,8 +101,11 @@ class Maps:
             mem = [(int(r["members"]["drive"][k]), int(r["members"]["offset"][k]))
                    for k in range(width)]
             # heads: where each member's last planned operation ended (raid.py mirror reads)
+            # copy: the kernel's COPY_N slots, pieces being copied to a new drive (rebalance)
             self.rows.append({"geom": int(r["group"]), "mem": mem, "miss": [],
-                              "heads": R.new_heads(width)})
+                              "heads": R.new_heads(width), "copy": [None, None, None]})
+        self.pc: list[dict] = []  # the pieces and the failed drives (the simulation's own)
+        self.failed: set[int] = set()
 
     def miss_array(self, row):
         out = [-1, 0, -1, 0, -1, 0]
@@ -142,11 +145,19 @@ def plan_parts(arr, maps, item, parts, write, share=0):
 
 
 def add_ops(maps, row, buf, m, item, share, ops, last):
+    """The planned operations through the row's members; a write to a member being copied to a
+    new drive is written there too."""
     for r in buf[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
-        d, off = maps.rows[row]["mem"][int(r[R.OP_DRIVE])]
-        o = Op(item, d, off + int(r[R.OP_SECTOR]), int(r[R.OP_COUNT]), int(r[R.OP_WRITE]),
-               int(r[R.OP_PHASE]), share)
-        append(o, ops, last)
+        k, sector, n, w, ph = (int(x) for x in r[[R.OP_DRIVE, R.OP_SECTOR, R.OP_COUNT,
+                                                  R.OP_WRITE, R.OP_PHASE]])
+        d, off = maps.rows[row]["mem"][k]
+        append(Op(item, d, off + sector, n, w, ph, share), ops, last)
+        if not w:
+            continue
+        for p in maps.rows[row]["copy"]:
+            if p is not None and maps.pc[p]["k"] == k and maps.pc[p]["dst"] not in maps.failed:
+                append(Op(item, maps.pc[p]["dst"], maps.pc[p]["doff"] + sector, n, w, ph, share),
+                       ops, last)
 
 
 def append(o, ops, last):
