@@ -244,8 +244,13 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
     bw = ask("bandwidth", {"interval_s": repr(step)})
     rw = ask("rebuild-windows")
     phases = ask("phases") if rw else []
+    # the shading stops where the chart's data does: a rebuild that outlasts the trace (an
+    # hour after a minute of requests) otherwise stretched the time axis until the lines
+    # filled 3 % of the chart; the table gives the whole window
+    chart_end = max((r["t_s"] for r in bw), default=0.0) + step
     for w in rw:
-        w["window_end_s"] = w["failure_s"] + (w["window_s"] or 0.0)
+        w["window_end_s"] = max(w["failure_s"], min(w["failure_s"] + (w["window_s"] or 0.0),
+                                                    chart_end))
     cdf = ask("latency-cdf")
     summary = ask("latency-summary")
     native = max([(s.run.interval_ns or 0) if s.run else 0 for s in sources] + [1]) / 1e9
@@ -259,7 +264,8 @@ def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dic
     charts = [
         Chart("bandwidth", "Bandwidth and IOPS over time", _spec(_bandwidth_chart(bw, rw, step)),
               "Host requests by completion time; dashed rule: a failure, shaded in the "
-              "run's colour: until its rebuild ended." if rw else
+              "run's colour: until its rebuild ended, or to the chart's end where the rebuild "
+              "outlasted the requests (the table above has the whole window)." if rw else
               "Host requests by completion time; no failures in these runs."),
         Chart("latency-cdf", "Latency distribution", _spec(_cdf_chart(cdf)),
               "Fraction of requests completed within a latency, per operation."),
@@ -474,7 +480,7 @@ def render_html(sources: list[Source], compare: list[dict[str, Any]], charts: li
         parts += ["<h2>Failures and rebuilds</h2>",
                   '<p class="note">The <code>rebuild-windows</code> query.</p>',
                   _table(rw, ["run", "group", "drive", "failure_s", "rebuild_end_s",
-                              "window_s", "rebuild_done", "before_mb_per_s",
+                              "window_s", "window_host_s", "rebuild_done", "before_mb_per_s",
                               "window_mb_per_s", "mb_per_s_ratio", "before_p99_ms",
                               "window_p99_ms", "p99_ratio"])]
         ph = [r for r in extra.get("phases") or [] if r["requests"]]

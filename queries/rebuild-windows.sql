@@ -2,10 +2,13 @@
 -- The window runs from the failure to the end of the rebuild: the first rebuild_end of the
 -- same run and group at or after the failure, naming the same drive if one does (else any
 -- drive of the group); a rebuild that never ended closes the window at the run's last
--- completion (rebuild_done false). Foreground figures count the host requests (ios) that
--- completed inside the window, and before the failure (the `before_s` seconds before it, or
--- everything before it): MB/s (10^6 bytes per second over the span) and p99 latency in ms,
--- with the ratios window / before.
+-- completion, which it includes (rebuild_done false). Foreground figures count the host
+-- requests (ios) that completed inside the window, and before the failure (the `before_s`
+-- seconds before it, or everything before it; from the run's first arrival at the earliest):
+-- MB/s and p99 latency in ms, with the ratios window / before. MB/s is 10^6 bytes a second
+-- over the part of the span the host's I/O covered (the run's first arrival to its last
+-- completion): a rebuild that outlasts the trace does not dilute the window's MB/s with time
+-- the host sent nothing (window_host_s says how much of the window that was).
 -- Views: events, ios.
 -- Param: before_s = 0.0  seconds before the failure to compare with (0: from the run's start).
 WITH p AS (
@@ -44,16 +47,20 @@ WITH p AS (
         w.*,
         end_ns IS NOT NULL                                   AS rebuild_done,
         coalesce(end_ns, greatest(run_end_ns, failure_ns))   AS win_end_ns,
-        CASE WHEN p.before_ns > 0 THEN greatest(failure_ns - p.before_ns, 0)
+        -- the bound the window's completions stay below: past the last completion when the
+        -- rebuild never ended (the window closes at it, and holds it)
+        coalesce(end_ns, greatest(run_end_ns + 1, failure_ns)) AS win_lim_ns,
+        CASE WHEN p.before_ns > 0
+             THEN greatest(failure_ns - p.before_ns, least(coalesce(run_start_ns, 0), failure_ns))
              ELSE least(coalesce(run_start_ns, 0), failure_ns) END AS base_start_ns
     FROM w, p
 ), fg AS (
     SELECT
         s.run, s.failure,
-        count(*) FILTER (WHERE i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_end_ns)
+        count(*) FILTER (WHERE i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_lim_ns)
             AS window_requests,
         sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.failure_ns
-                                    AND i.complete_ns < s.win_end_ns) AS window_bytes,
+                                    AND i.complete_ns < s.win_lim_ns) AS window_bytes,
         count(*) FILTER (WHERE i.complete_ns >= s.base_start_ns
                            AND i.complete_ns < s.failure_ns) AS before_requests,
         sum(i.size_bytes) FILTER (WHERE i.complete_ns >= s.base_start_ns
@@ -63,7 +70,7 @@ WITH p AS (
 ), qv AS NOT MATERIALIZED (  -- latencies in each window (w 1) and before it (w 0), for exact_quantiles
     SELECT {'run': s.run, 'failure': s.failure, 'w': 1} AS g, i.latency_ns AS x
     FROM spans s JOIN ios i ON i.run = s.run
-        AND i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_end_ns
+        AND i.complete_ns >= s.failure_ns AND i.complete_ns < s.win_lim_ns
     UNION ALL
     SELECT {'run': s.run, 'failure': s.failure, 'w': 0}, i.latency_ns
     FROM spans s JOIN ios i ON i.run = s.run
@@ -77,15 +84,20 @@ WITH p AS (
         s.start_ns / 1e9                                     AS rebuild_start_s,
         s.end_ns / 1e9                                       AS rebuild_end_s,
         (s.win_end_ns - s.failure_ns) / 1e9                  AS window_s,
+        greatest(least(s.win_end_ns, s.run_end_ns)
+                 - greatest(s.failure_ns, s.run_start_ns), 0) / 1e9 AS window_host_s,
         (s.end_ns - s.start_ns) / 1e9                        AS rebuild_s,
         fg.before_requests,
-        CASE WHEN s.failure_ns > s.base_start_ns
-             THEN coalesce(fg.before_bytes, 0) / 1e6 / ((s.failure_ns - s.base_start_ns) / 1e9)
+        CASE WHEN least(s.failure_ns, s.run_end_ns) > s.base_start_ns
+             THEN coalesce(fg.before_bytes, 0) / 1e6
+                  / ((least(s.failure_ns, s.run_end_ns) - s.base_start_ns) / 1e9)
              END                                             AS before_mb_per_s,
         pb.p99_ns / 1e6                                      AS before_p99_ms,
         fg.window_requests,
-        CASE WHEN s.win_end_ns > s.failure_ns
-             THEN coalesce(fg.window_bytes, 0) / 1e6 / ((s.win_end_ns - s.failure_ns) / 1e9)
+        CASE WHEN least(s.win_end_ns, s.run_end_ns) > greatest(s.failure_ns, s.run_start_ns)
+             THEN coalesce(fg.window_bytes, 0) / 1e6
+                  / ((least(s.win_end_ns, s.run_end_ns)
+                      - greatest(s.failure_ns, s.run_start_ns)) / 1e9)
              END                                             AS window_mb_per_s,
         pw.p99_ns / 1e6                                      AS window_p99_ms
     FROM spans s JOIN fg USING (run, failure)
@@ -94,7 +106,7 @@ WITH p AS (
 )
 SELECT
     run, failure, "group", drive, failure_s, rebuild_start_s, rebuild_end_s, rebuild_done,
-    window_s, rebuild_s,
+    window_s, window_host_s, rebuild_s,
     before_requests, before_mb_per_s, before_p99_ms,
     window_requests, window_mb_per_s, window_p99_ms,
     CASE WHEN before_mb_per_s > 0 THEN window_mb_per_s / before_mb_per_s END AS mb_per_s_ratio,
