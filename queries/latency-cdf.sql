@@ -5,7 +5,7 @@
 -- View: ios.
 WITH f AS (
     SELECT list_concat([i / 200 FOR i IN range(0, 200)],
-                       [0.995, 0.998, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 1.0]) AS fr
+                       [0.998, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 1.0]) AS fr
 ), qv AS NOT MATERIALIZED (
     SELECT {'run': run, 'op': op} AS g, latency_ns AS x FROM ios
 ), n AS (
