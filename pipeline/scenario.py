@@ -204,7 +204,10 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         if w.get("generator") not in GENERATORS:
             raise BlocklabError(f"{where}.workload.generator: expected one of "
                                 f"{', '.join(GENERATORS)}")
+        measure = c.get("measure", data.get("measure", ["phases"]))
         known = _generator_options(w["generator"])
+        if w["generator"] == "spc1" and "spc1" in measure:  # spc1 search's own period
+            known = known | {"ramp_s"}
         unknown = sorted(set(w) - known - {"generator", "span"})
         if unknown:
             raise BlocklabError(f"{where}.workload.{unknown[0]}: not an option of the "
@@ -213,7 +216,6 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         if "span" in w and (w["generator"] != "iometer" or not 0 < float(w["span"]) <= 1):
             raise BlocklabError(f"{where}.workload.span: a fraction in (0, 1] of the volume, "
                                 f"for the iometer generator")
-        measure = c.get("measure", data.get("measure", ["phases"]))
         bad = [m for m in measure if m not in MEASURES]
         if bad:
             raise BlocklabError(f"{where}.measure: unknown {bad} (known: {', '.join(MEASURES)})")

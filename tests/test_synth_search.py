@@ -1,12 +1,15 @@
 """``spc1 search`` on a small array: the BSU count it finds meets the response-time limit and one
-more BSU does not, checked by generating and replaying those two loads here; the cap and the
-case where not even one BSU fits are reported."""
+more BSU does not, checked by generating and replaying those two loads here and measuring the
+requests that arrive after the ramp-up; the cap and the case where not even one BSU fits are
+reported; bad periods are refused."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -21,33 +24,52 @@ DURATION = 20.0
 runner = CliRunner()
 
 
-def _mean_ms(tmp_path: Path, bsu: int, seed: int) -> float:
-    trace = tmp_path / f"spc1-{bsu}.parquet"
-    synth_spc1(trace, bsu, DURATION, seed=seed, array=ARRAY)
-    return replay(trace=trace, array=ARRAY, output=tmp_path / f"run-{bsu}").mean_latency_ms
+def _measured(tmp_path: Path, bsu: int, seed: int, ramp: float) -> tuple[int, float]:
+    """Requests arriving after the ramp-up and their mean latency (ms), from ios.parquet."""
+    trace = tmp_path / f"spc1-{bsu}-{ramp}.parquet"
+    synth_spc1(trace, bsu, ramp + DURATION, seed=seed, array=ARRAY)
+    run = tmp_path / f"run-{bsu}-{ramp}"
+    replay(trace=trace, array=ARRAY, output=run)
+    ios = pq.read_table(run / "ios.parquet", columns=["arrival_ns", "latency_ns"])
+    lat = ios["latency_ns"].to_numpy()[ios["arrival_ns"].to_numpy() >= ramp * 1e9]
+    return len(lat), float(np.mean(lat)) / 1e6
 
 
-def test_search_finds_the_edge(tmp_path):
+@pytest.mark.parametrize("ramp", [0.0, 10.0])
+def test_search_finds_the_edge(tmp_path, ramp):
     for limit in (30.0, 80.0):
-        r = spc1_search(ARRAY, limit, DURATION, seed=1)
-        assert r.bsu >= 1 and not r.capped
-        assert _mean_ms(tmp_path, r.bsu, 1) <= limit
-        assert _mean_ms(tmp_path, r.bsu + 1, 1) > limit
-        assert r.mean_latency_ms == _mean_ms(tmp_path, r.bsu, 1)
+        r = spc1_search(ARRAY, limit, DURATION, seed=1, ramp_s=ramp)
+        assert r.bsu >= 1 and not r.capped and r.ramp_s == ramp
+        n, mean = _measured(tmp_path, r.bsu, 1, ramp)
+        assert mean <= limit and r.mean_latency_ms == pytest.approx(mean, rel=1e-12)
+        assert _measured(tmp_path, r.bsu + 1, 1, ramp)[1] > limit
+        assert r.iops == n / DURATION
         assert abs(r.iops - 50 * r.bsu) < 5 * (50 * r.bsu / DURATION) ** 0.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ramp-up", "-1"], "--ramp-up: must be 0 or more seconds, found -1.0"),
+    (["--duration", "inf"], "--duration: must be positive seconds, at most 4,611,686,018"),
+    (["--duration", "0"], "--duration: must be positive seconds"),
+])
+def test_bad_periods_are_refused(args, message):
+    res = runner.invoke(app, ["spc1", "search", "--array", str(ARRAY), *args])
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"blocklab: error: {message}") and res.stderr.count("\n") == 1
 
 
 def test_cli_output_cap_and_nothing_fits():
     res = runner.invoke(app, ["spc1", "search", "--array", str(ARRAY), "--limit-ms", "30",
-                              "--duration", "20", "--max-bsu", "1", "--json"])
+                              "--duration", "20", "--ramp-up", "0", "--max-bsu", "1",
+                              "--json"])
     assert res.exit_code == 0, res.output
     r = json.loads(res.stdout)
     assert r["bsu"] == 1 and r["capped"] and r["max_bsu"] == 1
     res = runner.invoke(app, ["spc1", "search", "--array", str(ARRAY), "--limit-ms", "0.5",
-                              "--duration", "5"])
+                              "--duration", "5", "--ramp-up", "5"])
     assert res.exit_code == 0, res.output
     assert "even 1 BSU (50 IOPS) exceeds 0.5 ms" in res.stdout
     res = runner.invoke(app, ["spc1", "search", "--array", str(ARRAY), "--limit-ms", "30",
-                              "--duration", "20"])
+                              "--duration", "20", "--ramp-up", "5"])
     assert res.exit_code == 0 and " BSU, " in res.stdout and "IOPS, mean response time" in \
         res.stdout

@@ -183,14 +183,17 @@ def spc1_search(
     limit_ms: Annotated[float, typer.Option("--limit-ms", help="Mean response time limit "
                                             "in milliseconds.")] = 30.0,
     duration: Annotated[float, typer.Option("--duration", help="Seconds of SPC-1 workload "
-                                            "per BSU count tried.")] = 60.0,
+                                            "measured per BSU count tried.")] = 180.0,
+    ramp_up: Annotated[float, typer.Option("--ramp-up", help="Seconds of workload before "
+                                           "each measurement (0: measure from a cold "
+                                           "start).")] = 60.0,
     seed: _Seed = 0,
     max_bsu: Annotated[int | None, typer.Option("--max-bsu", help="Try no more BSUs than "
                                                 "this.")] = None,
     as_json: _Json = False,
 ) -> None:
     """The highest SPC-1 BSU count whose mean response time on the array stays within the
-    limit: doubling, then bisection, each count replayed."""
+    limit: doubling, then bisection, each count replayed and measured after its ramp-up."""
     _kernels_ready()
     from blocklab.pipeline.synth import spc1_search as run
 
@@ -201,7 +204,7 @@ def spc1_search(
                       highlight=False)
 
     try:
-        r = run(array, limit_ms, duration, seed, max_bsu, progress)
+        r = run(array, limit_ms, duration, seed, max_bsu, progress, ramp_s=ramp_up)
     except BlocklabError as e:
         _fail(e)
     if as_json:

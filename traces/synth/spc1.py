@@ -162,12 +162,18 @@ def min_capacity_sectors() -> int:
     return c
 
 
+#: The longest trace (seconds): its times in nanoseconds stay within int64 (``inf`` gave a
+#: traceback)
+MAX_DURATION_S = 2**62 // 10**9
+
+
 def plan(bsu: int, duration_s: float, seed: int, capacity_sectors: int) -> Spc1Plan:
     """Check the options against the capacity; one-line errors name the option."""
     if bsu < 1:
         raise BlocklabError(f"--bsu: must be at least 1, found {bsu}")
-    if not duration_s > 0:
-        raise BlocklabError(f"--duration: must be positive seconds, found {duration_s}")
+    if not 0 < duration_s <= MAX_DURATION_S:
+        raise BlocklabError(f"--duration: must be positive seconds, at most {MAX_DURATION_S:,} "
+                            f"(trace times are int64 nanoseconds), found {duration_s}")
     blocks, base = asu_layout(capacity_sectors)
     if min(blocks[0], blocks[1]) < MIN_ASU_BLOCKS:
         raise BlocklabError(
