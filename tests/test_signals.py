@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -395,3 +396,36 @@ def test_a_stop_where_the_writers_clean_up_never_starts_leaves_nothing(tmp_path,
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert lines[-1] == f"blocklab: stopped by {sig.name}; nothing half-written was kept"
     assert _everything_under(out) == []
+
+
+# blocklab's main, with a signal that arrives just as an output is renamed into place
+_LANDS_AFTER_RENAME = """
+import os, signal, sys, time
+from blocklab.traces import store
+orig = store.wrote
+def wrote(path):
+    orig(path)
+    os.kill(os.getpid(), signal.SIGTERM)  # held by the rename's critical section, then raised
+    time.sleep(5)
+store.wrote = wrote
+sys.argv[0] = "blocklab"
+from blocklab.pipeline.cli import main
+main()
+"""
+
+
+def test_a_stop_after_the_output_is_in_place_says_it_was_kept(tmp_path):
+    """A signal just after the rename (a replay printing its summary, say) stops the command
+    with its output complete and in place, and the message said "nothing half-written was
+    kept" as if there were none (a fresh reader's review): it now names what was complete."""
+    src = tmp_path / "in.trace"  # MQSim ASCII
+    src.write_text("".join(f"{1000 * k} 0 {8 * k} 8 {k % 2}\n" for k in range(50)))
+    out = tmp_path / "t.parquet"
+    p = subprocess.run([sys.executable, "-c", _LANDS_AFTER_RENAME, "ingest", str(src), "-o",
+                        str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines[-1] == ("blocklab: stopped by SIGTERM; nothing half-written was kept; complete "
+                         f"before the stop: {out}")
+    assert pq.read_metadata(out).num_rows == 50
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["in.trace", "t.parquet"]

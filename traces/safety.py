@@ -155,6 +155,21 @@ def release(token: int, run: bool = True) -> None:
         undo()
 
 
+_written: list[str] = []  # outputs renamed into place by this command (``wrote``)
+
+
+def wrote(path: str | os.PathLike[str]) -> None:
+    """Note an output renamed into place, complete: a signal after it stops the command with
+    that output kept, and the message says so (it said "nothing half-written was kept" while a
+    replay's complete run folder stayed)."""
+    _written.append(str(path))
+
+
+def written() -> list[str]:
+    """The outputs this command renamed into place so far."""
+    return list(_written)
+
+
 def release_all() -> None:
     """Undo everything still registered, the newest first (a temporary before its lock)."""
     while True:
@@ -513,6 +528,7 @@ def signals_handled(restore: bool = True) -> Iterator[None]:
     old_alarm = signal.getsignal(signal.SIGALRM)  # _hold's retry uses SIGALRM
     _received.clear()
     _pending.clear()
+    _written.clear()
     _raised[0] = False
     for s in SIGNALS:
         # a signal ignored by the parent (nohup's SIGHUP, a background job's SIGINT) stays so

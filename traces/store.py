@@ -32,6 +32,7 @@ from .safety import (
     output_lock,
     release,
     temporary_name,
+    wrote,
 )
 from .schema import (
     COLUMNS,
@@ -179,6 +180,7 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
                 os.chmod(tmp, mode)
                 os.replace(tmp, dest)
                 release(token, run=False)
+                wrote(dest)
         except BaseException as e:
             if token is not None:
                 release(token)  # ours: the name holds our pid
@@ -267,6 +269,7 @@ class AtomicFolder:
                 os.replace(self.tmp, self.dest)
                 if self._token is not None:
                     release(self._token, run=False)
+                wrote(self.dest)
         except BaseException as e:
             raise self.fail(e) from None
         self._release()

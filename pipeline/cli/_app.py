@@ -48,6 +48,15 @@ def _usage_error(e: Any, top: Any = None, argv: list[str] | None = None) -> None
     _fail(BlocklabError(f"{where}: {e.format_message().rstrip('.')} (see {where} --help)"))
 
 
+def _kept() -> str:
+    """What a stopped command left: nothing half-written, and the outputs it had completed
+    (renamed into place before the signal came)."""
+    done = safety.written()
+    if not done:
+        return "nothing half-written was kept"
+    return f"nothing half-written was kept; complete before the stop: {', '.join(done)}"
+
+
 class _Guarded(typer.core.TyperGroup):
     """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
     exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
@@ -64,8 +73,8 @@ class _Guarded(typer.core.TyperGroup):
             try:
                 return super().invoke(ctx)
             except safety.Interrupted as e:
-                err.print(f"blocklab: {e}; nothing half-written was kept", markup=False,
-                          highlight=False, soft_wrap=True)
+                err.print(f"blocklab: {e}; {_kept()}", markup=False, highlight=False,
+                          soft_wrap=True)
                 raise typer.Exit(128 + e.signum) from None
             except _UsageError as e:
                 _usage_error(e, self, argv)
@@ -78,8 +87,8 @@ class _Guarded(typer.core.TyperGroup):
                 sig = safety.received()
                 if sig is not None:  # a library turned the signal into its own error (DuckDB:
                     # "Query interrupted"); the clean-up ran as the error came up
-                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; nothing "
-                              "half-written was kept", markup=False, highlight=False)
+                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; {_kept()}",
+                              markup=False, highlight=False, soft_wrap=True)
                     raise typer.Exit(128 + sig) from None
                 if not isinstance(e, OSError) or e.errno == errno.EPIPE:
                     raise  # EPIPE: stdout closed (| head), Typer exits quietly
