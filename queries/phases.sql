@@ -1,5 +1,6 @@
 -- phases: what the host saw, per op, before the first failure, while rebuilding (from the
--- failure to the last rebuild_end after it, or to the run's end if a rebuild never ended) and
+-- failure to the last rebuild_end after it, or to the run's end if a rebuild never ended;
+-- "degraded" instead when no rebuild started after the failure, as with no spare) and
 -- after: requests, MB/s (10^6 bytes per second over the part of the phase in which that op
 -- was active: from its first arrival to its last completion), IOPS, mean and p99 latency in
 -- ms. A run with no failure has one phase, "all".
@@ -9,7 +10,9 @@ WITH f AS (
 ), e AS (
     SELECT f.run, f.failure_ns,
            (SELECT max(time_ns) FROM events x WHERE x.run = f.run AND x.event = 'rebuild_end'
-              AND x.time_ns >= f.failure_ns) AS end_ns
+              AND x.time_ns >= f.failure_ns) AS end_ns,
+           EXISTS (SELECT 1 FROM events x WHERE x.run = f.run AND x.event = 'rebuild_start'
+                     AND x.time_ns >= f.failure_ns) AS rebuilt
     FROM f
 ), r AS (
     SELECT run, min(arrival_ns) AS t0, max(complete_ns) AS t1 FROM ios GROUP BY run
@@ -17,7 +20,8 @@ WITH f AS (
     SELECT r.run, 'all' AS phase, 0 AS k, r.t0 AS a, r.t1 + 1 AS b FROM r
     WHERE r.run NOT IN (SELECT run FROM f)
     UNION ALL SELECT r.run, 'before', 1, r.t0, e.failure_ns FROM r JOIN e USING (run)
-    UNION ALL SELECT r.run, 'rebuilding', 2, e.failure_ns, coalesce(e.end_ns, r.t1 + 1)
+    UNION ALL SELECT r.run, CASE WHEN e.rebuilt THEN 'rebuilding' ELSE 'degraded' END, 2,
+           e.failure_ns, coalesce(e.end_ns, r.t1 + 1)
     FROM r JOIN e USING (run)
     UNION ALL SELECT r.run, 'after', 3, e.end_ns, r.t1 + 1 FROM r JOIN e USING (run)
     WHERE e.end_ns IS NOT NULL AND e.end_ns <= r.t1

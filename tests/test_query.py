@@ -397,8 +397,10 @@ def test_rebuild_windows_property(tmp_path_factory, n, seed, t_fail, w, before):
                    _rebuild_reference(ios, [(t_fail * ms, "g", 0)], ends, before * ms))
 
 
-def _phases_reference(ios, failures, ends) -> list[tuple]:
-    """The phases query in plain Python: (phase, op, requests, MB/s, IOPS, mean ms)."""
+def _phases_reference(ios, failures, ends, starts=None) -> list[tuple]:
+    """The phases query in plain Python: (phase, op, requests, MB/s, IOPS, mean ms). The
+    phase after the failure is "degraded" when no rebuild started after it (``starts``; None:
+    one did)."""
     arr = [int(x) for x in ios["arrival_ns"]]
     comp = [a + int(x) for a, x in zip(arr, ios["latency_ns"], strict=False)]
     ops = [int(o) for o in ios["op"]]
@@ -408,7 +410,9 @@ def _phases_reference(ios, failures, ends) -> list[tuple]:
         f = min(failures)
         later = [e for e in ends if e >= f]
         end = max(later) if later else None
-        spans = [("before", t0, f), ("rebuilding", f, end if end is not None else t1 + 1)]
+        rebuilt = starts is None or any(s >= f for s in starts)
+        spans = [("before", t0, f), ("rebuilding" if rebuilt else "degraded", f,
+                                     end if end is not None else t1 + 1)]
         if end is not None and end <= t1:
             spans.append(("after", end, t1 + 1))
     else:
@@ -433,23 +437,26 @@ def _phases_reference(ios, failures, ends) -> list[tuple]:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 50), seed=st.integers(0, 2**31),
        fail=st.one_of(st.none(), st.integers(0, 12_000)),
-       w=st.one_of(st.none(), st.integers(0, 12_000)))
-def test_phases_property(tmp_path_factory, n, seed, fail, w):
+       w=st.one_of(st.none(), st.integers(0, 12_000)), started=st.booleans())
+def test_phases_property(tmp_path_factory, n, seed, fail, w, started):
     rng = np.random.default_rng(seed)
     ms = 1_000_000
     ios = {"arrival_ns": np.sort(rng.integers(0, 10_000, n)) * ms,
            "latency_ns": rng.integers(1, 500, n) * ms, "op": rng.integers(0, 2, n),
            "size_bytes": rng.integers(1, 64, n) * 512}
-    ev, failures, ends = [], [], []
+    ev, failures, ends, starts = [], [], [], []
     if fail is not None:
         ev.append(event(fail * ms, "failure", "g", 0))
         failures.append(fail * ms)
+        if started or w is not None:  # a rebuild that ended started; one may never end
+            ev.append(event(fail * ms, "rebuild_start", "g", 0))
+            starts.append(fail * ms)
         if w is not None:
             ev.append(event((fail + w) * ms, "rebuild_end", "g", 0))
             ends.append((fail + w) * ms)
     run = make_run(tmp_path_factory.mktemp("p") / "r", ios, ev)
     rows = q([run], "phases")
-    ref = _phases_reference(ios, failures, ends)
+    ref = _phases_reference(ios, failures, ends, starts)
     assert [(r["phase"], r["op"], r["requests"]) for r in rows] == [x[:3] for x in ref]
     for r, x in zip(rows, ref, strict=False):
         for got, want in ((r["mb_per_s"], x[3]), (r["iops"], x[4]), (r["mean_ms"], x[5])):
