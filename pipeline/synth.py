@@ -185,6 +185,16 @@ class Spc1Probe:
     iops: float
     mean_latency_ms: float
     within_limit: bool
+    # the share of the controller cache's lines dirty when the run ended (None: no cache), and
+    # the share at which destaging starts: a count that ends at or above it was writing faster
+    # than the drives destage, and a longer run may find it beyond the limit
+    cache_dirty_end: float | None = None
+    flush_start: float | None = None
+
+    @property
+    def cache_outpaced(self) -> bool:
+        return (self.cache_dirty_end is not None and self.flush_start is not None
+                and self.cache_dirty_end >= self.flush_start)
 
 
 @dataclasses.dataclass
@@ -203,6 +213,19 @@ class Spc1SearchResult:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _cache_end(run: Path) -> tuple[float | None, float | None]:
+    """The run's controller cache at its end: (share of lines dirty, flush_start), or Nones
+    without a cache (meta.json's ``cache_at_end`` and the array's controller)."""
+    import json
+
+    meta = json.loads((run / "meta.json").read_text())
+    cache = meta.get("cache_at_end") or {}
+    ctrl = (meta.get("array", {}).get("config") or {}).get("controller") or {}
+    if not cache.get("lines"):
+        return None, None
+    return cache["dirty_lines"] / cache["lines"], ctrl.get("flush_start")
 
 
 #: Seconds of each probe's workload before its measurement starts (spc1 search --ramp-up)
@@ -251,7 +274,8 @@ def spc1_search(array: str | Path, limit_ms: float, duration_s: float = 180.0, s
             replay(trace=trace, array=array, output=out)
             (row,) = run_query([out], sql=measured).rows()
             n, mean = int(row["n"]), float(row["ms"] if row["ms"] is not None else 0.0)
-            probe = Spc1Probe(b, n, n / duration_s, mean, mean <= limit_ms)
+            dirty, start = _cache_end(out)
+            probe = Spc1Probe(b, n, n / duration_s, mean, mean <= limit_ms, dirty, start)
             probes[b] = probe
             trace.unlink()
             if progress:

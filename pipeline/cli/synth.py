@@ -220,3 +220,10 @@ def spc1_search(
     out.print(f"{array}: {r.bsu} BSU{note}, {r.iops:,.1f} IOPS, mean response time "
               f"{r.mean_latency_ms:.3f} ms (limit {limit_ms:g} ms; {len(r.probes)} replays)",
               highlight=False, soft_wrap=True)
+    best = next(p for p in r.probes if p.bsu == r.bsu)
+    if best.cache_outpaced:
+        err.print(f"blocklab: note: at {r.bsu} BSU the controller cache ended "
+                  f"{best.cache_dirty_end:.0%} dirty (destaging starts at "
+                  f"{best.flush_start:.0%}): the writes were outpacing the drives, and a longer "
+                  "--ramp-up and --duration may find fewer BSUs", highlight=False,
+                  soft_wrap=True)
