@@ -440,6 +440,10 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                 where = array if i < in_file else f"--fail {f.drive}@{f.at_s:g}"
                 raise BlocklabError(f"{where}: failure of drive {f.drive} at {f.at_s:g} s is "
                                     f"outside the trace (0 to {span_s:.6g} s)")
+        for r in cfg.replacements:  # as a failure: during the replay (one after was taken)
+            if not 0 <= r.at_s <= span_s:
+                raise BlocklabError(f"{array}: replacement of drive {r.drive} at {r.at_s:g} s "
+                                    f"is outside the trace (0 to {span_s:.6g} s)")
     tasks = plan(arr)
     opts = settings_for(cfg, closed=closed, record=drive_ops, drain=drain,
                         max_passes=passes_allowed)

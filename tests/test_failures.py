@@ -351,6 +351,21 @@ def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_replacement_after_the_trace_is_refused_as_a_failure_is(tmp_path, small_trace):
+    """A [[replace]] after the trace's end was taken (its rebalance ran with no host I/O),
+    while a failure there is refused: both are events of the replay now."""
+    array = tmp_path / "ddp.toml"
+    array.write_text('[[group]]\nname = "p"\nlayout = "ddp"\nwidth = 12\npiece = "64MiB"\n'
+                     'drive = "atlas10k"\n[[failure]]\ndrive = 3\nat_s = 0\n'
+                     '[[replace]]\ndrive = 3\nat_s = 999\n')
+    res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(array), "-o",
+                                   str(tmp_path / "run")])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"blocklab: error: {array}: replacement of drive 3 at 999 s "
+                                 "is outside the trace (0 to ") and res.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("group,luns", [
     ({"name": "g", "layout": "raid6", "width": 6, "count": 3, "stripe_unit": "64KiB",
       "drive": "atlas10k"}, 3),
