@@ -11,6 +11,7 @@ seed give a byte-identical file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -218,8 +219,6 @@ class Spc1SearchResult:
 def _cache_end(run: Path) -> tuple[float | None, float | None]:
     """The run's controller cache at its end: (share of lines dirty, flush_start), or Nones
     without a cache (meta.json's ``cache_at_end`` and the array's controller)."""
-    import json
-
     meta = json.loads((run / "meta.json").read_text())
     cache = meta.get("cache_at_end") or {}
     ctrl = (meta.get("array", {}).get("config") or {}).get("controller") or {}

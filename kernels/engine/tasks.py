@@ -138,7 +138,7 @@ def _miss_remove(MP, row, k):
 def _copy_slot(MP, row, old, new):
     """The first of the row's copy slots holding ``old`` (NONE: a free one) now holds ``new``.
     A row has COPY_N slots: a fourth piece of one map row copied at the same time (four of its
-    members' drives replaced at once) is not written twice; as the docs say."""
+    members' drives replaced at once) is not written twice, as docs/failures.md says."""
     for i in range(MP_COPY, MP_COPY + COPY_N):
         if MP[row, i] == old:
             MP[row, i] = new
