@@ -673,13 +673,14 @@ def _replaceable(folder: Path) -> None:
                                 "array.toml); not replaced: remove it or write elsewhere")
 
 
-def _write_private(path: Path, text: str) -> None:
+def _write_private(path: Path, text: str, record: bool = False) -> None:
     """``text`` into ``path``, readable by its owner only (a case's array file, beside runs
-    whose files are), whole or not at all."""
-    with atomic_output(path) as tmp:
+    whose files are), whole or not at all; ``record``: an output a stop names as complete (a
+    case's array file is the scenario's working file, not one)."""
+    with atomic_output(path, record=record) as tmp:
         tmp.write_text(text)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """``path`` written whole or not at all (a temporary name, then a rename)."""
-    _write_private(path, json.dumps(data, indent=2, default=str) + "\n")
+    _write_private(path, json.dumps(data, indent=2, default=str) + "\n", record=True)

@@ -119,7 +119,7 @@ def run_point(task: Task) -> dict[str, Any]:
             from .replay import replay
 
             cfg = out / f"{task.point}.toml"
-            with atomic_output(cfg) as tmp:
+            with atomic_output(cfg, record=False) as tmp:  # (the point's working file)
                 tmp.write_text(task.config_toml)
             replay(task.trace, cfg, run, **task.options)
         dest = out / "summary" / task.summary

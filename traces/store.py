@@ -151,7 +151,8 @@ class TraceMeta:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike[str], mode: int = 0o600,
+                  record: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` only if the body succeeds.
 
     The temporary file is created (empty, exclusive) with ``mode`` before the body writes it, so
@@ -180,7 +181,8 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o600) -> Iterator[P
                 os.chmod(tmp, mode)
                 os.replace(tmp, dest)
                 release(token, run=False)
-                wrote(dest)
+                if record:  # (not a command's own working file: a scenario case's array)
+                    wrote(dest)
         except BaseException as e:
             if token is not None:
                 release(token)  # ours: the name holds our pid

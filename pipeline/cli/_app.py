@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -50,8 +51,9 @@ def _usage_error(e: Any, top: Any = None, argv: list[str] | None = None) -> None
 
 def _kept() -> str:
     """What a stopped command left: nothing half-written, and the outputs it had completed
-    (renamed into place before the signal came)."""
-    done = safety.written()
+    (renamed into place before the signal came, and still there: a scenario's case run is
+    renamed into a folder that the stop then removes)."""
+    done = [p for p in safety.written() if os.path.lexists(p)]
     if not done:
         return "nothing half-written was kept"
     return f"nothing half-written was kept; complete before the stop: {', '.join(done)}"
