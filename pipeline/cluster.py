@@ -10,6 +10,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,39 @@ def warm_on_worker() -> dict[str, Any]:
 LOCAL_PER_CORE = 4
 
 
+def _client(Client: Any, scheduler: str, timeout: float) -> Any:
+    """A client of the scheduler at ``scheduler``, within ``timeout`` (and a few seconds),
+    or one line. Dask's own timeout covers the connection, not its handshake: a port that
+    accepts and then says nothing (an HTTP server) hung for ten minutes, and one that speaks
+    first (an SSH banner) made Dask read its bytes as a frame length of 2.8 EiB and die with
+    a traceback. So the client is made in a thread the command stops waiting for."""
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            box["client"] = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+        except BaseException as e:  # (a MemoryError from a frame length that is not one)
+            box["error"] = e
+
+    t = threading.Thread(target=attempt, name="dask-connect", daemon=True)
+    t.start()
+    deadline = time.monotonic() + timeout + 5
+    while t.is_alive() and time.monotonic() < deadline:
+        t.join(0.05)
+    if t.is_alive():
+        raise BlocklabError(f"--scheduler {scheduler}: no Dask scheduler answered within "
+                            f"{timeout:g} s (the address took the connection but did not "
+                            "speak Dask's protocol)")
+    if "error" in box:
+        e = box["error"]
+        if isinstance(e, MemoryError):
+            raise BlocklabError(f"--scheduler {scheduler}: what answered is not a Dask "
+                                "scheduler (its first bytes are not Dask's protocol)")
+        raise BlocklabError(f"--scheduler {scheduler}: no Dask scheduler answered within "
+                            f"{timeout:g} s ({first_line(e)})")
+    return box["client"]
+
+
 def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple[Any, Any]:
     """A Dask client: to ``scheduler`` (the user's cluster) or to a new LocalCluster on
     loopback with ``workers`` single-threaded worker processes (default: one per core)."""
@@ -77,10 +111,7 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
         # the address must answer within ``timeout``; Dask logs each retry otherwise
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         try:
-            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as e:
-            raise BlocklabError(f"--scheduler {scheduler}: no Dask scheduler answered within "
-                                f"{timeout:g} s ({first_line(e)})") from None
+            client = _client(Client, scheduler, timeout)
         finally:
             logging.getLogger("distributed").setLevel(logging.WARNING)
         if workers:
@@ -128,10 +159,22 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
+#: Who hears what the cluster's set-up is doing (the CLI registers standard error): a user's
+#: workers compile the kernels where their cache lacks them, which a review found silent for
+#: 90 s ("no silent compile")
+NOTICES: list[Callable[[str], None]] = []
+
+
+def notice(text: str) -> None:
+    for say in NOTICES:
+        say(text)
+
+
 def warm_cluster(client: Any, local: bool) -> int:
     """Compile (or load) the kernels on the cluster's machines before tasks run: on a local
     cluster the workers share this process's cache (warm it first with ``warm_kernels``); on a
-    user's cluster each machine compiles once, on one of its workers. Returns the workers."""
+    user's cluster each machine compiles once, on one of its workers, and ``notice`` says so
+    before and after. Returns the workers."""
     info = client.scheduler_info()
     workers = info.get("workers", {})
     if not local:
@@ -139,7 +182,11 @@ def warm_cluster(client: Any, local: bool) -> int:
         for addr, w in workers.items():
             hosts.setdefault(str(w.get("host", addr)), addr)
         if hosts:
-            client.run(warm_on_worker, workers=list(hosts.values()))
+            notice(f"loading the kernels on the cluster's {len(hosts)} machine(s): a machine "
+                   "whose kernel cache lacks them compiles them first (about a minute)")
+            done = client.run(warm_on_worker, workers=list(hosts.values()))
+            slow = max((float(r["seconds"]) for r in done.values()), default=0.0)
+            notice(f"kernels ready on the cluster in {slow:.1f} s")
     return len(workers)
 
 

@@ -354,13 +354,15 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
             return _serial(_uncut(ix, want), **kw)
         t_warm = time.perf_counter()
         warm_s = warm_kernels()
+        t0 = time.perf_counter()
         warm_cluster(client, local=cluster is not None)
+        warm_s += time.perf_counter() - t0  # (a user's workers may compile: it counts)
         # every worker process loads the kernels from the cache before the segments start
         # (at once, each in its own process): otherwise each worker's first segment does, in
         # the time the segments are measured by (1 to 3 s here, against a serial replay's
         # process that has them)
         t0 = time.perf_counter()
-        client.run(load_kernels, str(array), drive_ops, on_error="ignore")
+        client.run(load_kernels, str(Path(array).absolute()), drive_ops, on_error="ignore")
         warm_s += time.perf_counter() - t0
         setup_s = connect_s + time.perf_counter() - t_warm
         res = _run(client, ix, lines, cfg, arr, tasks, trace, Path(array), Path(output),
@@ -412,7 +414,7 @@ class _Cuts:
         g = int(np.searchsorted(ix.group_requests, first, side="right")) - 1
         return Segment(k, str(trace), str(array), speed, wrap, drive_ops, first, cuts[k],
                        cuts[k + 1], end, (self.bounds[k], self.bounds[k + 1]), g,
-                       ix.group_rows[g], ix.group_requests[g], str(tmp))
+                       ix.group_rows[g], ix.group_requests[g], str(tmp), ix.rows)
 
     def check(self, results: dict[int, dict[str, Any]], checks: dict[int, CutCheck]) -> list[int]:
         """Compare each cut's neighbours (into ``checks``); double the margin of each cut
@@ -596,8 +598,11 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         started = time.perf_counter()
         while todo:
             joins.rewind(todo[0])
-            rounds.run([cuts.segment(k, ix, trace, array, speed, wrap, drive_ops, tmp)
-                        for k in todo], joins, S)
+            # the workers get absolute paths: they run in their own working folders, and a
+            # relative trace name there replayed another file of that name, or none (a
+            # review found a worker's traces/idle.parquet replayed in the client's place)
+            rounds.run([cuts.segment(k, ix, trace.absolute(), array.absolute(), speed, wrap,
+                                     drive_ops, tmp.absolute()) for k in todo], joins, S)
             todo = cuts.check(rounds.results, checks)
         elapsed = time.perf_counter() - started
         assert joins.joined == S, (joins.joined, S)

@@ -349,6 +349,20 @@ def _memory_limit() -> str:
 _spill: list[str] = []  # this process's spill folder, while it exists
 
 
+def _remove_dead_spills() -> None:
+    """Remove this user's spill folders of processes that are gone: a process killed (a Dask
+    worker stopped with SIGKILL) never reaches its clean-up, and its folder stayed in $TMPDIR
+    (a review found three after a cluster's workers were killed)."""
+    base = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for p in base.glob("blocklab-duckdb-*-*"):
+            pid = p.name.split("-")[2]
+            with contextlib.suppress(OSError, ValueError):
+                if (pid.isdigit() and p.is_dir() and p.stat().st_uid == os.getuid()
+                        and not safety.pid_alive(int(pid))):
+                    shutil.rmtree(p, ignore_errors=True)
+
+
 def _spill_folder() -> str:
     """This process's DuckDB spill folder, made owner-only (``$TMPDIR/blocklab-duckdb-PID-*``,
     mode 0700): spilled sorts and aggregates hold a trace's rows, and DuckDB made its own
@@ -357,6 +371,7 @@ def _spill_folder() -> str:
     when the command ends (stopped too: safety.on_stop) or the process exits."""
     if _spill and os.path.isdir(_spill[0]):
         return _spill[0]
+    _remove_dead_spills()
     path = tempfile.mkdtemp(prefix=f"blocklab-duckdb-{os.getpid()}-")  # (0700, ours alone)
     _spill[:] = [path]
     atexit.register(shutil.rmtree, path, True)

@@ -46,6 +46,7 @@ class Segment:
     group_row: int  # trace row of that group's first row
     group_request: int  # request index of that group's first read/write request
     folder: str  # the run folder's temporary: parts go into a .seg-* folder inside it
+    rows: int = 0  # the client's trace's rows (0: not checked): the worker's file must match
 
 
 def run_segment(seg: Segment) -> dict[str, Any]:
@@ -78,6 +79,12 @@ def replay_segment(seg: Segment) -> dict[str, Any]:
     cfg = load_array(seg.array)
     arr = build_array(cfg)
     pf, _meta = open_trace(seg.trace)
+    if seg.rows and pf.metadata.num_rows != seg.rows:
+        import socket
+
+        raise BlocklabError(f"{seg.trace}: on the worker at {socket.gethostname()} it has "
+                            f"{pf.metadata.num_rows:,} rows, on the client {seg.rows:,}: the "
+                            "workers must see the client's trace at the same path")
     opts = settings_for(cfg, record=seg.drive_ops)
     n = seg.end - seg.first
     drv = DR.Engine(arr, opts, n)

@@ -3,6 +3,7 @@ LocalCluster, against the serial replay of the same trace (issue 21, deliverable
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -188,6 +189,12 @@ def test_the_command_says_what_the_cluster_cost(work, cluster, tmp_path):
     assert line.startswith("  4 segments on ") and "100.00% of" in line
     assert line.endswith(f"; cluster start, stop and kernel loading "
                          f"{p['setup_s'] + p['teardown_s']:.1f} s")
+    # a user's workers load (or compile, where their cache lacks them) the kernels: said
+    # before and after, where a review found 90 s of silence while they compiled
+    assert ("blocklab: loading the kernels on the cluster's 1 machine(s): a machine whose "
+            "kernel cache lacks them compiles them first (about a minute)") in res.stderr
+    ready = next(x for x in res.stderr.splitlines() if "kernels ready on the cluster" in x)
+    assert float(ready.split(" in ")[1].removesuffix(" s")) <= p["warm_s"] + 0.05
 
 
 def _cold(arr, opts, cols, a: int, b: int) -> dict:
@@ -394,3 +401,74 @@ def test_a_local_cluster_larger_than_the_machine_is_refused():
         connect(None, 100_000, 1.0)
     with pytest.raises(BlocklabError, match="--workers"):
         connect(None, cap + 1, 1.0)
+
+
+def test_relative_paths_reach_the_workers_as_the_clients(work, cluster, tmp_path, monkeypatch):
+    """The workers run in their own working folders: a relative trace name was opened there,
+    so a worker's own file of that name was replayed in the client's place (a review) or none
+    was found. The client now sends absolute paths, and the run equals the serial one."""
+    ser = tmp_path / "serial"
+    replay(work / "bursts.parquet", work / "a.toml", ser)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "t.parquet").write_bytes((work / "bursts.parquet").read_bytes())
+    (tmp_path / "in" / "a.toml").write_text(ARRAY)
+    monkeypatch.chdir(tmp_path / "in")  # the workers' folder is still this process's first
+    r = replay_parallel("t.parquet", "a.toml", "par", scheduler=cluster.scheduler_address,
+                        segments=4)
+    assert r.parallel is not None and r.parallel["segments"] == 4
+    a, b = table(tmp_path / "in" / "par", "ios"), table(ser, "ios")
+    assert a.equals(b)
+
+
+def test_a_worker_whose_trace_is_not_the_clients_says_so(work, tmp_path):
+    """A worker that sees another file at the trace's path (another machine's): one line
+    naming the trace and both row counts, not a replay of the other file."""
+    from blocklab.pipeline.segment import Segment, run_segment
+
+    seg = Segment(0, str(work / "bursts.parquet"), str(work / "a.toml"), 1.0, False, False,
+                  0, 0, 10, 10, (0, 1), 0, 0, 0, str(tmp_path), rows=2401)
+    res = run_segment(seg)
+    assert res["error"][0] == "text"
+    assert res["error"][1].startswith(f"{work / 'bursts.parquet'}: on the worker at ")
+    assert res["error"][1].endswith("it has 2,400 rows, on the client 2,401: the workers must "
+                                    "see the client's trace at the same path")
+
+
+@pytest.mark.parametrize("server", ["banner", "silent"])
+def test_a_scheduler_address_that_is_not_dask_is_one_line(tmp_path, server):
+    """--scheduler at a port that takes the connection and is not Dask: one that speaks first
+    (an SSH banner) died with a traceback (Dask read the banner as a 2.8 EiB frame), one that
+    says nothing (an HTTP server) hung for ten minutes whatever --timeout said."""
+    import socket
+
+    lsn = socket.socket()
+    lsn.bind(("127.0.0.1", 0))
+    lsn.listen()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                c, _ = lsn.accept()
+                held.append(c)
+                if server == "banner":
+                    c.sendall(b"SSH-2.0-OpenSSH_9.6p1\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    trace = write_trace(tmp_path / "t.parquet", bursts(3, 10, 300_000, 1_000_000_000))
+    (tmp_path / "a.toml").write_text(ARRAY)
+    addr = f"tcp://127.0.0.1:{lsn.getsockname()[1]}"
+    try:
+        p = subprocess.run([*BLOCKLAB, "replay", str(trace), "--array", str(tmp_path / "a.toml"),
+                            "-o", str(tmp_path / "run"), "--scheduler", addr, "--timeout", "1"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        lsn.close()
+        for c in held:
+            c.close()
+    assert p.returncode == 2, p.stderr
+    want = ("what answered is not a Dask scheduler (its first bytes are not Dask's protocol)"
+            if server == "banner" else "no Dask scheduler answered within 1 s (the address "
+            "took the connection but did not speak Dask's protocol)")
+    assert p.stderr == f"blocklab: error: --scheduler {addr}: {want}\n"
+    assert not (tmp_path / "run").exists()

@@ -140,3 +140,28 @@ def test_the_spill_folder_is_owner_only_and_goes_with_the_command(tmp_path, monk
     res = CliRunner().invoke(app, ["query", str(run), "run-latency"])
     assert res.exit_code == 0, res.output
     assert list(tmp_path.glob("blocklab-duckdb-*")) == []
+
+
+def test_a_dead_processs_spill_folder_is_removed_by_the_next(tmp_path, monkeypatch):
+    """A process killed with SIGKILL (a cluster's worker) never removes its spill folder: the
+    next command's first DuckDB connection removes this user's folders whose process is gone,
+    and leaves a living process's alone."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from blocklab.pipeline import query as query_mod
+    from blocklab.pipeline.query import duck
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(query_mod, "_spill", [])
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = tmp_path / f"blocklab-duckdb-{gone}-abc123"
+    dead.mkdir(mode=0o700)
+    (dead / "duckdb_temp_block-1.block").write_bytes(b"rows")
+    alive = tmp_path / f"blocklab-duckdb-{os.getppid()}-def456"  # (pytest's parent lives)
+    alive.mkdir(mode=0o700)
+    duck().close()
+    assert not dead.exists() and alive.exists()

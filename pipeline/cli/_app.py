@@ -177,6 +177,11 @@ def _kernels_ready() -> None:
         err.print(f"blocklab: kernels compiled in {secs:.0f} s; later runs load them from the "
                   "cache", highlight=False)
     _say_compiles()
+    from blocklab.pipeline import cluster  # a user's workers that compile are told too
+
+    if not cluster.NOTICES:
+        cluster.NOTICES.append(lambda s: err.print(f"blocklab: {s}", highlight=False,
+                                                   soft_wrap=True))
 
 
 class _CompileNotes:
