@@ -39,14 +39,12 @@ unless ``--param K=V`` gives another value (converted to the default's type).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import json
 import math
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -57,12 +55,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blocklab import queries
-from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION, SECTOR_BYTES
 from blocklab.traces.store import open_trace
 
 from . import runmeta as RM
+from .spill import spill_folder
 
 #: Run-folder files a run must have, and those it may lack (an empty table then).
 REQUIRED_FILES = ("ios",)
@@ -346,39 +344,6 @@ def _memory_limit() -> str:
     return os.environ.get("BLOCKLAB_DUCKDB_MEMORY") or DUCKDB_MEMORY
 
 
-_spill: list[str] = []  # this process's spill folder, while it exists
-
-
-def _remove_dead_spills() -> None:
-    """Remove this user's spill folders of processes that are gone: a process killed (a Dask
-    worker stopped with SIGKILL) never reaches its clean-up, and its folder stayed in $TMPDIR
-    (a review found three after a cluster's workers were killed)."""
-    base = Path(tempfile.gettempdir())
-    with contextlib.suppress(OSError):
-        for p in base.glob("blocklab-duckdb-*-*"):
-            pid = p.name.split("-")[2]
-            with contextlib.suppress(OSError, ValueError):
-                if (pid.isdigit() and p.is_dir() and p.stat().st_uid == os.getuid()
-                        and not safety.pid_alive(int(pid))):
-                    shutil.rmtree(p, ignore_errors=True)
-
-
-def _spill_folder() -> str:
-    """This process's DuckDB spill folder, made owner-only (``$TMPDIR/blocklab-duckdb-PID-*``,
-    mode 0700): spilled sorts and aggregates hold a trace's rows, and DuckDB made its own
-    folder 0755 and the files in it 0644 (0666 under umask 000) in a shared /tmp. DuckDB
-    removes its files when a connection closes, not a folder it did not make: the folder goes
-    when the command ends (stopped too: safety.on_stop) or the process exits."""
-    if _spill and os.path.isdir(_spill[0]):
-        return _spill[0]
-    _remove_dead_spills()
-    path = tempfile.mkdtemp(prefix=f"blocklab-duckdb-{os.getpid()}-")  # (0700, ours alone)
-    _spill[:] = [path]
-    atexit.register(shutil.rmtree, path, True)
-    safety.on_stop(lambda: shutil.rmtree(path, ignore_errors=True))
-    return path
-
-
 def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with blocklab's settings: no progress bar, a memory limit it spills
     past, a spill folder of this process, and the macros of queries/_macros.sql."""
@@ -393,7 +358,7 @@ def duck(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     # quantile_cont, which holds a group's values in memory); BLOCKLAB_DUCKDB_MEMORY sets
     # another limit (DuckDB's syntax: 4GB, 500MB).
     _setting(con, "memory_limit", _memory_limit(), "BLOCKLAB_DUCKDB_MEMORY")
-    con.execute(f"SET temp_directory = {_q(_spill_folder())}")
+    con.execute(f"SET temp_directory = {_q(spill_folder())}")
     # the most temporary disk a query may fill (DuckDB's default: 90 % of the free space of
     # the folder's disk); past it DuckDB stops the query (_disk_full words what it says)
     if cap := os.environ.get("BLOCKLAB_DUCKDB_TEMP_MAX"):

@@ -120,12 +120,12 @@ def test_the_spill_folder_is_owner_only_and_goes_with_the_command(tmp_path, monk
 
     from typer.testing import CliRunner
 
-    from blocklab.pipeline import query as query_mod
+    from blocklab.pipeline import spill
     from blocklab.pipeline.cli import app
     from blocklab.pipeline.query import duck
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(query_mod, "_spill", [])  # (another test's folder, elsewhere)
+    monkeypatch.setattr(spill, "_spill", [])  # (another test's folder, elsewhere)
     con = duck()
     con.execute("SET memory_limit = '48MB'")
     con.execute("SET preserve_insertion_order = false")
@@ -151,11 +151,11 @@ def test_a_dead_processs_spill_folder_is_removed_by_the_next(tmp_path, monkeypat
     import sys
     import tempfile
 
-    from blocklab.pipeline import query as query_mod
+    from blocklab.pipeline import spill
     from blocklab.pipeline.query import duck
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(query_mod, "_spill", [])
+    monkeypatch.setattr(spill, "_spill", [])
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     dead = tmp_path / f"blocklab-duckdb-{gone}-abc123"
