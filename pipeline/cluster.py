@@ -4,7 +4,9 @@ before the workers load them, and the workers' preload."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
 
 # ---------------------------------------------------------------------------------------------
@@ -131,19 +134,37 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
                             "more only share the cores, each with its own memory); for more, "
                             "give --scheduler of a cluster that has them")
     n = workers or cores
-    cluster = LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, worker_dashboard_address=None,
-        # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
-        # when it is taken: any free loopback port instead
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        # one cache for every worker: the client compiled into it already
-        env={"NUMBA_CACHE_DIR": numba_cache_base()},
-        # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
-        preload=["blocklab.pipeline.cluster"],
-        # logging.CRITICAL: a segment's or a point's error comes back to the client, which
-        # stops on one line; the workers' own ERROR logs printed its traceback first
-        silence_logs=50)
+    # the workers' scratch folder (what they spill, their locks): owner-only and removed with
+    # the command, where Dask left an empty 0755 $TMPDIR/dask-scratch-space after every run
+    import dask
+
+    scratch = tempfile.mkdtemp(prefix="blocklab-dask-")
+    atexit.register(shutil.rmtree, scratch, True)
+    safety.on_stop(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    with dask.config.set({"temporary-directory": scratch}):  # (the scheduler's, here)
+        cluster = LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None, worker_dashboard_address=None,
+            # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
+            # when it is taken: any free loopback port instead
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            # one cache for every worker: the client compiled into it already
+            env={"NUMBA_CACHE_DIR": numba_cache_base()},
+            # Ctrl-C on a terminal reaches the workers too; the client stops them (dask_setup)
+            preload=["blocklab.pipeline.cluster"],
+            local_directory=scratch,
+            # logging.CRITICAL: a segment's or a point's error comes back to the client, which
+            # stops on one line; the workers' own ERROR logs printed its traceback first
+            silence_logs=50)
+    close = cluster.close
+
+    def close_and_clear(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return close(*args, **kwargs)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    cluster.close = close_and_clear  # type: ignore[method-assign]  # (the scratch goes too)
     client = Client(cluster, set_as_default=False)
     return client, cluster
 

@@ -472,3 +472,28 @@ def test_a_scheduler_address_that_is_not_dask_is_one_line(tmp_path, server):
             "took the connection but did not speak Dask's protocol)")
     assert p.stderr == f"blocklab: error: --scheduler {addr}: {want}\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_local_cluster_leaves_no_scratch_folder(work, tmp_path, monkeypatch):
+    """Dask left an empty, world-readable $TMPDIR/dask-scratch-space after every local
+    cluster (the folder its workers spill to): the workers and the scheduler now use a folder
+    of the command's own, 0700, removed when the cluster closes."""
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    seen: list[int] = []
+    real = cluster_mod.tempfile.mkdtemp
+
+    def mkdtemp(*a, **k):
+        p = real(*a, **k)
+        seen.append(os.stat(p).st_mode)
+        return p
+
+    monkeypatch.setattr(cluster_mod.tempfile, "mkdtemp", mkdtemp)
+    r = replay_parallel(work / "bursts.parquet", work / "a.toml", tmp_path / "par", workers=2)
+    assert r.parallel is not None and r.parallel["segments"] == 2
+    assert seen and all(stat.S_IMODE(m) == 0o700 for m in seen)
+    left = sorted(p.name for p in tmp.iterdir() if not p.name.startswith("blocklab-duckdb-"))
+    assert left == []
