@@ -3,9 +3,10 @@
 -- read_mb_per_s and write_mb_per_s (10^6 bytes per second over the duration), latency
 -- mean_ms, p50_ms, p99_ms, p999_ms, max_ms, read_p99_ms, write_p99_ms, the drives' busy
 -- fraction (busy time over the run's span of intervals: drive_busy_mean over the drives,
--- drive_busy_max the busiest), failures and data_loss events.
--- Views: ios, drive_busy, events.
-WITH h AS (
+-- drive_busy_max the busiest), failures and data_loss events. A run with no requests has its
+-- column too (requests 0, no rates or latencies), where it dropped out of the table.
+-- Views: ios, drive_busy, events, runs.
+WITH h0 AS (
     SELECT
         run,
         count(*)                                                   AS requests,
@@ -16,6 +17,10 @@ WITH h AS (
         avg(latency_ns) / 1e6                                      AS mean_ms,
         max(latency_ns) / 1e6                                      AS max_ms
     FROM ios GROUP BY run
+), h AS (
+    SELECT * FROM h0
+    UNION ALL
+    SELECT run, 0, NULL, 0, 0, 0, NULL, NULL FROM runs WHERE run NOT IN (SELECT run FROM h0)
 ), qv AS NOT MATERIALIZED (  -- every request (op -1) and each op's, for exact_quantiles
     SELECT {'run': run, 'op': -1} AS g, latency_ns AS x FROM ios
     UNION ALL

@@ -209,6 +209,21 @@ def test_drive_utilization(runs, interval_s):
         assert r["role"] == "member" and r["group"] in ("r0", "r5")
 
 
+def test_compare_keeps_a_run_without_requests(tmp_path):
+    """A run that replayed nothing dropped out of the table (an analysis review): it has its
+    column, requests 0 and no rates or latencies, beside a run with requests."""
+    z = np.zeros(0, np.int64)
+    empty = make_run(tmp_path / "s" / "empty", {"arrival_ns": z, "latency_ns": z, "op": z,
+                                                "size_bytes": z})
+    full = make_run(tmp_path / "s" / "full", {"arrival_ns": [0, 10], "latency_ns": [5, 5],
+                                              "op": [0, 1], "size_bytes": [4096, 4096]})
+    assert empty.parent == full.parent
+    rows = {r["metric"]: r for r in q([empty.parent], "compare")}
+    assert rows["requests"]["empty"] == 0 and rows["requests"]["full"] == 2
+    assert rows["p99_ms"]["empty"] is None and rows["mb_per_s"]["empty"] is None
+    assert rows["failures"]["empty"] == 0
+
+
 def test_compare(runs):
     rows = {r["metric"]: r for r in q([runs["raid0"].parent], "compare")}
     for name, run in runs.items():
