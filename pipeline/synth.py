@@ -11,7 +11,6 @@ seed give a byte-identical file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -216,15 +215,13 @@ class Spc1SearchResult:
         return dataclasses.asdict(self)
 
 
-def _cache_end(run: Path) -> tuple[float | None, float | None]:
-    """The run's controller cache at its end: (share of lines dirty, flush_start), or Nones
-    without a cache (meta.json's ``cache_at_end`` and the array's controller)."""
-    meta = json.loads((run / "meta.json").read_text())
-    cache = meta.get("cache_at_end") or {}
-    ctrl = (meta.get("array", {}).get("config") or {}).get("controller") or {}
-    if not cache.get("lines"):
-        return None, None
-    return cache["dirty_lines"] / cache["lines"], ctrl.get("flush_start")
+def _dirty_at_end(run: Path) -> float | None:
+    """The share of the run's controller cache lines dirty at its end (meta.json's
+    ``cache_at_end``), or None without a cache."""
+    from . import runmeta as RM
+
+    cache = RM.read(run).cache_at_end
+    return cache.dirty_lines / cache.lines if cache is not None and cache.lines else None
 
 
 #: Seconds of each probe's workload before its measurement starts (spc1 search --ramp-up)
@@ -252,6 +249,9 @@ def spc1_search(array: str | Path, limit_ms: float, duration_s: float = 180.0, s
         raise BlocklabError(f"--ramp-up: must be 0 or more seconds, found {ramp_s}")
     vol = volume(None, array)
     assert vol.capacity_sectors is not None
+    from .model.config import load_array
+
+    flush_start = load_array(array).controller.flush_start  # (the probes' cache note)
     top = spc1.max_bsu(vol.capacity_sectors)
     if max_bsu is not None:
         if max_bsu < 1:
@@ -273,8 +273,9 @@ def spc1_search(array: str | Path, limit_ms: float, duration_s: float = 180.0, s
             replay(trace=trace, array=array, output=out)
             (row,) = run_query([out], sql=measured).rows()
             n, mean = int(row["n"]), float(row["ms"] if row["ms"] is not None else 0.0)
-            dirty, start = _cache_end(out)
-            probe = Spc1Probe(b, n, n / duration_s, mean, mean <= limit_ms, dirty, start)
+            dirty = _dirty_at_end(out)
+            probe = Spc1Probe(b, n, n / duration_s, mean, mean <= limit_ms, dirty,
+                              None if dirty is None else flush_start)
             probes[b] = probe
             trace.unlink()
             if progress:
