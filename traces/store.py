@@ -515,22 +515,28 @@ class TraceFile(pq.ParquetFile):
         if isinstance(e, OSError) and e.errno is not None:  # the system's (EIO), not the data
             return os_error(e, self.path)
         where = ""
-        with contextlib.suppress(Exception):
-            pf = pq.ParquetFile(self.path, pre_buffer=False, page_checksum_verification=True)
-            md = pf.metadata
-            for rg in range(md.num_row_groups):
-                for c in range(md.num_columns):
-                    col = md.row_group(rg).column(c)
-                    try:
-                        pf.read_row_group(rg, columns=[col.path_in_schema])
-                    except (pa.ArrowException, OSError):
-                        off = col.dictionary_page_offset or col.data_page_offset
-                        where = (f" in row group {rg}'s column {col.path_in_schema} (its "
-                                 f"data start at byte {off:,})")
-                        raise StopIteration from None
+        with contextlib.suppress(Exception):  # (a file cut short may not open again)
+            where = _first_damage(self.path)
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return BlocklabError(f"{self.path}: damaged{where}: {reason}; the file changed after "
                              "it was written (write it again)")
+
+
+def _first_damage(path: Path) -> str:
+    """Where the first column chunk that fails to read on its own is (row group, column, the
+    byte its data start at), or "" when each reads."""
+    pf = pq.ParquetFile(path, pre_buffer=False, page_checksum_verification=True)
+    md = pf.metadata
+    for rg in range(md.num_row_groups):
+        for c in range(md.num_columns):
+            col = md.row_group(rg).column(c)
+            try:
+                pf.read_row_group(rg, columns=[col.path_in_schema])
+            except (pa.ArrowException, OSError):
+                off = col.dictionary_page_offset or col.data_page_offset
+                return f" in row group {rg}'s column {col.path_in_schema} (its data start " \
+                       f"at byte {off:,})"
+    return ""
 
 
 def open_trace(path: str | os.PathLike[str]) -> tuple[pq.ParquetFile, TraceMeta]:
