@@ -176,10 +176,6 @@ def dask_setup(worker: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
 #: Who hears what the cluster's set-up is doing (the CLI registers standard error): a user's
 #: workers compile the kernels where their cache lacks them, which a review found silent for
 #: 90 s ("no silent compile")
