@@ -205,6 +205,41 @@ def test_signal_ignored_by_the_parent_stays_ignored(request, tmp_path):
     assert sorted(x.name for x in out.iterdir()) == ["t.parquet"]
 
 
+STOP_LINES = ("while starting; nothing was written", "; nothing half-written was kept",
+              "after the command ended; its output is complete")
+
+
+def test_a_signal_while_the_command_starts_is_told_in_one_line():
+    """The console script, stopped at points through its start: the imports (a few tenths of
+    a second), Typer building the commands, the command, its end. Every stop that reaches
+    blocklab's code is one line and 128 + signal. Before, a Ctrl-C in the imports printed a
+    KeyboardInterrupt traceback from them, and a stop while Typer read the options exited
+    130 or 143 without a word. (A signal in the first milliseconds, while Python's own site
+    module runs, is Python's: its traceback has no frame of blocklab's.)"""
+    script = Path(sys.executable).parent / "blocklab"  # the console script pip wrote
+    assert script.is_file(), script
+    sources = [str(ROOT / d) for d in ("pipeline", "traces", "kernels")]
+    told = 0
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        for k in range(10):
+            p = subprocess.Popen([str(script), "drives"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+            time.sleep(0.04 + 0.04 * k)
+            p.send_signal(sig)
+            _o, err = p.communicate(timeout=120)
+            if "Traceback" in err:
+                assert not any(src in err for src in sources), err
+                continue
+            if p.returncode in (0, -sig):  # ended first, or died in Python's own start
+                continue
+            assert p.returncode == 128 + sig, (p.returncode, err)
+            lines = [ln for ln in err.splitlines() if ln.strip()]
+            assert len(lines) == 1 and lines[0].startswith(f"blocklab: stopped by {sig.name}")
+            assert any(lines[0].endswith(t) or t in lines[0] for t in STOP_LINES), lines
+            told += "while starting" in lines[0]
+    assert told, "no stop fell in the start: the points are too late for this machine"
+
+
 def test_in_process_handlers_are_restored():
     before = {s: signal.getsignal(s) for s in SIGNALS}
     res = runner.invoke(app, ["formats"])

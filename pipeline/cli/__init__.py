@@ -47,6 +47,7 @@ from ._app import (
     cache_app,
     scenario_app,
     spc1_app,
+    stopped,
     sweep_app,
     synth_app,
     trace_app,
@@ -88,10 +89,12 @@ def main() -> None:
             print(f"blocklab: error: {e}", file=sys.stderr)
             sys.exit(2)
         except safety.Interrupted as e:  # before or after the command
+            stopped(e.signum)
             _exit_now(128 + e.signum)
         except SystemExit:
             sig = safety.received()
             if sig is not None:
+                stopped(sig)  # (once: not again when the command told of it)
                 _exit_now(128 + sig)
             # done: a signal from now on finds nothing to stop (and must not kill the exit)
             for s in safety.SIGNALS:

@@ -59,6 +59,29 @@ def _kept() -> str:
     return f"nothing half-written was kept; complete before the stop: {', '.join(done)}"
 
 
+#: Where the command is, for a stop that comes outside its own handling (``stopped``):
+#: "starting" until the command runs (Typer builds the commands and reads the options),
+#: "running", then "ended" once it returned; "said" once a stop message was printed.
+_phase = ["starting"]
+
+
+def stopped(sig: int) -> None:
+    """Tell of a stop the command did not handle itself, once: one that came while Typer
+    was still building the commands or reading the options (nothing written), or after the
+    command had ended (its output complete). Before, both exited 128 + signal silently."""
+    if _phase[0] == "said":
+        return
+    name = signal.Signals(sig).name
+    if _phase[0] == "ended":
+        line = f"blocklab: stopped by {name} after the command ended; its output is complete"
+    elif _phase[0] == "starting":
+        line = f"blocklab: stopped by {name} while starting; nothing was written"
+    else:
+        line = f"blocklab: stopped by {name}; {_kept()}"
+    _phase[0] = "said"
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 class _Guarded(typer.core.TyperGroup):
     """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
     exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
@@ -71,26 +94,29 @@ class _Guarded(typer.core.TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         argv = [*getattr(ctx, "_protected_args", []), *ctx.args]  # (the group consumes them)
+        _phase[0] = "running"
         with safety.signals_handled():
             try:
-                return super().invoke(ctx)
+                out = super().invoke(ctx)
+                _phase[0] = "ended"
+                return out
             except safety.Interrupted as e:
-                err.print(f"blocklab: {e}; {_kept()}", markup=False, highlight=False,
-                          soft_wrap=True)
+                stopped(e.signum)
                 raise typer.Exit(128 + e.signum) from None
             except _UsageError as e:
                 _usage_error(e, self, argv)
             except typer.Exit as e:
                 sig = safety.received()  # a command that turned the signal into its own exit
                 if sig is not None and e.exit_code:
+                    _phase[0] = "said"  # (the command's own exit told of it)
                     raise typer.Exit(128 + sig) from None
+                _phase[0] = "ended"
                 raise
             except Exception as e:
                 sig = safety.received()
                 if sig is not None:  # a library turned the signal into its own error (DuckDB:
                     # "Query interrupted"); the clean-up ran as the error came up
-                    err.print(f"blocklab: stopped by {signal.Signals(sig).name}; {_kept()}",
-                              markup=False, highlight=False, soft_wrap=True)
+                    stopped(sig)
                     raise typer.Exit(128 + sig) from None
                 if not isinstance(e, OSError) or e.errno == errno.EPIPE:
                     raise  # EPIPE: stdout closed (| head), Typer exits quietly
