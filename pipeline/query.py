@@ -531,8 +531,9 @@ def missing_views(paths: Iterable[str | os.PathLike[str]], name: str) -> list[st
     info = catalog().get(name)
     if info is None:
         return []
-    sources = [s for s in find_sources(paths) if s.kind == "run"]
-    out = []
+    every = find_sources(paths)
+    sources = [s for s in every if s.kind == "run"]
+    out = _without_completions(every) if "device_ios" in info.views else []
     for stem in OPTIONAL_FILES:
         if stem not in info.views:
             continue
@@ -543,6 +544,24 @@ def missing_views(paths: Iterable[str | os.PathLike[str]], name: str) -> list[st
             out.append(f"{'runs' if len(lacking) > 1 else 'run'} {runs}: no {stem}.parquet "
                        f"({_WRITTEN_BY[stem]})")
     return out
+
+
+def _without_completions(sources: list[Source]) -> list[str]:
+    """The traces among ``sources`` whose requests have no completion times: a trace's rows
+    reach ``device_ios`` (iostat, idle-times) only with one, as ``blocklab trace iostat``
+    says of such a trace in its error."""
+    traces = [s for s in sources if s.kind == "trace"]
+    if not traces:
+        return []
+    con = connect(traces)
+    try:
+        return [f"trace {s.name}: no completion times (neither complete_ns nor latency_ns), "
+                "which iostat and idle-times need" for s in traces
+                if not con.execute("SELECT count(*) FROM trace WHERE run = ? AND (complete_ns "
+                                   "IS NOT NULL OR latency_ns IS NOT NULL)",
+                                   [s.name]).fetchone()[0]]
+    finally:
+        con.close()
 
 
 def resolve_params(info: QueryInfo | None, given: Mapping[str, str] | None,

@@ -347,6 +347,25 @@ def test_bad_input(tmp_path):
     assert not list(tmp_path.glob(".*tmp*"))
 
 
+def test_query_iostat_of_a_trace_without_completions_says_why_it_has_no_rows(tmp_path):
+    """``query T iostat`` (and idle-times) of a trace without completion times answers with
+    no rows, as its device view has none, and says why as ``trace iostat``'s error does
+    (it printed a bare "(no rows)"); a trace with them says nothing more."""
+    d0 = make_dev(8, 0)
+    none = write(tmp_path / "none.parquet", [(d0, 0, 0, 1000, 4096, 0)], no_completion=True)
+    good = write(tmp_path / "good.parquet", [(d0, 0, 0, 1000, 4096, 0)])
+    for name in ("iostat", "idle-times"):
+        res = runner.invoke(app, ["query", str(none), name])
+        assert res.exit_code == 0, res.output
+        note = res.stderr.strip().replace("\n", " ")
+        assert note.startswith(f"(no rows: trace {none}: no completion times"), note
+        res = runner.invoke(app, ["query", str(good), str(none), name])
+        assert res.exit_code == 0, res.output
+        assert res.stderr == "", res.stderr  # good.parquet's rows: an answer, no note
+    res = runner.invoke(app, ["query", str(good), "iostat"])
+    assert res.exit_code == 0 and "no completion" not in res.output
+
+
 def test_the_row_limit_counts_every_device(tmp_path, monkeypatch):
     """MAX_ROWS is the rows of the whole answer, an interval's row for each device: three
     devices to 4.5 s at 1 s are 5 rows each and 15 in all, refused under a limit of 10 that
