@@ -555,11 +555,10 @@ def _without_completions(sources: list[Source]) -> list[str]:
         return []
     con = connect(traces)
     try:
+        done = dict(con.execute("SELECT run, count(*) FILTER (WHERE complete_ns IS NOT NULL OR "
+                                "latency_ns IS NOT NULL) FROM trace GROUP BY run").fetchall())
         return [f"trace {s.name}: no completion times (neither complete_ns nor latency_ns), "
-                "which iostat and idle-times need" for s in traces
-                if not con.execute("SELECT count(*) FROM trace WHERE run = ? AND (complete_ns "
-                                   "IS NOT NULL OR latency_ns IS NOT NULL)",
-                                   [s.name]).fetchone()[0]]
+                "which iostat and idle-times need" for s in traces if not done.get(s.name)]
     finally:
         con.close()
 
