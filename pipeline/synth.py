@@ -23,7 +23,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import not_an_input
 from blocklab.traces.schema import SECTOR_BYTES
 from blocklab.traces.store import ROOM_CHECK_BYTES, TraceMeta, TraceWriter, check_room
-from blocklab.traces.synth import iometer, ior, orion, parse_size, spc1
+from blocklab.traces.synth import iometer, ior, orion, parse_count, parse_size, spc1
 
 from . import __version__
 
@@ -125,7 +125,7 @@ def synth_spc1(output: str | Path, bsu: int, duration_s: float, seed: int = 0,
 
 
 def synth_ior(output: str | Path, tasks: int, transfer_size: str, block_size: str,
-              segments: int, file_per_proc: bool = False, random: bool = False,
+              segments: int | str, file_per_proc: bool = False, random: bool = False,
               write: bool = True, read: bool = True, outstanding: int = 1, seed: int = 0,
               align: str = "1m", capacity: str | None = None,
               array: str | Path | None = None, progress: Progress | None = None,
@@ -134,7 +134,8 @@ def synth_ior(output: str | Path, tasks: int, transfer_size: str, block_size: st
     times (IOR -i)."""
     vol = volume(capacity, array, required=False)
     p = ior.plan(tasks, parse_size(transfer_size, "--transfer-size"),
-                 parse_size(block_size, "--block-size"), segments, file_per_proc, random,
+                 parse_size(block_size, "--block-size"), parse_count(segments, "--segments"),
+                 file_per_proc, random,
                  write, read, outstanding, seed, parse_size(align, "--align"),
                  vol.capacity_sectors, repetitions)
     return write_trace(output, p, "ior", vol, progress, p.requests)

@@ -109,6 +109,37 @@ def test_cli_rejects_with_iors_reason(tmp_path, args, reason):
     assert list(out.parent.iterdir()) == []
 
 
+@given(n=st.integers(-3, 40), unit=st.sampled_from(["", "k", "K", "m", "g"]))
+@settings(max_examples=40, deadline=None)
+def test_segment_counts_read_as_iors_string_to_bytes(n, unit):
+    """-s takes IOR's suffixes (src/option.c string_to_bytes: k = 2^10, m = 2^20 ...), so
+    ``-s 2k`` plans 2,048 segments; before, only digits were taken."""
+    from blocklab.traces.synth import parse_count
+
+    shift = {"": 0, "k": 10, "m": 20, "g": 30}[unit.lower()]
+    assert parse_count(f"{n}{unit}", "--segments") == n * 2**shift
+    assert parse_count(n, "--segments") == n
+
+
+@pytest.mark.parametrize("text", ["1KiB", "1.5k", "x", "", "4 k b"])
+def test_segment_counts_that_are_not_counts(tmp_path, text):
+    out = tmp_path / "out" / "ior.parquet"
+    out.parent.mkdir()
+    res = runner.invoke(app, ["synth", "ior", "-o", str(out), "-s", text])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == [f"blocklab: error: --segments: expected a whole count such as 16 or 4k "
+                     f"(k = 1024, as IOR reads it), found {text!r}"]
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_suffixed_segment_count_plans_what_the_count_does(tmp_path):
+    a = synth_ior(tmp_path / "a.parquet", 2, "4k", "8k", "1k")
+    b = synth_ior(tmp_path / "b.parquet", 2, "4k", "8k", 1024)
+    assert a.requests == b.requests == 2 * 1024 * 2 * 2
+    assert _rows(tmp_path / "a.parquet") == _rows(tmp_path / "b.parquet")
+
+
 @pytest.mark.parametrize("reps", ["0", "-2"])
 def test_cli_rejects_too_few_repetitions(tmp_path, reps):
     """IOR warns and runs once; blocklab refuses, in one line, writing nothing."""

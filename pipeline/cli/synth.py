@@ -76,7 +76,8 @@ def synth_ior(
         "--transfer-size", "-t", help="Bytes per transfer (IOR -t; 4k = 4096).")] = "256k",
     block_size: Annotated[str, typer.Option(
         "--block-size", "-b", help="Contiguous bytes per task per segment (IOR -b).")] = "1m",
-    segments: Annotated[int, typer.Option("--segments", "-s", help="Segments (IOR -s).")] = 1,
+    segments: Annotated[str, typer.Option(
+        "--segments", "-s", help="Segments (IOR -s; 1k = 1024, as IOR reads it).")] = "1",
     file_per_proc: Annotated[bool, typer.Option(
         "--file-per-proc", "-F", help="One file per task instead of one shared file.")] = False,
     random: Annotated[bool, typer.Option(

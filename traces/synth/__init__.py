@@ -13,6 +13,7 @@ SPC-1 is open loop: arrival times, and the closed-loop columns null.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -39,6 +40,19 @@ def parse_size(text: str | int, option: str) -> int:
         return parse_bytes(text)
     except ValueError as e:
         raise BlocklabError(f"{option}: {e}, found {text!r}") from None
+
+
+def parse_count(text: str | int, option: str) -> int:
+    """A count as IOR reads its counts (``-s``: string_to_bytes in src/option.c): digits with
+    an optional k, m, g, t or p, binary (``-s 1k`` is 1,024 segments). Other units (``KiB``,
+    ``KB``) are refused here, where IOR would read the first letter and drop the rest."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = re.fullmatch(r"\s*([+-]?\d+)\s*([kmgtp]?)\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise BlocklabError(f"{option}: expected a whole count such as 16 or 4k (k = 1024, as "
+                            f"IOR reads it), found {text!r}")
+    return int(m[1]) << (10 * " kmgtp".index(m[2].lower() or " "))
 
 
 def seed_state(seed: int, n: int = 1) -> np.ndarray:
