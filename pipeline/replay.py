@@ -114,7 +114,9 @@ class ReplayResult:
         return dataclasses.asdict(self)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes (hex): what meta.json records of the trace and the array
+    configuration, and what a sweep's resume compares (sweep.survey)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -521,8 +523,8 @@ def run_meta(trace: Path, array: str | Path, cfg: ArrayConfig, arr: ArrayModel, 
     return RM.RunMeta(
         blocklab_version=__version__,
         run_schema_version=RUN_SCHEMA_VERSION,
-        trace=RM.TraceRef(path=str(trace), sha256=_sha256(trace)),
-        array=RM.ArrayRef(path=str(array), sha256=_sha256(Path(array)),
+        trace=RM.TraceRef(path=str(trace), sha256=file_sha256(trace)),
+        array=RM.ArrayRef(path=str(array), sha256=file_sha256(Path(array)),
                           config=dataclasses.asdict(cfg)),
         options=options,
         counts=counts,

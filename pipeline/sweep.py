@@ -147,16 +147,39 @@ def _error_path(out: Path, point: str) -> Path:
 class PointState:
     point: Point
     state: str  # "finished", "summarize", "run"
+    retraced: bool = False  # its run folder replayed another trace than the one there now
 
 
-def survey(sweep: Sweep, out: Path) -> list[PointState]:
-    """Which points are finished, need only their summary, or need a replay."""
+def survey(sweep: Sweep, out: Path, hashes: dict[str, str] | None = None) -> list[PointState]:
+    """Which points are finished, need only their summary, or need a replay.
+
+    A point's run folder counts only if it replayed the bytes its trace has now (meta.json's
+    trace sha256): a trace rewritten at the same path between two runs of a sweep was not
+    noticed, and the summary then mixed runs of both traces. Such a point is replayed again
+    (``retraced``). Each trace is hashed once (``hashes``, path -> sha256, kept by the
+    caller): a read of the whole file, about a second a GB here."""
+    from .replay import file_sha256
+
+    hashes = {} if hashes is None else hashes
     states = []
     for p in sweep.points:
         run_done = (out / p.id / "meta.json").is_file()
+        retraced = False
+        if run_done:
+            try:
+                recorded = runmeta.read(out / p.id).trace
+            except BlocklabError:
+                recorded = None  # unreadable: replayed again, as a run without meta.json is
+            if recorded is None:
+                run_done = False
+            else:
+                if p.trace not in hashes:
+                    hashes[p.trace] = file_sha256(Path(p.trace))
+                retraced = recorded.sha256 != hashes[p.trace]
+                run_done = not retraced
         summ = (out / "summary" / p.partition(sweep.axes)).is_file()
         states.append(PointState(p, "finished" if run_done and summ else
-                                 "summarize" if run_done else "run"))
+                                 "summarize" if run_done else "run", retraced))
     return states
 
 
@@ -257,6 +280,7 @@ class SweepResult:
     elapsed_s: float  # the whole run: checks, cluster start, warm-up, points
     points_s: float  # from the first point submitted to the last one done
     removed_temporaries: list[str]
+    retraced: int = 0  # points replayed again: their trace's bytes changed since they ran
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -277,9 +301,11 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
     sweep = load_sweep(path)
     out = Path(output).resolve()
     _check_out(sweep, out)
-    states = survey(sweep, out) if out.is_dir() else [PointState(p, "run") for p in
-                                                        sweep.points]
+    hashes: dict[str, str] = {}
+    states = survey(sweep, out, hashes) if out.is_dir() else [PointState(p, "run") for p in
+                                                                sweep.points]
     todo = [s for s in states if s.state != "finished"]
+    retraced = sum(s.retraced for s in states)
     status = Status(total=len(todo), skipped=len(states) - len(todo))
     if not todo:
         return SweepResult(str(out), len(states), status.skipped, 0, [], 0, scheduler or "",
@@ -314,12 +340,13 @@ def run_sweep(path: str | os.PathLike[str], output: str | os.PathLike[str],
         if cluster is not None:
             _clear_after_workers(out)
         # counted on disk: a point may have finished while the workers were stopping
-        left = sum(s.state != "finished" for s in survey(sweep, out))
+        left = sum(s.state != "finished" for s in survey(sweep, out, hashes))
         raise SweepInterrupted(
             f"interrupted: {len(states) - left} of {len(states)} points finished in {out}; "
             "run the same command again to finish the rest")
     return SweepResult(str(out), len(states), status.skipped, status.done, failed, nworkers,
-                       scheduler or "local", warm_s, time.perf_counter() - t0, points_s, removed)
+                       scheduler or "local", warm_s, time.perf_counter() - t0, points_s, removed,
+                       retraced)
 
 
 def _submit(client: Any, sweep: Sweep, out: Path, todo: list[PointState], status: Status,

@@ -361,6 +361,39 @@ def test_missing_summary_is_written_from_the_run_folder(work, cluster, tmp_path)
     assert {d["x"]: d["rebuild_window_s"] for d in data} == {1: None, 2: 3.0}
 
 
+def test_a_trace_rewritten_between_two_runs_is_replayed_again(work, cluster, tmp_path):
+    """A resume compares each finished point's trace (meta.json's sha256) with the trace's
+    bytes now: a trace rewritten at the same path makes its points run again, and the
+    summary then holds only runs of the new trace (it mixed both before); an untouched
+    trace's points stay finished."""
+    import shutil
+
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(work / "base.toml", d / "base.toml")
+    write_trace(d / "a.parquet", 150, 4_000_000)
+    write_trace(d / "b.parquet", 150, 4_000_000, seed=5)
+    f = sweep_file(d, "s.toml", 'array = "base.toml"\n[[axis]]\nkey = "trace"\n'
+                   'values = ["a.parquet", "b.parquet"]\n')
+    out = tmp_path / "out"
+    assert run_sweep(f, out, scheduler=cluster.scheduler_address).done == 2
+    pa_, pb = load_sweep(f).points
+    stamp = (out / pa_.id / "ios.parquet").stat().st_mtime_ns
+    write_trace(d / "b.parquet", 120, 5_000_000, seed=9)  # the same path, other requests
+    r = run_sweep(f, out, scheduler=cluster.scheduler_address)
+    assert (r.skipped, r.done, r.retraced, r.failed) == (1, 1, 1, [])
+    assert (out / pa_.id / "ios.parquet").stat().st_mtime_ns == stamp
+    from blocklab.pipeline import runmeta
+    from blocklab.pipeline.replay import file_sha256
+
+    assert runmeta.read(out / pb.id).trace.sha256 == file_sha256(d / "b.parquet")
+    rows = dict(duckdb.sql(f"SELECT run, requests FROM read_parquet('{out}/summary/**/*."
+                           "parquet', hive_partitioning = true)").fetchall())
+    assert rows == {pa_.id: 150, pb.id: 120}
+    again = run_sweep(f, out, scheduler=cluster.scheduler_address)
+    assert (again.skipped, again.done, again.retraced) == (2, 0, 0)
+
+
 def test_failure_axis(work, cluster, tmp_path):
     """An axis over the array's [[failure]] list: the point without a failure has no window,
     the others have the window events.parquet shows (rebuild end minus failure), and a replay

@@ -106,7 +106,9 @@ def sweep_run(
         out.print(
             f"{r.out}: {r.points} point(s): {r.done} run now, {r.skipped} finished before, "
             f"{len(r.failed)} failed; {r.workers} worker(s) ({r.scheduler}), "
-            f"{r.elapsed_s:.1f} s", highlight=False, soft_wrap=True)
+            + (f"{r.retraced} replayed again (their trace changed since they ran), "
+               if r.retraced else "")
+            + f"{r.elapsed_s:.1f} s", highlight=False, soft_wrap=True)
     for f in r.failed:
         err.print(f"blocklab: {f['error']}", markup=False, highlight=False, soft_wrap=True)
     if r.failed:
