@@ -528,6 +528,29 @@ def test_queue_aging_bounds_a_starved_operation(max_wait_ms):
         assert max_wait_ms * 1e6 <= wait <= max_wait_ms * 1e6 + 2_000_000
 
 
+def test_aging_under_overload_keeps_the_queue_sorted_between_batches():
+    """Every operation of an overloaded queue has waited past max_wait: the oldest goes first
+    and begins a batch of 16 picks in C-LOOK order, as Linux's deadline elevator checks its
+    expiries only between batches (fifo_batch). Checked at every pick, the queue was served
+    first come, first served for good once overloaded (IOPS fell as the load rose: a review's
+    RAID-5 of 15K drives, 1,638 IOPS at 256 outstanding, 1,013 at 1,024)."""
+    toml = {"group": [{"name": "g", "layout": "jbod", "width": 1, "drive": "atlas10k",
+                       "scheduler": "clook", "queue_depth": 64, "max_wait_ms": 5}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(1_000_000, 0))
+    n = 320  # all at once, 1 ms each: from 5 ms on, every queued operation is past its limit
+    rng = np.random.default_rng(3)
+    arrive = np.zeros(n, dtype=np.int64)
+    lba = (rng.permutation(n) * 4096).astype(np.int64)
+    nsec = np.full(n, 8, dtype=np.int64)
+    w = np.zeros(n, dtype=np.int64)
+    got = run_engine(arr, arrive, lba, nsec, w)
+    assert got["done"].tolist() == ref.simulate(arr, arrive, lba, nsec, w, 1_000_000, 0).done
+    order = np.argsort(got["done"], kind="stable")[10:]  # service order once all are aged
+    # a batch's picks go up the disk (C-LOOK), an aged pick jumps to the oldest left
+    ups = (np.diff(lba[order]) > 0).mean()
+    assert ups > 0.8, ups  # first come, first served on these shuffled addresses: about 0.5
+
+
 @given(st.lists(st.one_of(st.integers(-50, 50), st.integers(-(1 << 62), 1 << 62)), max_size=60))
 def test_dense_ids_is_numpys_unique(values):
     """Stream and phase numbering by counting gives what sorting (np.unique) gives, whether

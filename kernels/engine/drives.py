@@ -12,10 +12,12 @@ from blocklab.kernels.drive import hdd as H
 from blocklab.kernels.drive import ssd as SS
 
 from .tables import (
+    AGED_BATCH,
     B_BUSY,
     B_BYTES,
     B_OPS,
     B_QINT,
+    D_AGED,
     D_BQHEAD,
     D_BUSY,
     D_CANDF,
@@ -237,8 +239,18 @@ def _pick(M, OP, DR, d, now):
     best_prev = NONE
     policy = DR[d, D_SCHED]
     maxwait = DR[d, D_MAXWAIT]
-    if maxwait > 0 and now - OP[best, O_QTIME] >= maxwait:
-        policy = SCHED_FCFS  # the oldest has waited long enough: it goes first
+    if maxwait > 0:
+        # Aging as Linux's deadline elevator does it: the oldest, once it has waited maxwait,
+        # goes first and begins a batch of AGED_BATCH picks in the policy's order, and the
+        # queue's age is looked at again only after the batch. Checked at every pick, an
+        # overloaded drive (its oldest always past maxwait) served first come, first served
+        # for good: IOPS fell as the load rose (RAID-5 of five 15K drives, C-LOOK, 1,638 IOPS
+        # at 256 outstanding, 1,013 at 1,024; a review, 2026-11-29).
+        if DR[d, D_AGED] > 0:
+            DR[d, D_AGED] -= 1
+        elif now - OP[best, O_QTIME] >= maxwait:
+            policy = SCHED_FCFS  # the oldest has waited long enough: it goes first
+            DR[d, D_AGED] = AGED_BATCH - 1
     if policy == SCHED_SPTF:
         if DR[d, D_MODEL] == MODEL_HDD:  # (the pipeline gives it to HDDs only; else FCFS)
             best, best_prev = _sptf(M, OP, DR, d, now)

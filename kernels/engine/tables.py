@@ -75,8 +75,14 @@ O_COLS = 14
 # DR: one row per drive (a queue for host work and one for background work).
 (D_QHEAD, D_QTAIL, D_INFLIGHT, D_MAXINF, D_SCHED, D_DEPTH, D_POS, D_MODEL, D_MPARAM, D_BUSY,
  D_NOPS, D_LASTOP, D_CANDF, D_CNT, D_TLAST, D_BQHEAD, D_BQTAIL, D_CREDIT, D_FAILED,
- D_MAXWAIT) = range(20)
-D_COLS = 20
+ D_MAXWAIT, D_AGED) = range(21)
+D_COLS = 21
+# D_AGED: picks left in the batch an aged operation began, in which the queue's age is not
+# looked at (drives._pick: Linux deadline's fifo_batch).
+#: Picks in a batch begun by an operation that waited max_wait: Linux deadline's default
+#: fifo_batch (Documentation/block/deadline-iosched.rst: "deadline expiries are only checked
+#: between batches").
+AGED_BATCH = 16
 # JB: one row per background job: a cache job's LUN and range, or a task's unit.
 J_KIND, J_A, J_B, J_C, J_PENDING, J_PHASE1, J_WAIT = range(7)
 J_LUN, J_LBA, J_N = J_A, J_B, J_C  # cache jobs

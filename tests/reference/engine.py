@@ -114,6 +114,7 @@ class _Sim:
         self.inflight = [0] * self.drives
         self.failed: set[int] = set()  # drives gone and not yet replaced
         self.head_pos = [0] * self.drives
+        self.aged = [[0] for _ in range(self.drives)]  # picks left in an aged batch
         self.res = Result([-1] * self.n, [-1] * self.n, [-1] * self.n, [0] * self.drives,
                           [0] * self.drives)
         self.res.qint = [dict() for _ in range(self.drives)]
@@ -668,7 +669,8 @@ class _Sim:
         if self.back_q[d] and (not self.host_q[d] or contended >= PPM or self.credit[d] > 0):
             return self.back_q[d].popleft(), contended
         return pick_host(self.host_q[d], int(self.arr.d_sched[d]), int(self.arr.d_depth[d]),
-                         self.head_pos[d], int(self.arr.d_maxwait[d]), self.now), contended
+                         self.head_pos[d], int(self.arr.d_maxwait[d]), self.now,
+                         self.aged[d]), contended
 
     def run(self) -> Result:
         """The event loop: pop the next event, act on it, start what the drives can take."""

@@ -227,12 +227,25 @@ class Cache:
         self.lines[key].job = job
 
 
-def pick_host(queue, policy, depth, pos, maxwait=0, now=0):
+AGED_BATCH = 16  # Linux deadline's fifo_batch
+
+
+def pick_host(queue, policy, depth, pos, maxwait=0, now=0, aged=None):
     """FCFS: the oldest. SSTF: nearest LBA to where the last operation ended. C-LOOK: lowest
     LBA at or past that point, else the lowest. Only the first ``depth`` are seen; ties: oldest.
-    Aging: the oldest goes first once it has waited ``maxwait`` ns (0: never). SPTF (3) on a
+    Aging, as Linux's deadline elevator: the oldest goes first once it has waited ``maxwait``
+    ns (0: never) and begins a batch of AGED_BATCH picks, after which the age is looked at
+    again (``aged``: a one-item list, the picks left in the drive's batch). SPTF (3) on a
     fixed-time drive, which has no positioning time: FCFS (test_hdd.py checks SPTF on disks)."""
-    if policy in (0, 3) or (maxwait > 0 and now - queue[0].qtime >= maxwait):
+    aged = [0] if aged is None else aged
+    old = False
+    if maxwait > 0:
+        if aged[0] > 0:
+            aged[0] -= 1
+        elif now - queue[0].qtime >= maxwait:
+            old = True
+            aged[0] = AGED_BATCH - 1
+    if policy in (0, 3) or old:
         return queue.popleft()
     seen = list(queue)[:depth]
     if policy == 1:
