@@ -397,6 +397,35 @@ def test_init_runs_one_task_per_lun_at_once(group, luns):
         assert every == sorted(np.flatnonzero(arr.row_group == 0).tolist())
 
 
+@pytest.mark.parametrize("fill", [0.3, 1.0])
+def test_a_pool_rebuilds_only_the_d_stripes_its_volumes_use(fill):
+    """A failed pool drive's rebuild takes the pieces of the D-stripes that volumes use, and
+    no others (those hold no data, and [[init]] leaves them alone too), so a pool 30 % full
+    rebuilds about 30 % of what a full one does (before 2026-11-29 both rebuilt every piece
+    on the drive); the members it leaves are not missing either, so a later failure cannot
+    count their stripes as lost."""
+    from pathlib import Path
+
+    group = {"name": "g", "layout": "ddp", "width": 12, "preservation": 2, "piece": "64MiB",
+             "count": 2, "fill": fill, "stripe_unit": "64KiB", "drive": "atlas10k"}
+    cfg = parse_array({"group": [group], "failure": [{"drive": 0, "at_s": 1}]},
+                      Path("x.toml"))
+    arr = build_array(cfg)
+    p = plan(arr)
+    # the volumes' D-stripes from their extents, independently of array.py's row_lun
+    used = {int(r) for r in arr.EX["row"]}
+    on_drive = {r for r in range(len(arr.MP)) if arr.row_group[r] == 0
+                and 0 in arr.MP["members"]["drive"][r].tolist()}
+    pieces = sorted(int(r) for r in p.PC["row"])
+    assert pieces == sorted(on_drive & used)
+    missing = sorted(int(r) for r in p.AF["row"])
+    assert missing == pieces
+    if fill < 1:
+        assert len(pieces) < 0.5 * len(on_drive)
+    else:
+        assert len(pieces) == len(on_drive)
+
+
 @pytest.mark.parametrize("queuing", [True, False])
 def test_an_idle_rebuild_writes_the_spare_at_its_media_rate(tmp_path, queuing):
     """A RAID-6 group of Savvio 15K.3s (write cache off, as arrays run them) rebuilds a failed
