@@ -577,7 +577,7 @@ def _write_events(folder: Path, arr: ArrayModel, drv: Engine, tasks: Plan) -> No
     group = [tasks.task_group[int(r)] if r >= 0 else (arr.d_group[int(d)] if d >= 0 else "")
              for r, d in zip(ref.tolist(), drive.tolist(), strict=True)]
     names = [EVENT_NAMES[c] for c in ev["code"].tolist()]
-    progress = np.array([n.endswith(("_progress", "_end")) for n in names], bool)
+    progress = np.array([n.endswith(("_progress", "_end", "_stopped")) for n in names], bool)
     loss = np.array([n == "data_loss" for n in names], bool)
     pq.write_table(pa.table({
         "time_ns": ev["t"],
@@ -600,8 +600,13 @@ def _rebuild_windows(arr: ArrayModel, drv: Engine, tasks: Plan) -> list[dict[str
     for f in tasks.FL:
         d, t = int(f["drive"]), int(f["t"])
         ends = ev[(name == "rebuild_end") & (ev["drive"] == d) & (ev["t"] >= t)]
+        stops = ev[(name == "rebuild_stopped") & (ev["drive"] == d) & (ev["t"] >= t)]
         lost = ev["lost"][(name == "data_loss") & (ev["drive"] == d) & (ev["t"] == t)]
         out.append({"drive": d, "group": arr.d_group[d], "failed_s": t / 1e9,
                     "window_s": (int(ends["t"][0]) - t) / 1e9 if len(ends) else None,
+                    # a later failure left part of it nothing to be rebuilt from: when it
+                    # stopped, and the share it had rebuilt
+                    "stopped_s": int(stops["t"][0]) / 1e9 if len(stops) else None,
+                    "rebuilt_fraction": int(stops["frac"][0]) / 1e6 if len(stops) else None,
                     "stripes_lost": int(lost.sum())})
     return out

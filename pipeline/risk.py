@@ -12,7 +12,8 @@ rebuild, is the one that leaves room for them; with one failure per run, as usua
 mean are the same); groups of the run with no failure take the longest window of the run.
 ``--window-s`` replaces every measured window. Failures of hot spares are ignored. A run without
 events (no failure), or whose rebuild did not end within the run (no hot spare left, a pool out
-of preservation capacity), has no measured window: it needs ``--window-s``.
+of preservation capacity, a later failure that lost data and stopped it), has no measured
+window: it needs ``--window-s``.
 
 **Model** (``kernels/risk.py``). The array's redundancy sets come from its member maps
 (``pipeline/model/array.py``): a RAID group's members (tolerance 1 for RAID-5, 2 for RAID-6,

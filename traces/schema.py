@@ -222,7 +222,7 @@ OPK_NAMES = ("host", "destage", "prefetch", "rebuild_read", "rebuild_write", "in
 # Event names (events column ``event``).
 EVENT_NAMES = ("failure", "rebuild_start", "rebuild_progress", "rebuild_end", "data_loss",
                "replace", "rebalance_start", "rebalance_end", "init_start", "init_end",
-               "rebalance_progress", "init_progress")
+               "rebalance_progress", "init_progress", "rebuild_stopped")
 
 _DICT_STR = pa.dictionary(pa.int32(), pa.string())
 

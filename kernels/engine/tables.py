@@ -40,7 +40,7 @@ JOB_DESTAGE, JOB_PREFETCH, JOB_REBUILD, JOB_INIT, JOB_REBALANCE = 1, 2, 3, 5, 6
 # run events (traces/schema.py EVENT_NAMES)
 (X_FAILURE, X_REBUILD_START, X_REBUILD_PROGRESS, X_REBUILD_END, X_DATA_LOSS, X_REPLACE,
  X_REBALANCE_START, X_REBALANCE_END, X_INIT_START, X_INIT_END, X_REBALANCE_PROGRESS,
- X_INIT_PROGRESS) = range(12)
+ X_INIT_PROGRESS, X_REBUILD_STOPPED) = range(13)
 PPM = 1_000_000
 # cache lookup outcomes
 HIT, FILLING, MISS = 0, 1, 2
@@ -114,8 +114,9 @@ FL_T, FL_DRIVE, FL_AF0, FL_NAF = range(4)
 AF_ROW, AF_K = range(2)
 # TK: one row per background task (rebuild, rebalance, initialization) over pieces PC[...].
 (TK_KIND, TK_T, TK_P0, TK_NP, TK_UROWS, TK_UNITS, TK_NEXT, TK_DONE, TK_INFL, TK_DEPTH,
- TK_SHARE, TK_RATE, TK_BYTES, TK_PROG, TK_STATE, TK_DRIVE, TK_T0, TK_BDONE, TK_WAIT) = range(19)
-TK_COLS = 19
+ TK_SHARE, TK_RATE, TK_BYTES, TK_PROG, TK_STATE, TK_DRIVE, TK_T0, TK_BDONE, TK_WAIT,
+ TK_LOST) = range(20)
+TK_COLS = 20
 # PC: one row per piece: a member's rows [0, PC_ROWS) of map row PC_ROW rebuilt into (or copied
 # from PC_SRC to) PC_DST at offset PC_DOFF, in units (done contiguously, then a bit mask of the
 # units after them that are done: at most UNIT_WINDOW, tasks.py _task_issue).
@@ -230,9 +231,11 @@ MISSING = _table("row", "k")
 #: TK: a background task (rebuild, rebalance, initialization) over pieces p0 .. p0+np-1 of PC.
 #: Inputs: kind (JOB_*), start time t (ns), pieces, rows per unit, units, depth (units in
 #: flight), share (ppm of a busy drive's time), rate (bytes/s cap, 0: none), bytes (to move),
-#: drive (failed drive, -1: none); the others are the kernel's progress.
+#: drive (failed drive, -1: none); the others are the kernel's progress (lost: a rebuild's
+#: bytes that had nothing left to be rebuilt from, data lost).
 TASK = _table("kind", "t", "p0", "np", "urows", "units", "next", "done", "infl", "depth",
-              "share", "rate", "bytes", "prog", "state", "drive", "t0", "bdone", "wait")
+              "share", "rate", "bytes", "prog", "state", "drive", "t0", "bdone", "wait",
+              "lost")
 #: PC: a piece: a member's rows [0, rows) of map row ``row``, member ``k``, rebuilt into (or
 #: copied from src at soff to) dst at doff; done and mask are the kernel's.
 PIECE = _table("row", "k", "src", "soff", "dst", "doff", "rows", "done", "mask")

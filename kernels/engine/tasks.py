@@ -64,6 +64,7 @@ from .tables import (
     TK_DRIVE,
     TK_INFL,
     TK_KIND,
+    TK_LOST,
     TK_NEXT,
     TK_NP,
     TK_P0,
@@ -86,6 +87,7 @@ from .tables import (
     X_REBUILD_END,
     X_REBUILD_PROGRESS,
     X_REBUILD_START,
+    X_REBUILD_STOPPED,
     X_REPLACE,
 )
 
@@ -243,7 +245,13 @@ def _task_end(W, t, now):
     kind = TK[t, TK_KIND]
     code = X_REBUILD_END if kind == JOB_REBUILD else (
         X_REBALANCE_END if kind == JOB_REBALANCE else X_INIT_END)
-    _event(W, now, code, TK[t, TK_DRIVE], t, PPM, TK[t, TK_BDONE], 0)
+    frac = PPM
+    if TK[t, TK_LOST] > 0:
+        # a later failure left part of the rebuild nothing to be rebuilt from (data lost):
+        # it stops there, not rebuilt whole; its share rebuilt, its bytes written
+        code = X_REBUILD_STOPPED
+        frac = TK[t, TK_BDONE] * PPM // (TK[t, TK_BDONE] + TK[t, TK_LOST])
+    _event(W, now, code, TK[t, TK_DRIVE], t, frac, TK[t, TK_BDONE], 0)
 
 
 @njit(nrt=False)
@@ -304,6 +312,9 @@ def _task_issue(cfg, W, t, now, ncand):
             first, last = _add_ops(W, -j - 1, row, m, share, first, last)
         if first != NONE:
             return _launch(W, W.JB, j, J_PENDING, first, now, ncand)
+        if kind == JOB_REBUILD:  # nothing survives to rebuild it from: lost, not rebuilt
+            TK[t, TK_LOST] += rows * SECTOR
+            TK[t, TK_BDONE] -= rows * SECTOR  # (_unit_complete counts the unit's bytes)
         if _unit_complete(W, j, now):
             return ncand
     return ncand

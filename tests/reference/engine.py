@@ -47,7 +47,8 @@ DONE, RETRY, XFER, CTRL, TIMER, FAIL, TASK, ARRIVE = range(8)
 DESTAGE, PREFETCH, REBUILD, INIT, REBALANCE = 1, 2, 3, 5, 6
 # event codes, as traces/schema.py EVENT_NAMES lists them
 (FAILURE, REBUILD_START, REBUILD_PROGRESS, REBUILD_END, DATA_LOSS, REPLACE, REBALANCE_START,
- REBALANCE_END, INIT_START, INIT_END, REBALANCE_PROGRESS, INIT_PROGRESS) = range(12)
+ REBALANCE_END, INIT_START, INIT_END, REBALANCE_PROGRESS, INIT_PROGRESS,
+ REBUILD_STOPPED) = range(13)
 
 
 def simulate(arr, arrive_ns, lba, nsec, is_write, per_op_ns, per_sector_ns, closed=False,
@@ -566,7 +567,11 @@ class _Sim:
         row["state"] = 2
         self.task_state["left"] -= 1
         code = {REBUILD: REBUILD_END, REBALANCE: REBALANCE_END, INIT: INIT_END}[row["kind"]]
-        self.event(now, code, row["drive"], t, PPM, row["bdone"])
+        frac = PPM
+        if row["lost"] > 0:  # part had nothing left to be rebuilt from: stopped, data lost
+            code = REBUILD_STOPPED
+            frac = row["bdone"] * PPM // (row["bdone"] + row["lost"])
+        self.event(now, code, row["drive"], t, frac, row["bdone"])
 
     def task_issue(self, t, now):
         row = self.tk[t]
@@ -610,6 +615,9 @@ class _Sim:
             if ops:
                 self.launch(-j - 1, ops, now)
                 return
+            if kind == REBUILD:  # nothing survives to rebuild it from: lost
+                row["lost"] += rows * 512
+                row["bdone"] -= rows * 512
             if self.unit_complete(j, now):
                 return
 
