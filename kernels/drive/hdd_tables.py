@@ -374,7 +374,7 @@ class Drive(NamedTuple):
 # numbers the walk from its start gives.
 STATE = ("cyl", "head", "free", "prev_write", "prev_end", "clock", "ra_seg", "ra_t", "ra_cyl",
          "ra_head", "ra_lbn", "ra_blocks", "destage_seg", "ra_end_known", "m_j", "m_tp", "m_ts",
-         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt", "if_free")
+         "m_tr", "m_wait", "m_geo", "m_c", "m_h", "m_zb", "m_q", "m_nxt", "if_free", "w_next")
 S_CYL = STATE.index("cyl")
 S_HEAD = STATE.index("head")
 S_FREE = STATE.index("free")
@@ -401,8 +401,12 @@ S_M_ZB = STATE.index("m_zb")
 S_M_Q = STATE.index("m_q")
 S_M_NXT = STATE.index("m_nxt")
 S_IF_FREE = STATE.index("if_free")  # when the last request's data phase left the interface
+S_W_NEXT = STATE.index("w_next")  # the write ring's next slot
 S_SEGS = len(STATE)  # then SEG_MAX segments of (first block, end block, last use)
-S_N = S_SEGS + 3 * SEG_MAX
+# then a ring of SEG_MAX: when each of the last write-back writes is on the platter (hdd.py
+# _write_timing: a write's data waits for a write segment once every one holds a write)
+S_WRING = S_SEGS + 3 * SEG_MAX
+S_N = S_WRING + SEG_MAX
 
 
 def new_state(drives: int = 1) -> np.ndarray:

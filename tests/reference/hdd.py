@@ -131,6 +131,10 @@ class RefDisk:
         self.nseg = int(c["segments"])
         self.wseg = bool(c["separate_write_segment"]) and self.nseg > 1
         self.nwsegs = max(1, int(c["max_write_segments"]))
+        # when each of the last write-back writes is on the platter: a write's data waits for
+        # the oldest once every write segment holds one (DiskSim's wait for a segment)
+        self.wring = [0.0] * min(self.nwsegs, 16)
+        self.wnext = 0
         self.seg_size = int(c["segment_blocks"])
         self.ra_kind = int(c["buffer_continuous_read"]) if self.cache_on else 0
         self.max_ra = int(c["max_read_ahead_blocks"])
@@ -296,6 +300,13 @@ class RefDisk:
         self.pf = (seg, t, c, h, lbn, nblk)
         self.free, self.cyl, self.head = t_end, ce, he
 
+    def _ring_wait(self, x0, a):
+        """When a write's data may come in: once a write segment is free (``wring``), unless
+        it continues a stream of writes (which has its own bound)."""
+        if self.nwsegs > 1 and not (self.prev_write and a == self.prev_end):
+            return max(x0, self.wring[self.wnext])
+        return x0
+
     # -- the scheduler's rank
     def position(self, t, q, a, n, write):
         """Shortest-positioning-time-first's rank of a request of ``n`` blocks at ``a`` queued
@@ -341,6 +352,10 @@ class RefDisk:
                     start, mintime = self.free, 0.0
                 elif self.nwsegs <= 1:  # no room until it ends
                     x0 = max(x0, self.free)
+                if not (a == hi and a + n - lo <= self.seg_size):
+                    x0 = self._ring_wait(x0, a)
+            else:
+                x0 = self._ring_wait(x0, a)
         elif self.xd and self.prev_write and a != self.prev_end:
             start = tt + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
             x0 = (tt + ov["extra disconnect command"] + ov["extra disconnect 1"]
@@ -504,6 +519,8 @@ class RefDisk:
                 k, seg_lo, media_at, mintime = ds, self.segs[ds][0], self.free, 0.0
             elif destaging and self.nwsegs <= 1:
                 x0 = max(x0, self.free)
+            if self.nwsegs > 1 and not appends and not (prev_write and seq):
+                x0 = max(x0, self.wring[self.wnext])
             done = x0 + n * self.xw + ov["write completion"]
         elif self.xd and prev_write and not seq:
             media_at = t + ov["extra disconnect command"] + ov["extra disconnect seek delta"]
@@ -532,6 +549,12 @@ class RefDisk:
             if prev_write and seq and self.nwsegs > 1:  # a stream: at most the segments wait
                 bpt = self.lay.zones[self.lay.zone_of(a)]["bpt"]
                 done = max(done, t_end - self.nwsegs * self.seg_size * self.rot / bpt)
+            if self.nwsegs > 1:
+                if appends:  # its segment's destage goes on
+                    self.wring[(self.wnext - 1) % len(self.wring)] = t_end
+                else:
+                    self.wring[self.wnext] = t_end
+                    self.wnext = (self.wnext + 1) % len(self.wring)
             self.if_free = done
         for j in range(self.nseg):
             lo, hi, _u = self.segs[j]
