@@ -300,6 +300,33 @@ def test_kill_midway_then_resume(work, cluster, tmp_path):
     assert not [q for q in out.rglob(".*") if ".tmp-" in q.name]
 
 
+def test_a_stopped_sweep_clears_what_its_stopped_points_left(tmp_path):
+    """After a stop, once a local cluster's workers are gone (_clear_after_workers): the
+    points in flight left their run folders' temporaries (.POINT.tmp-PID) and locks
+    (.POINT.lock), which are no one's now and go; a lock a live process still holds (a point
+    of a user's cluster, still running) stays, and so does the sweep's own work. Before, they
+    stayed until the next run (about half of a review's stops left some)."""
+    import fcntl
+
+    from blocklab.pipeline.sweep import _clear_after_workers
+
+    out = tmp_path / "out"
+    (out / "summary").mkdir(parents=True)
+    (out / ".p1.tmp-4242").mkdir()
+    (out / ".p1.tmp-4242" / "ios.parquet").write_bytes(b"half")
+    (out / "summary" / ".x.parquet.tmp-4242").write_bytes(b"half")
+    (out / ".p1.lock").write_bytes(b"")
+    (out / "p0").mkdir()  # a finished point's run folder
+    (out / "p0" / "meta.json").write_text("{}")
+    held = out / ".p2.lock"
+    with held.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # a point that still runs (a user's cluster)
+        _clear_after_workers(out)
+        assert held.exists()
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert left == [".p2.lock", "p0", "p0/meta.json", "summary"], left
+
+
 def test_a_worker_that_dies_loses_only_its_point(work, cluster, tmp_path):
     """SIGKILL to the worker process replaying a point (found by replay's temporary folder,
     .POINT.tmp-PID): Dask runs the point again, every point finishes, nothing is left."""
