@@ -53,7 +53,14 @@ def failing_array(draw):
     toml["failure"] = [{"drive": d, "at_s": t / 1e6} for d, t in zip(failed, times,
                                                                      strict=True)]
     if layout == "ddp" and draw(st.booleans()):
-        toml["replace"] = [{"drive": failed[0], "at_s": (times[-1] + 100) / 1e6}]
+        # one or several failed drives replaced at once (a member map may then have several
+        # pieces being copied back), and perhaps a new drive failing during its rebalance
+        at = times[-1] + 100
+        k = draw(st.integers(1, len(failed)))
+        toml["replace"] = [{"drive": failed[i], "at_s": at / 1e6} for i in range(k)]
+        if draw(st.booleans()):
+            toml["failure"].append({"drive": failed[0],
+                                    "at_s": (at + draw(st.integers(1, 60))) / 1e6})
     if layout in ("raid5", "raid6", "raid10") and draw(st.booleans()):
         toml["init"] = [{"group": "g", "at_s": 0}]
     return toml
@@ -179,6 +186,43 @@ def test_rebuild_fans_out_and_accounts_for_every_lost_block():
     assert not (got["op_drive"] == 2).any()
     mp = got["mp"]
     assert mp["members"]["drive"][0, 2] == 5 and mp["missing"][0, 0] == -1  # the spare, whole
+
+
+@pytest.mark.parametrize("refail", [False, True])
+def test_several_pieces_copied_back_at_once_equal_the_reference(refail):
+    """Three failed pool drives replaced at once: member maps with two or three pieces being
+    copied back at the same time (the copy slots beyond the first), host writes mirrored to
+    each new drive, and (``refail``) a new drive failing during its own rebalance. The kernel's
+    run is the plain-Python reference's, operation for operation (the property test above
+    draws these cases rarely)."""
+    toml = {"group": [{"name": "g", "layout": "ddp", "drive": "atlas10k", "stripe_unit": "64KiB",
+                       "width": 14, "preservation": 3, "piece": "1GiB", "count": 1}],
+            "rebuild": {"priority": "medium", "unit": "256MiB", "depth": 2},
+            "failure": [{"drive": d, "at_s": d * 1e-5} for d in range(3)],
+            "replace": [{"drive": d, "at_s": 1e-4} for d in range(3)]}
+    if refail:
+        toml["failure"].append({"drive": 1, "at_s": 0.02})
+    # 20 ns a sector: the copies back last about 200 ms, over which the host writes arrive
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 20))
+    tasks = plan(arr)
+    reb = np.flatnonzero(tasks.TK["kind"] == T.TASK_KINDS["rebalance"])
+    rows = np.concatenate([tasks.PC["row"][tasks.TK["p0"][t]:tasks.TK["p0"][t]
+                                           + tasks.TK["np"][t]] for t in reb])
+    assert np.bincount(rows).max() >= 2  # some member map has several pieces to copy back
+    rng = np.random.default_rng(5)
+    n = 200
+    arrive = (100_000 + np.cumsum(rng.integers(0, 2_000_000, n))).astype(np.int64)
+    nsec = rng.integers(1, 300, n).astype(np.int64)
+    lba = np.array([rng.integers(0, arr.capacity - k) for k in nsec], dtype=np.int64)
+    w = (rng.random(n) < 0.7).astype(np.int64)
+    got = run_engine(arr, arrive, lba, nsec, w, drive_ops=True, tasks=tasks)
+    want = ref.simulate(arr, arrive, lba, nsec, w, 2000, 20, tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"])
+    _assert_same(got, want)
+    # host writes reached the new drives while their pieces were copied back (the mirror)
+    mirrored = (got["op_kind"] == 0) & np.isin(got["op_drive"], [0, 1, 2]) & \
+        (got["op_write"] == 1)
+    assert mirrored.sum() >= 5
 
 
 def test_second_failure_before_rebuild_ends_loses_data():

@@ -30,8 +30,10 @@ def test_every_field_has_one_index():
         idx = _indices(prefix)
         if prefix == "S_":
             idx.pop("S_SEGS")  # where the segments start: after the named fields
+            idx.pop("S_WRING")  # and the write ring after the segments
         assert sorted(idx.values()) == list(range(n)) == list(range(len(names))), prefix
-    assert T.S_N == T.S_SEGS + 3 * T.SEG_MAX
+    assert T.S_WRING == T.S_SEGS + 3 * T.SEG_MAX
+    assert T.S_N == T.S_WRING + T.SEG_MAX
     assert len(set(T.NAMES)) == T.P_N
 
 

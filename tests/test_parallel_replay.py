@@ -434,6 +434,23 @@ def test_a_worker_whose_trace_is_not_the_clients_says_so(work, tmp_path):
                                     "see the client's trace at the same path")
 
 
+def test_each_segment_carries_the_clients_row_count(work):
+    """The client sends every segment its trace's row count, which the worker checks against
+    the file it opens (the test above): a segment without it (rows 0) would not check."""
+    import pyarrow.parquet as pq
+
+    from blocklab.pipeline.parallel import _Cuts, index_trace
+
+    trace = work / "bursts.parquet"
+    pf = pq.ParquetFile(trace)
+    ix = index_trace(pf, 1.0)
+    cuts = _Cuts.plan(ix, choose_cuts(ix, 4), 64)
+    assert cuts.segments > 1
+    for k in range(cuts.segments):
+        seg = cuts.segment(k, ix, trace, work / "a.toml", 1.0, False, False, work)
+        assert seg.rows == pf.metadata.num_rows == 2400
+
+
 @pytest.mark.parametrize("server", ["banner", "silent"])
 def test_a_scheduler_address_that_is_not_dask_is_one_line(tmp_path, server):
     """--scheduler at a port that takes the connection and is not Dask: one that speaks first

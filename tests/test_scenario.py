@@ -235,6 +235,11 @@ def test_cli_run_json_and_table(tmp_path):
     ('[workload]\ngenerator = "iometer"\nblock_size = "1MiB"\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].workload.block_size: not an option of the iometer generator"),
+    # spc1 search's ramp-up belongs to a case that measures spc1 (a case that only replays
+    # the workload has no search to ramp up)
+    ('[workload]\ngenerator = "spc1"\nramp_s = 10\n[[case]]\nname = "a"\n'
+     '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "case[0].workload.ramp_s: not an option of the spc1 generator"),
     # a generator's own check, named by the file's key (it named the flag: --requests)
     ('[workload]\ngenerator = "iometer"\nrequests = -5\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -132,10 +132,15 @@ def replay(
             + f"; cluster start, stop and kernel loading "
             f"{par['setup_s'] + par['teardown_s']:.1f} s", highlight=False, soft_wrap=True)
     for rb in r.rebuilds:
-        window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
-        if rb.get("stopped_s") is not None:
-            window = (f"did not end: the rebuild stopped at {rb['stopped_s']:,.3f} s with "
-                      f"{rb['rebuilt_fraction']:.0%} rebuilt, the rest lost to a later failure")
-        lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
-        out.print(f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
-                  f"rebuild window {window}{lost}", highlight=False)
+        out.print(_rebuild_line(rb), highlight=False)
+
+
+def _rebuild_line(rb: dict[str, Any]) -> str:
+    """A failure's line after the replay: its rebuild window, or why it has none."""
+    window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
+    if rb.get("stopped_s") is not None:
+        window = (f"did not end: the rebuild stopped at {rb['stopped_s']:,.3f} s with "
+                  f"{rb['rebuilt_fraction']:.0%} rebuilt, the rest lost to a later failure")
+    lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
+    return (f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
+            f"rebuild window {window}{lost}")

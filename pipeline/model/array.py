@@ -350,6 +350,20 @@ def _table(dtype: np.dtype, rows: list[dict[str, int]]) -> np.ndarray:
     return out
 
 
+def _members_on(arr: ArrayModel, mdrive: np.ndarray, d: int, pool: bool) -> list[tuple[int, int]]:
+    """The (member map, member) pairs on drive ``d`` that its failure makes missing.
+
+    A pool's D-stripes outside every volume hold no data (``plan``'s [[init]] does not
+    initialize them either): a failure leaves nothing of them to rebuild and nothing to lose.
+    Pools that place extents rebuild the extents that hold data (the D-Link xStack manual:
+    "one Rebuild task for each extent that used space on the failed drive"); that SANtricity
+    does the same for D-stripes is assumed, not documented here. Until 2026-11-29 they were
+    rebuilt: a pool 30 % full rebuilt what a full one did (a review: 4.70 GB in 15.8 s at fill
+    0.3 and 1.0), and a later failure counted their stripes as lost."""
+    return [(r, k) for r in range(mdrive.shape[0]) for k in range(mdrive.shape[1])
+            if mdrive[r, k] == d and not (pool and arr.row_lun[r] == -1)]
+
+
 def plan(arr: ArrayModel) -> Plan:
     """Failures, rebuilds, initializations and replacements of ``arr.cfg`` (module docstring),
     in time order."""
@@ -366,7 +380,6 @@ def plan(arr: ArrayModel) -> Plan:
     TK: list[dict[str, int]] = []
     PC: list[dict[str, int]] = []
     task_group: list[str] = []
-    gw = mdrive.shape[1]
     events = sorted([(f.at_s, 0, f.drive) for f in cfg.failures]
                     + [(r.at_s, 1, r.drive) for r in cfg.replacements])
 
@@ -415,17 +428,7 @@ def plan(arr: ArrayModel) -> Plan:
         if d in failed:
             raise BlocklabError(f"{cfg.source}: failure: drive {d} fails twice")
         failed.add(d)
-        # A pool's D-stripes outside every volume hold no data (the [[init]] below does not
-        # initialize them either): a failure leaves nothing of them to rebuild and nothing to
-        # lose. Pools that place extents rebuild the extents that hold data (the D-Link
-        # xStack manual: "one Rebuild task for each extent that used space on the failed
-        # drive"); that SANtricity does the same for D-stripes is assumed, not documented
-        # here. Until 2026-11-29 they were rebuilt: a pool 30 % full rebuilt what a full one
-        # did (a review: 4.70 GB in 15.8 s at fill 0.3 and 1.0), and a later failure counted
-        # their stripes as lost.
-        unused = g.layout == "ddp"
-        hits = [(r, k) for r in range(len(members)) for k in range(gw) if mdrive[r, k] == d
-                and not (unused and arr.row_lun[r] == -1)]
+        hits = _members_on(arr, mdrive, d, g.layout == "ddp")
         FL.append(dict(t=t_ns, drive=d, af0=len(AF), naf=len(hits)))
         AF.extend(dict(row=r, k=k) for r, k in hits)
         if not hits:  # a spare, or an unused drive
