@@ -87,6 +87,18 @@ def test_rejections_are_iors(tasks, transfer, block, segments, random, write, re
         assert want is None
 
 
+def _refusal(tmp_path, args) -> str:
+    """``synth ior ARGS``'s one line of error (exit 2, nothing written)."""
+    out = tmp_path / "out" / "ior.parquet"
+    out.parent.mkdir()
+    res = runner.invoke(app, ["synth", "ior", "-o", str(out), *args])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert list(out.parent.iterdir()) == []
+    return lines[0]
+
+
 @pytest.mark.parametrize("args, reason", [
     (["-t", "8k", "-b", "4k"], "block size must be a multiple of transfer size"),  # below
     (["-t", "8k", "-b", "0"], "block size must not be smaller than transfer size"),
@@ -99,14 +111,8 @@ def test_rejections_are_iors(tasks, transfer, block, segments, random, write, re
     (["--no-write", "--no-read"], "test must write, read, or check read/write file"),
 ])
 def test_cli_rejects_with_iors_reason(tmp_path, args, reason):
-    out = tmp_path / "out" / "ior.parquet"
-    out.parent.mkdir()
-    res = runner.invoke(app, ["synth", "ior", "-o", str(out), *args])
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("blocklab: error: IOR rejects")
-    assert reason in lines[0]
-    assert list(out.parent.iterdir()) == []
+    line = _refusal(tmp_path, args)
+    assert line.startswith("blocklab: error: IOR rejects") and reason in line
 
 
 @given(n=st.integers(-3, 40), unit=st.sampled_from(["", "k", "K", "m", "g"]))
@@ -123,14 +129,9 @@ def test_segment_counts_read_as_iors_string_to_bytes(n, unit):
 
 @pytest.mark.parametrize("text", ["1KiB", "1.5k", "x", "", "4 k b"])
 def test_segment_counts_that_are_not_counts(tmp_path, text):
-    out = tmp_path / "out" / "ior.parquet"
-    out.parent.mkdir()
-    res = runner.invoke(app, ["synth", "ior", "-o", str(out), "-s", text])
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert lines == [f"blocklab: error: --segments: expected a whole count such as 16 or 4k "
-                     f"(k = 1024, as IOR reads it), found {text!r}"]
-    assert list(out.parent.iterdir()) == []
+    assert _refusal(tmp_path, ["-s", text]) == (
+        f"blocklab: error: --segments: expected a whole count such as 16 or 4k (k = 1024, as "
+        f"IOR reads it), found {text!r}")
 
 
 def test_a_suffixed_segment_count_plans_what_the_count_does(tmp_path):
@@ -143,14 +144,8 @@ def test_a_suffixed_segment_count_plans_what_the_count_does(tmp_path):
 @pytest.mark.parametrize("reps", ["0", "-2"])
 def test_cli_rejects_too_few_repetitions(tmp_path, reps):
     """IOR warns and runs once; blocklab refuses, in one line, writing nothing."""
-    out = tmp_path / "out" / "ior.parquet"
-    out.parent.mkdir()
-    res = runner.invoke(app, ["synth", "ior", "-o", str(out), "-i", reps])
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("blocklab: error: --repetitions: must be "
-                                                   f"at least 1, found {reps}")
-    assert list(out.parent.iterdir()) == []
+    assert _refusal(tmp_path, ["-i", reps]).startswith(
+        f"blocklab: error: --repetitions: must be at least 1, found {reps}")
 
 
 def test_repetitions_phases_in_the_metadata(tmp_path):
