@@ -53,14 +53,10 @@ def failing_array(draw):
     toml["failure"] = [{"drive": d, "at_s": t / 1e6} for d, t in zip(failed, times,
                                                                      strict=True)]
     if layout == "ddp" and draw(st.booleans()):
-        # one or several failed drives replaced at once (a member map may then have several
-        # pieces being copied back), and perhaps a new drive failing during its rebalance
-        at = times[-1] + 100
-        k = draw(st.integers(1, len(failed)))
-        toml["replace"] = [{"drive": failed[i], "at_s": at / 1e6} for i in range(k)]
-        if draw(st.booleans()):
-            toml["failure"].append({"drive": failed[0],
-                                    "at_s": (at + draw(st.integers(1, 60))) / 1e6})
+        # (several drives replaced at once, and a new drive failing during its rebalance:
+        # test_several_pieces_copied_back_at_once_equal_the_reference; drawn here they made
+        # the two property tests take over two minutes)
+        toml["replace"] = [{"drive": failed[0], "at_s": (times[-1] + 100) / 1e6}]
     if layout in ("raid5", "raid6", "raid10") and draw(st.booleans()):
         toml["init"] = [{"group": "g", "at_s": 0}]
     return toml

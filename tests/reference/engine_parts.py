@@ -147,9 +147,11 @@ def plan_parts(arr, maps, item, parts, write, share=0):
 def add_ops(maps, row, buf, m, item, share, ops, last):
     """The planned operations through the row's members; a write to a member being copied to a
     new drive is written there too."""
-    for r in buf[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS):
-        k, sector, n, w, ph = (int(x) for x in r[[R.OP_DRIVE, R.OP_SECTOR, R.OP_COUNT,
-                                                  R.OP_WRITE, R.OP_PHASE]])
+    # the five columns of every operation as Python ints at once (indexing row by row cost
+    # 30 s of the failure property tests' 70)
+    cols = buf[: m * R.OP_NCOLS].reshape(m, R.OP_NCOLS)[
+        :, [R.OP_DRIVE, R.OP_SECTOR, R.OP_COUNT, R.OP_WRITE, R.OP_PHASE]].tolist()
+    for k, sector, n, w, ph in cols:
         d, off = maps.rows[row]["mem"][k]
         append(Op(item, d, off + sector, n, w, ph, share), ops, last)
         if not w:
