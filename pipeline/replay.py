@@ -392,6 +392,23 @@ def pace_error(speed: float, closed_loop: int, think_us: float) -> tuple[str, st
     return None
 
 
+def _check_failed_once(cfg: Any, in_file: int) -> None:
+    """A ``--fail`` of a drive already failed (and not replaced) by then: one line naming the
+    option, as its check against the trace's span does; the array file's own failures are
+    named by the plan (model/array.py), which names the file."""
+    failed: dict[int, float] = {}
+    events = sorted([(f.at_s, 0, f.drive, i) for i, f in enumerate(cfg.failures)]
+                    + [(r.at_s, 1, r.drive, -1) for r in cfg.replacements])
+    for at, what, d, i in events:
+        if what == 1:
+            failed.pop(d, None)
+        elif d in failed and i >= in_file:
+            raise BlocklabError(f"--fail {d}@{at:g}: drive {d} has failed already, at "
+                                f"{failed[d]:g} s, and is not replaced by then")
+        else:
+            failed.setdefault(d, at)
+
+
 def replay(trace: str | Path, array: str | Path, output: str | Path, speed: float = 1.0,
            closed_loop: int = 0, think_us: float = 0.0, wrap: bool = False,
            drive_ops: bool = False, progress: Callable[[int, int | None], None] | None = None,
@@ -421,6 +438,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
                                     f"to {cfg.drives - 1}")
         cfg = dataclasses.replace(cfg, failures=cfg.failures + tuple(
             Failure(d, at) for d, at in failures))
+        _check_failed_once(cfg, in_file)
     arr = build_array(cfg)
     trace = Path(trace)
     pf, trace_meta = open_trace(trace)

@@ -404,10 +404,14 @@ def test_replay_with_a_failure_writes_events(tmp_path, small_trace):
     ("2@999", "--fail 2@999: failure of drive 2 at 999 s is outside the trace"),
     ("2@-1", "--fail 2@-1: failure of drive 2 at -1 s is outside the trace"),
     ("two@1", "expected DRIVE@SECONDS"),
+    # a drive failing twice: the option that does it is named (it named the array file)
+    ("2@0.01,2@0.02", "--fail 2@0.02: drive 2 has failed already, at 0.01 s, and is not "
+     "replaced by then"),
 ])
 def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
+    opts = [x for f in fail.split(",") for x in ("--fail", f)]
     res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(_array(tmp_path)),
-                                   "-o", str(tmp_path / "run"), "--fail", fail])
+                                   "-o", str(tmp_path / "run"), *opts])
     assert res.exit_code == 2 and msg in res.stderr and len(res.stderr.splitlines()) == 1
     assert not (tmp_path / "run").exists()
 
