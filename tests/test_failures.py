@@ -76,7 +76,7 @@ def _assert_same(got, want) -> None:
     assert recorded == want.records
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(failing_array(), st.data())
 def test_engine_with_failures_equals_reference(toml, data):
     arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(

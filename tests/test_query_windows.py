@@ -126,7 +126,7 @@ def test_rebuild_windows_several_groups_and_unfinished(tmp_path):
     assert rows[0]["window_s"] == 4.0  # no end names drive 1: the group's first end (9 s)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 60), seed=st.integers(0, 2**31),
        # past the last completion too (a failure after the trace's requests); on a 100 ms grid
