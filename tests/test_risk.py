@@ -415,9 +415,14 @@ def test_windows_are_read_from_a_replay(replayed, tmp_path):
     assert r["window_source"] == "measured (longest)"
     assert r["windows_s"] == {"g": pytest.approx(rb["window_s"])}
     assert r["measured"][0]["drive"] == 2 and r["drives"] == 5
-    # --window-s replaces the measured window; the table form prints the run
-    res = CliRunner().invoke(app, ["risk", str(run), "--window-s", "60", "--trials", "2000"])
-    assert res.exit_code == 0 and str(run) in res.stdout and "60.0" in res.stdout
+    # --window-s replaces the measured window; the table form prints the run's whole path,
+    # folded where the column is too narrow for it (rich's default cut it with an ellipsis)
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 4)
+    deep.symlink_to(run, target_is_directory=True)
+    res = CliRunner().invoke(app, ["risk", str(deep), "--window-s", "60", "--trials", "2000"])
+    first_cells = "".join(line.split("│")[1].strip() for line in res.stdout.splitlines()
+                          if line.startswith("│"))
+    assert res.exit_code == 0 and str(deep) in first_cells and "60.0" in res.stdout
 
 
 def _run_folder(path, toml, events=None, failures=()):

@@ -13,11 +13,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from blocklab.traces import safety
 from blocklab.traces.errors import BlocklabError
@@ -162,6 +165,18 @@ app.add_typer(scenario_app, name="scenario")
 
 out = Console(emoji=False)  # ":100:" in a message is a line number, not an emoji
 err = Console(stderr=True, emoji=False)
+
+
+def table(*headers: str, **options: Any) -> Table:
+    """A rich table whose columns fold a word too long for them (a run folder's path) onto
+    the next line: rich's default cut it with an ellipsis, and two runs in deep folders read
+    alike (``/tmp/pytest-of-root/pytest-39/popen-gw0…``)."""
+    from rich.table import Table  # (on first use: most commands print no table)
+
+    t = Table(**options)
+    for h in headers:
+        t.add_column(h, overflow="fold")
+    return t
 
 
 def wide(width: int) -> Console:

@@ -8,11 +8,10 @@ from typing import Annotated
 import typer
 import typer.core
 from rich.markup import escape
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, app, out, wide
+from ._app import _fail, app, out, table, wide
 
 
 @app.command()
@@ -41,13 +40,13 @@ def drives(
         if "figures" not in r:
             out.print(escape(r["source"]), highlight=False)
             return
-        t = Table("figure", "value", "how obtained", "source")
+        t = table("figure", "value", "how obtained", "source")
         for k, f in r["figures"].items():
             t.add_row(k, str(f["value"]), escape(f["label"] + (": " + f["how"] if f["how"]
                                                               else "")), escape(f["source"]))
         wide(160).print(t)
         return
-    t = Table("name", "kind", "class", "model", "GB")
+    t = table("name", "kind", "class", "model", "GB")
     t.columns[0].no_wrap = True  # the name to type: never cut (it was, at 80 columns)
     for r in rows:
         t.add_row(str(r["name"]), str(r["kind"]), escape(str(r["class"])),
@@ -66,7 +65,7 @@ def formats(
     if as_json:
         print(json.dumps({n: f.description for n, f in reg.items()}, indent=2))
         return
-    t = Table("format", "description")
+    t = table("format", "description")
     for name, f in reg.items():
         t.add_row(name, escape(f.description))
     wide(120).print(t)

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 import typer.core
 from rich.markup import escape
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
@@ -27,6 +26,7 @@ from ._app import (
     app,
     err,
     out,
+    table,
     wide,
 )
 
@@ -91,7 +91,7 @@ def query(
                             " ".join(f"{p.name}={p.default}" for p in q.params),
                             q.description])
             return
-        t = Table("query", "views", "parameters (default)", "description", show_lines=True)
+        t = table("query", "views", "parameters (default)", "description", show_lines=True)
         for q in cat.values():
             t.add_row(q.name, escape(", ".join(q.views)),
                       escape("\n".join(f"{p.name}={p.default}: {p.doc}" for p in q.params)),
@@ -132,7 +132,7 @@ def query(
     except BlocklabError as e:
         _fail(e)
     columns = schema.names
-    t = Table(*columns)
+    t = table(*columns)
     for col, typ in zip(t.columns, schema.types, strict=True):
         if str(typ).startswith(("int", "uint", "double", "float", "decimal")):
             col.justify = "right"

@@ -11,11 +11,10 @@ import typer
 import typer.core
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _fail, _kernels_ready, _size, app, cache_app, err, out, wide
+from ._app import _fail, _kernels_ready, _size, app, cache_app, err, out, table, wide
 
 # --------------------------------------------------------------------------------------------
 # blocklab cache
@@ -86,7 +85,7 @@ def cache_mrc(
            f"{res:,} blocks are not resolved)")
         + f"; {r.elapsed_s:.2f} s, {r.requests_per_s:,.0f} requests/s",
         highlight=False, soft_wrap=True)
-    t = Table("cache", "blocks", "miss ratio", "read", "write")
+    t = table("cache", "blocks", "miss ratio", "read", "write")
     for c in t.columns:
         c.justify = "right"
     cv = r.curve
@@ -176,7 +175,7 @@ def risk(
         print(json.dumps([r.as_dict() for r in results], indent=2))
         return
     first = results[0]
-    t = Table("run", "drives", "window s", f"P(loss) in {years:g} y [95 %]",
+    t = table("run", "drives", "window s", f"P(loss) in {years:g} y [95 %]",
               "losses", "MTTDL years [95 %]", "Markov MTTDL years\nclassical / independent",
               title=f"{first.failure_model}; {trials:,} trials of {years:g} years, seed {seed}")
     for r in results:

@@ -10,11 +10,10 @@ import typer
 import typer.core
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import _cell, _fail, _kernels_ready, err, out, scenario_app, wide
+from ._app import _cell, _fail, _kernels_ready, err, out, scenario_app, table, wide
 
 # --------------------------------------------------------------------------------------------
 # blocklab scenario
@@ -56,7 +55,7 @@ _SCENARIO_TITLES = {
 
 def _published_table(r: Any) -> None:
     """study | blocklab | ratio per published figure, then the orderings blocklab flips."""
-    t = Table("quantity", "case", "unit", "study", "blocklab", "ratio",
+    t = table("quantity", "case", "unit", "study", "blocklab", "ratio",
               title="the study's figures beside blocklab's (within 25 %: 0.75 to 1.25)")
     for p in r.published:
         t.add_row(p["quantity"], escape(p["case"]), p["unit"], _cell(p["study"]),
@@ -88,7 +87,7 @@ def scenario_list(
         print(json.dumps([{"name": s.name, "title": s.title, "study": s.study,
                            "cases": [c.name for c in s.cases]} for s in rows], indent=2))
         return
-    t = Table("name", "cases", "title")
+    t = table("name", "cases", "title")
     for s in rows:
         t.add_row(s.name, str(len(s.cases)), escape(s.title))
     out.print(t)
@@ -108,7 +107,7 @@ def scenario_show(
     out.print(f"{s.name}: {escape(s.title)}\n\nStudy: {escape(s.study)}\n\nSetup:\n"
               f"{escape(s.setup)}\n\nAssumptions:\n{escape(s.assumptions)}\n",
               highlight=False, soft_wrap=True)
-    t = Table("case", "measures", "failures", "workload", "label")
+    t = table("case", "measures", "failures", "workload", "label")
     for c in s.cases:
         t.add_row(c.name, ", ".join(c.measure),
                   ", ".join(f"drive {d} at {at:g} s" for d, at in c.failures) or "-",
@@ -156,7 +155,7 @@ def scenario_run(
         title = _SCENARIO_TITLES[measure]
         if measure == "phases" and rows and all(row.get("phase") == "all" for row in rows):
             title = "what the host saw over the whole run (no failure)"
-        t = Table(*(_SCENARIO_HEADERS.get(c, c) for c in cols), title=title)
+        t = table(*(_SCENARIO_HEADERS.get(c, c) for c in cols), title=title)
         for row in rows:
             if measure == "phases" and not row["requests"]:
                 continue  # an op the workload had no requests of in that phase

@@ -10,11 +10,10 @@ import typer
 import typer.core
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
-from ._app import ClusterTimeout, _fail, _kernels_ready, err, out, sweep_app
+from ._app import ClusterTimeout, _fail, _kernels_ready, err, out, sweep_app, table
 
 # --------------------------------------------------------------------------------------------
 # blocklab sweep
@@ -44,7 +43,7 @@ def sweep_plan(
                         "config_error": p.config_error} for p in sw.points]}, indent=2))
         return
     shape = " x ".join(str(len(a.values)) for a in sw.axes) or "1"
-    t = Table("point", *(a.name for a in sw.axes), "config",
+    t = table("point", *(a.name for a in sw.axes), "config",
               title=f"{sweep}: {len(sw.points)} point(s), {sw.mode} of {shape}")
     for p in sw.points:
         t.add_row(p.id, *(escape(value_text(p.values[a.name])) for a in sw.axes),

@@ -12,7 +12,6 @@ import typer
 import typer.core
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from blocklab.traces.errors import BlocklabError
 
@@ -28,6 +27,7 @@ from ._app import (
     app,
     err,
     out,
+    table,
     trace_app,
     wide,
 )
@@ -115,7 +115,7 @@ def trace_stats(
     if as_json:
         print(json.dumps(s, indent=2, default=str))
         return
-    t = Table(title=f"{file} ({s['source_format']})", show_header=False)
+    t = table(title=f"{file} ({s['source_format']})", show_header=False)
     t.add_column("figure")
     t.add_column("value", justify="right")
 
@@ -162,7 +162,7 @@ def trace_head(
         _fail(e)
     # only the columns that have a value in the rows shown
     shown = [i for i, _c in enumerate(cols) if any(r[i] is not None for r in rows)]
-    t = Table()
+    t = table()
     for i in shown:
         t.add_column(cols[i], justify="right", no_wrap=True)
     for r in rows:
@@ -213,7 +213,7 @@ def trace_iostat(
         _fail(e)
     several = len(r.sources) > 1
     head = (["run"] if several else []) + ["t_s", "device", *_IOSTAT_COLUMNS]
-    t = Table(*head, title=f"{source}: iostat -x, {r.interval_s:g} s intervals "
+    t = table(*head, title=f"{source}: iostat -x, {r.interval_s:g} s intervals "
               "(kB = 1024 bytes; await in ms)")
     for c in t.columns[(1 if several else 0):]:
         c.justify = "right"
@@ -229,7 +229,7 @@ def trace_iostat(
         err.print(f"({total:,} iostat rows, {len(first) + len(last):,} shown: --max-rows 0 "
                   "shows every row; --json writes them all in bounded memory)",
                   highlight=False, soft_wrap=True)
-    it = Table(*((["run"] if several else []) + ["device", *_IDLE_COLUMNS]),
+    it = table(*((["run"] if several else []) + ["device", *_IDLE_COLUMNS]),
                title="idle periods (no request in progress between two busy periods; ms)")
     for row in r.idle:
         it.add_row(*(([escape(row["run"])] if several else []) + [str(row["device"])] +
