@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
+TEST_WORKERS ?= 2
 # kernels are cached in .venv/numba-cache (NUMBA_CACHE_DIR overrides): kernels/_jit.py
 
 .PHONY: help setup demo test fuzz lint bench golden fidelity docs clean tools
@@ -46,9 +47,12 @@ demo: setup ## a drive failure on two arrays: DDP against RAID-6 under IOR, tabl
 	$(BIN)/blocklab report demo-out/ddp-vs-raid6 -o demo-out/report.html --title "ddp-vs-raid6: one drive failed under IOR"
 	@echo "open demo-out/report.html (self-contained, works offline)"
 
-test: setup tools ## run the test suite (installs blktrace/fio when root)
-	@# setup compiled every kernel family (blocklab.tools.warm), so no test compiles
-	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
+test: setup tools ## run the test suite on TEST_WORKERS processes (installs blktrace/fio when root)
+	@# setup compiled every kernel family (blocklab.tools.warm), so no test compiles. Two
+	@# pytest-xdist workers, a test file each at a time (module fixtures such as the Dask
+	@# cluster are made once per file): CI's two cores, where one process left one idle
+	@# (TEST_WORKERS=0 runs in this process, as a debugger wants)
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_PROFILE=fuzz; make test runs a few hundred)
 	BLOCKLAB_SHARED=$(SHARED) HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -m fuzz \
