@@ -321,3 +321,26 @@ def test_replay_of_a_trace_without_requests_gives_no_latency(tmp_path):
     said = " ".join(res.output.split())  # (the console folds lines at 80 columns)
     assert "0 requests, no latency (the trace has no read or write request)" in said, said
     assert "0.000 ms" not in said
+
+
+def test_replay_says_how_many_requests_it_skipped(tmp_path):
+    """Discards and flushes are not served (the drive models have no TRIM): the replay says
+    how many it skipped, the number meta.json records, counted here from the trace itself."""
+    from . import golden
+
+    cols = golden.workload_columns(400)
+    rng = np.random.default_rng(7)
+    cols["op"][rng.random(400) < 0.2] = S.OP_DISCARD
+    cols["op"][rng.random(400) < 0.05] = S.OP_FLUSH
+    trace = golden.write_trace(tmp_path / "t.parquet", cols)
+    array = tmp_path / "a.toml"
+    array.write_text('[[group]]\nname = "g"\nlayout = "raid0"\nwidth = 2\ndrive = "atlas10k"\n')
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o",
+                              str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    skipped = int((cols["op"] > S.OP_WRITE).sum())
+    assert 0 < skipped < 400
+    assert f"  {skipped:,} requests neither read nor write" in res.stdout
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["counts"]["skipped_not_read_write"] == skipped
+    assert f"{400 - skipped} requests" in res.stdout

@@ -112,6 +112,10 @@ def replay(
            if r.requests else "no latency (the trace has no read or write request)")
     out.print(f"{r.output}: {r.requests} requests{passes}, {lat}; replayed at "
               f"{r.requests_per_s:,.0f} requests/s", highlight=False, soft_wrap=True)
+    if r.skipped:  # (meta.json counts them too: skipped_not_read_write)
+        out.print(f"  {r.skipped:,} requests neither read nor write (discards, flushes, others) "
+                  "were skipped: the drive models serve reads and writes only, so a discard "
+                  "frees no flash", highlight=False, soft_wrap=True)
     if r.repeat_limit_reached:
         out.print(f"  --max-passes {r.passes} reached with background tasks still under way: "
                   "they finished without host I/O (raise --max-passes to cover them)",
