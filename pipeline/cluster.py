@@ -110,6 +110,10 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
 
     from distributed import Client, LocalCluster
 
+    # a scheduler that goes away mid-command: the client logs each reconnect attempt's
+    # traceback at ERROR (40 lines on standard error) while the command's futures fail with
+    # scheduler-connection-lost, which the command reports in one line (parallel.py, sweep.py)
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     if scheduler:
         # the address must answer within ``timeout``; Dask logs each retry otherwise
         logging.getLogger("distributed").setLevel(logging.CRITICAL)

@@ -507,8 +507,10 @@ class _Rounds:
             except BlocklabError:
                 raise
             except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
-                raise BlocklabError(f"{self.trace}: a segment of the parallel replay failed: "
-                                    f"{type(e).__name__}: {first_line(e)}") from None
+                lost = ("; the connection to the Dask scheduler was lost"
+                        if self.client.status != "running" else "")
+                raise BlocklabError(f"{self.trace}: a segment of the parallel replay failed{lost}"
+                                    f": {type(e).__name__}: {first_line(e)}") from None
             if "error" in r:  # (run_segment: met again anywhere, so not run again)
                 kind, *what = r["error"]
                 if kind == "os":

@@ -357,6 +357,53 @@ def test_sigterm_leaves_no_run_folder(work, tmp_path):
     assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
 
 
+def test_a_scheduler_lost_mid_replay_is_one_line(work, tmp_path):
+    """A user's cluster (dask scheduler and dask worker, as a user starts them) whose scheduler
+    is killed while the segments run: exit 2 with one error line that says the scheduler was
+    lost, no run folder and no temporary. The Dask client printed 40 lines of its reconnect
+    attempts' traceback before that line."""
+    import socket
+
+    dask = str(Path(sys.executable).parent / "dask")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache_base()}
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        procs.append(subprocess.Popen([dask, "worker", addr, "--nworkers", "2", "--nthreads",
+                                       "1", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, env=env,
+                                      start_new_session=True))
+        rng = np.random.default_rng(13)
+        trace = write_trace(tmp_path / "t.parquet",
+                            np.cumsum(rng.exponential(2e7, 200_000)).astype(np.int64))
+        p = subprocess.Popen([*BLOCKLAB, "replay", str(trace), "--array",
+                              str(work / "a.toml"), "-o", str(tmp_path / "run"),
+                              "--scheduler", addr, "--workers", "2", "--timeout", "60"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 600
+        while (time.monotonic() < deadline and p.poll() is None
+               and not list(tmp_path.glob(".run.tmp-*/.seg-*"))):
+            time.sleep(0.01)
+        assert p.poll() is None, p.communicate()
+        os.killpg(procs[0].pid, signal.SIGKILL)
+        _out, err = p.communicate(timeout=300)
+    finally:
+        for q in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(q.pid, signal.SIGKILL)
+            q.wait(60)
+    assert p.returncode == 2, err
+    assert all(line.startswith("blocklab: ") for line in err.splitlines()), err
+    (error,) = [line for line in err.splitlines() if line.startswith("blocklab: error: ")]
+    assert "the connection to the Dask scheduler was lost" in error, err
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
+
+
 def _index(t_ns: np.ndarray, grid_ns: int) -> TraceIndex:
     """A TraceIndex of arrivals ``t_ns`` on a grid (as index_trace builds from a file)."""
     lines = int(t_ns[-1]) // grid_ns + 2
