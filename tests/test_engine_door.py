@@ -144,7 +144,8 @@ def test_ssd_parameters_by_name():
     p = ssd_params(v, fresh=True)
     assert p[SS.P_CH] == 8 and p[SS.P_PLANES] == 2 and p[SS.P_PAGE_SECT] == 32
     assert p[SS.P_TPROG_NS] == 500_000 and p[SS.P_TBERS_NS] == 3e6
-    assert p[SS.P_CH_PS] == 2500 and p[SS.P_CTRL_W_NS] == 12_000 and p[SS.P_WA] == 1.0
+    # 12 us a write at the rated write amplification (1 + 0.28) / (2 x 0.28): 5.25 us fresh
+    assert p[SS.P_CH_PS] == 2500 and p[SS.P_CTRL_W_NS] == 5_250 and p[SS.P_WA] == 1.0
     assert p[SS.P_WPATH_PS] == 0  # no write path figure: no limit
     with pytest.raises(ValueError, match="missing"):
         SS.pack(channels=1)

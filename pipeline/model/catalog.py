@@ -263,9 +263,16 @@ def write_amplification(rho: float) -> float:
     return max(1.0, (1 + rho) / (2 * rho)) if rho > 0 else float("inf")
 
 
-def ssd_params(v: dict[str, Any], fresh: bool = False) -> np.ndarray:
-    """The SSD kernel's parameter vector for figures ``v``."""
+def ssd_params(v: dict[str, Any], fresh: bool = False,
+               rated_overprovisioning: float | None = None) -> np.ndarray:
+    """The SSD kernel's parameter vector for figures ``v``. ``write_command_us`` is the
+    controller's time per write at the rated steady state (1 / the rated random write IOPS),
+    at ``rated_overprovisioning`` (default: ``v``'s own): the kernel takes a fresh write's,
+    that divided by the write amplification there, and charges a write ``wa`` times it
+    (kernels/drive/ssd.py: the pages garbage collection moves go through the controller)."""
     wpath = v.get("write_mb_s", 0)
+    rated = float(v["overprovisioning"] if rated_overprovisioning is None
+                  else rated_overprovisioning)
     return SS.pack(
         channels=v["channels"], dies=v["dies"], planes=v["planes"],
         page_sectors=v["page_bytes"] // SECTOR_BYTES, read_ns=v["read_us"] * 1000,
@@ -274,7 +281,7 @@ def ssd_params(v: dict[str, Any], fresh: bool = False) -> np.ndarray:
         channel_ps=round(1e12 / (v["channel_mb_s"] * 1e6)),
         link_ps=round(1e12 / (v["interface_mb_s"] * 1e6)),
         command_ns=round(v["command_us"] * 1000),
-        write_command_ns=round(v["write_command_us"] * 1000),
+        write_command_ns=round(v["write_command_us"] * 1000 / write_amplification(rated)),
         write_amplification=1.0 if fresh else write_amplification(float(v["overprovisioning"])),
         buffer_pages=v["buffer_pages"],
         # the controller's write path (kernels/drive/ssd.py); 0: no limit
@@ -313,16 +320,25 @@ def model(name: str | None = None, overrides: dict[str, Any] | None = None,
         if e.kind == "disksim":
             d = read_drive(disksim_path(e))
             return DriveModel(name, "hdd", d.block_count, 1, hdd=drive_params(d))
+        base: dict[str, Any] | None = e.values()
         v = e.values() | (overrides or {})
         kind = e.kind
     else:
+        base = None
         v = {"firmware": "S11"} | (overrides or {})
         name = f"inline {kind}"
     if kind == "hdd":
         return DriveModel(name, "hdd", int(v["blocks"]), 1,
                           hdd=drive_params(hdd_drive(name, v, firmware[v["firmware"]])))
+    # a catalog drive's write_command_us is rated at its own over-provisioning: an override
+    # of the over-provisioning alone keeps the controller and changes the write amplification
+    # (a drive given less spare writes slower); one of write_command_us too is taken as rated
+    # at the over-provisioning given
+    rated = (base["overprovisioning"] if base is not None
+             and "write_command_us" not in (overrides or {}) else None)
     return DriveModel(name, "ssd", int(v["blocks"]), int(v["queue_depth"]),
-                      ssd=ssd_params(v, fresh=bool(v.get("fresh", False))))
+                      ssd=ssd_params(v, fresh=bool(v.get("fresh", False)),
+                                     rated_overprovisioning=rated))
 
 
 def describe() -> list[dict[str, Any]]:

@@ -34,10 +34,12 @@ class Ssd:
         self.buffer = deque([0] * buffer_pages)  # program ends of the last pages buffered
 
     def serve(self, now, lba, n, write):
-        self.ctrl = max(now, self.ctrl) + (self.wcmd if write else self.cmd)
+        # a write at write amplification wa costs the controller wa times a fresh write: the
+        # pages garbage collection moves go through it too (a sequential stream moves none)
+        wa = 1.0 if write and lba == self.last_write_end else self.wa
+        self.ctrl = max(now, self.ctrl) + (int(self.wcmd * wa + 0.5) if write else self.cmd)
         t = done = self.ctrl
         if write:
-            wa = 1.0 if lba == self.last_write_end else self.wa
             prog = self.tprog + (wa - 1) * (self.tr + self.tprog) + wa * self.tbers / self.ppb
             self.last_write_end = lba + n
         for page in range(lba // self.ps, (lba + n - 1) // self.ps + 1):
