@@ -416,6 +416,51 @@ def test_replay_bad_failures(tmp_path, small_trace, fail, msg):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_rebuild_a_second_failure_stopped_is_reported_as_its_event_says(tmp_path,
+                                                                          small_trace):
+    """A RAID-5's second failure during the first one's rebuild: the replay's summary (the
+    JSON and the line) gives the rebuild's stop time and share rebuilt as events.parquet's
+    rebuild_stopped row has them, and that row carries its fraction and bytes."""
+    run = tmp_path / "run"
+    args = ["replay", str(small_trace), "--array", str(_array(tmp_path)), "-o", str(run),
+            "--fail", "2@0.5", "--fail", "3@0.6"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    rb = {r["drive"]: r for r in json.loads(res.stdout)["rebuilds"]}
+    ev = pq.read_table(run / "events.parquet").to_pylist()
+    (stop,) = [e for e in ev if e["event"] == "rebuild_stopped"]
+    assert stop["drive"] == 2 and stop["time_ns"] > 600_000_000
+    assert 0 < stop["fraction"] < 1 and stop["bytes"] > 0
+    assert rb[2]["window_s"] is None and rb[2]["stopped_s"] == stop["time_ns"] / 1e9
+    assert rb[2]["rebuilt_fraction"] == stop["fraction"]
+    res = CliRunner().invoke(app, [*args[:5], str(tmp_path / "run2"), *args[6:]])
+    assert res.exit_code == 0, res.output
+    assert (f"did not end: the rebuild stopped at {stop['time_ns'] / 1e9:,.3f} s with "
+            f"{stop['fraction']:.1%} rebuilt, the rest lost to a later failure") in res.stdout
+    assert "drive 3 (r5) failed at 0.600 s: rebuild window did not end, " in res.stdout
+
+
+def test_a_fail_of_a_drive_the_array_file_failed_names_the_option(tmp_path, small_trace):
+    """The first --fail (the failure right after the array file's) of a drive the file
+    fails before it is named as the option, not as the file; a pool's drive replaced in between
+    may fail again."""
+    res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(_array(
+        tmp_path, "[[failure]]\ndrive = 2\nat_s = 0.01\n")), "-o", str(tmp_path / "run"),
+        "--fail", "2@0.02"])
+    assert res.exit_code == 2 and res.stderr == (
+        "blocklab: error: --fail 2@0.02: drive 2 has failed already, at 0.01 s, and is not "
+        "replaced by then\n")
+    pool = tmp_path / "ddp.toml"
+    pool.write_text('[[group]]\nname = "p"\nlayout = "ddp"\nwidth = 12\npiece = "64MiB"\n'
+                    'drive = "atlas10k"\n[[failure]]\ndrive = 3\nat_s = 0.01\n'
+                    '[[replace]]\ndrive = 3\nat_s = 0.02\n')
+    res = CliRunner().invoke(app, ["replay", str(small_trace), "--array", str(pool), "-o",
+                                   str(tmp_path / "run"), "--fail", "3@0.03", "--json"])
+    assert res.exit_code == 0, res.output
+    assert [f["failed_s"] for f in json.loads(res.stdout)["rebuilds"] if f["drive"] == 3] == [
+        0.01, 0.03]
+
+
 def test_a_replacement_after_the_trace_is_refused_as_a_failure_is(tmp_path, small_trace):
     """A [[replace]] after the trace's end was taken (its rebalance ran with no host I/O),
     while a failure there is refused: both are events of the replay now."""

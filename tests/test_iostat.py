@@ -364,6 +364,14 @@ def test_query_iostat_of_a_trace_without_completions_says_why_it_has_no_rows(tmp
         assert res.stderr == "", res.stderr  # good.parquet's rows: an answer, no note
     res = runner.invoke(app, ["query", str(good), "iostat"])
     assert res.exit_code == 0 and "no completion" not in res.output
+    # no rows for another reason: a trace whose completions are its latencies has them, and a
+    # query that does not read the device view does not need them
+    lat = write(tmp_path / "lat.parquet", [(d0, 0, 0, 1000, 4096, 0)], latency_only=True)
+    empty = write(tmp_path / "empty.parquet", [], no_completion=True)
+    for args in ([str(lat), "iostat", "-p", "device=9:9"], [str(empty), "trace-sizes"]):
+        res = runner.invoke(app, ["query", *args])
+        assert res.exit_code == 0 and "no rows" in res.stderr, (args, res.output)
+        assert "no completion" not in res.stderr, (args, res.stderr)
 
 
 def test_the_row_limit_counts_every_device(tmp_path, monkeypatch):

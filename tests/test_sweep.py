@@ -419,6 +419,16 @@ def test_a_trace_rewritten_between_two_runs_is_replayed_again(work, cluster, tmp
     assert rows == {pa_.id: 150, pb.id: 120}
     again = run_sweep(f, out, scheduler=cluster.scheduler_address)
     assert (again.skipped, again.done, again.retraced) == (2, 0, 0)
+    # a meta.json that cannot be read: that point is not taken as finished, nor counted (or
+    # told) as one whose trace changed; its replay will not replace a folder that is not a
+    # run folder, so the point fails and says what to do
+    (out / pa_.id / "meta.json").write_text("{")
+    res = CliRunner().invoke(app, ["sweep", "run", str(f), "-o", str(out), "--scheduler",
+                                   cluster.scheduler_address])
+    assert res.exit_code == 1, res.output
+    assert "0 run now, 1 finished before, 1 failed" in res.stdout, res.stdout
+    assert "replayed again" not in res.stdout
+    assert f"{pa_.id}: exists and is not a run folder" in res.stderr
 
 
 def test_failure_axis(work, cluster, tmp_path):

@@ -115,14 +115,14 @@ def test_cli_rejects_with_iors_reason(tmp_path, args, reason):
     assert line.startswith("blocklab: error: IOR rejects") and reason in line
 
 
-@given(n=st.integers(-3, 40), unit=st.sampled_from(["", "k", "K", "m", "g"]))
+@given(n=st.integers(-3, 40), unit=st.sampled_from(["", "k", "K", "m", "g", "t", "P"]))
 @settings(max_examples=40, deadline=None)
 def test_segment_counts_read_as_iors_string_to_bytes(n, unit):
     """-s takes IOR's suffixes (src/option.c string_to_bytes: k = 2^10, m = 2^20 ...), so
     ``-s 2k`` plans 2,048 segments; before, only digits were taken."""
     from blocklab.traces.synth import parse_count
 
-    shift = {"": 0, "k": 10, "m": 20, "g": 30}[unit.lower()]
+    shift = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}[unit.lower()]
     assert parse_count(f"{n}{unit}", "--segments") == n * 2**shift
     assert parse_count(n, "--segments") == n
 

@@ -135,8 +135,8 @@ def replay(
             # serially here; starting a local cluster of 2 and loading its kernels about 1 s)
             + f"; cluster start, stop and kernel loading "
             f"{par['setup_s'] + par['teardown_s']:.1f} s", highlight=False, soft_wrap=True)
-    for rb in r.rebuilds:
-        out.print(_rebuild_line(rb), highlight=False)
+    for rb in r.rebuilds:  # (a line each, whatever the width: grep finds a failure's line)
+        out.print(_rebuild_line(rb), highlight=False, soft_wrap=True)
 
 
 def _rebuild_line(rb: dict[str, Any]) -> str:
@@ -144,7 +144,7 @@ def _rebuild_line(rb: dict[str, Any]) -> str:
     window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
     if rb.get("stopped_s") is not None:
         window = (f"did not end: the rebuild stopped at {rb['stopped_s']:,.3f} s with "
-                  f"{rb['rebuilt_fraction']:.0%} rebuilt, the rest lost to a later failure")
+                  f"{rb['rebuilt_fraction']:.1%} rebuilt, the rest lost to a later failure")
     lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
     return (f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
             f"rebuild window {window}{lost}")
