@@ -119,9 +119,11 @@ AF_ROW, AF_K = range(2)
 TK_COLS = 20
 # PC: one row per piece: a member's rows [0, PC_ROWS) of map row PC_ROW rebuilt into (or copied
 # from PC_SRC to) PC_DST at offset PC_DOFF, in units (done contiguously, then a bit mask of the
-# units after them that are done: at most UNIT_WINDOW, tasks.py _task_issue).
-PC_ROW, PC_K, PC_SRC, PC_SOFF, PC_DST, PC_DOFF, PC_ROWS, PC_DONE, PC_MASK = range(9)
-PC_COLS = 9
+# units after them that are done: at most UNIT_WINDOW, tasks.py _task_issue); PC_LOST0 is one
+# more than the first row of a rebuild's unit that had nothing to be rebuilt from (0: none):
+# the member stays missing from there up.
+PC_ROW, PC_K, PC_SRC, PC_SOFF, PC_DST, PC_DOFF, PC_ROWS, PC_DONE, PC_MASK, PC_LOST0 = range(10)
+PC_COLS = 10
 # EV: one row per run event.
 EV_T, EV_CODE, EV_DRIVE, EV_REF, EV_FRAC, EV_BYTES, EV_LOST = range(7)
 EV_COLS = 7
@@ -238,7 +240,7 @@ TASK = _table("kind", "t", "p0", "np", "urows", "units", "next", "done", "infl",
               "lost")
 #: PC: a piece: a member's rows [0, rows) of map row ``row``, member ``k``, rebuilt into (or
 #: copied from src at soff to) dst at doff; done and mask are the kernel's.
-PIECE = _table("row", "k", "src", "soff", "dst", "doff", "rows", "done", "mask")
+PIECE = _table("row", "k", "src", "soff", "dst", "doff", "rows", "done", "mask", "lost0")
 #: RC: a recorded drive operation: drive, item (request index, or -(job + 1)), kind
 #: (traces/schema.py OPK_*), queued, started and completed (ns), lba, sectors, write, cache hit.
 RECORD = _table("drive", "item", "kind", "qtime", "start", "done", "lba", "n", "write", "hit")

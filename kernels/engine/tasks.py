@@ -47,6 +47,7 @@ from .tables import (
     PC_DONE,
     PC_DST,
     PC_K,
+    PC_LOST0,
     PC_MASK,
     PC_ROW,
     PC_ROWS,
@@ -315,6 +316,8 @@ def _task_issue(cfg, W, t, now, ncand):
         if kind == JOB_REBUILD:  # nothing survives to rebuild it from: lost, not rebuilt
             TK[t, TK_LOST] += rows * SECTOR
             TK[t, TK_BDONE] -= rows * SECTOR  # (_unit_complete counts the unit's bytes)
+            if PC[p, PC_LOST0] == 0 or a + 1 < PC[p, PC_LOST0]:
+                PC[p, PC_LOST0] = a + 1  # the member stays missing from here up
         if _unit_complete(W, j, now):
             return ncand
     return ncand
@@ -348,6 +351,11 @@ def _unit_complete(W, j, now):
     if kind == JOB_REBUILD:
         js = _miss_slot(W.MP, row, k)
         if js != NONE:
+            # rebuilt up to the piece's cursor, but not past a unit that was lost: its rows
+            # hold nothing (until 2026-11-29 they counted as rebuilt, and another rebuild of
+            # the same stripes read them as a source and ran to its end)
+            if PC[p, PC_LOST0] > 0:
+                done_rows = min(done_rows, PC[p, PC_LOST0] - 1)
             if done_rows >= PC[p, PC_ROWS]:
                 _miss_remove(W.MP, row, k)
             else:

@@ -618,6 +618,8 @@ class _Sim:
             if kind == REBUILD:  # nothing survives to rebuild it from: lost
                 row["lost"] += rows * 512
                 row["bdone"] -= rows * 512
+                # the member stays missing from the first lost row up (the kernel's PC_LOST0)
+                self.pc[p]["lost0"] = min(a + 1, self.pc[p]["lost0"] or a + 1)
             if self.unit_complete(j, now):
                 return
 
@@ -646,6 +648,8 @@ class _Sim:
         row["bdone"] += min(urows, self.pc[p]["rows"] - idx * urows) * 512
         r, k = self.pc[p]["row"], self.pc[p]["k"]
         if row["kind"] == REBUILD:
+            if self.pc[p]["lost0"]:  # not rebuilt past a lost unit
+                done_rows = min(done_rows, self.pc[p]["lost0"] - 1)
             miss = self.maps.rows[r]["miss"]
             for m in miss:
                 if m[0] == k:
