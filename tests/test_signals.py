@@ -205,6 +205,44 @@ def test_signal_ignored_by_the_parent_stays_ignored(request, tmp_path):
     assert sorted(x.name for x in out.iterdir()) == ["t.parquet"]
 
 
+def test_the_console_script_keeps_an_ignored_sighup_ignored():
+    """nohup again, through the console script (pipeline/entry.py, whose handlers cover the
+    imports): SIGHUP every 5 ms from the start to the end, ignored by the parent, neither stops
+    the command nor prints a word of it."""
+    script = Path(sys.executable).parent / "blocklab"  # the console script pip wrote
+    p = subprocess.Popen([str(script), "formats"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    deadline = time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < deadline:
+        try:
+            p.send_signal(signal.SIGHUP)
+        except ProcessLookupError:
+            break
+        time.sleep(0.005)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and err == "", err
+    assert "blktrace" in out
+
+
+def test_a_stop_outside_the_command_is_told_once_by_where_it_came(capsys):
+    """stopped(): the line depends on where the command was (before it ran: nothing written;
+    after it returned: its output complete), and a second stop says nothing more."""
+    from blocklab.pipeline.cli import _app
+
+    res = CliRunner().invoke(app, ["formats"])
+    assert res.exit_code == 0 and _app._phase[0] == "ended"  # a command that returned
+    try:
+        for phase, want in (("ended", "after the command ended; its output is complete"),
+                            ("starting", "while starting; nothing was written")):
+            _app._phase[0] = phase
+            _app.stopped(signal.SIGTERM)
+            _app.stopped(signal.SIGINT)  # once only
+            assert capsys.readouterr().err == f"blocklab: stopped by SIGTERM {want}\n"
+    finally:
+        _app._phase[0] = "starting"
+
+
 STOP_LINES = ("while starting; nothing was written", "; nothing half-written was kept",
               "after the command ended; its output is complete")
 
