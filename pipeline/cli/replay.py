@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
@@ -13,6 +13,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from blocklab.traces.errors import BlocklabError
 
 from ._app import ClusterTimeout, _fail, _kernels_ready, app, err, out
+
+if TYPE_CHECKING:
+    from blocklab.pipeline.replay import ReplayResult
 
 
 @app.command()
@@ -106,6 +109,11 @@ def replay(
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
         return
+    _print_summary(r, repeat_until_tasks_end)
+
+
+def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
+    """The replay's lines: requests, latency and speed, then what the run needs said."""
     passes = f" in {r.passes} passes of the trace" if repeat_until_tasks_end else ""
     # no request, no latency: "mean 0.000 ms" read as a measured figure
     lat = (f"latency mean {r.mean_latency_ms:.3f} ms, p99 {r.p99_latency_ms:.3f} ms"

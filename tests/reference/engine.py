@@ -551,16 +551,9 @@ class _Sim:
         if kind == REBALANCE:  # host writes to these pieces go to their new drives too
             for p in range(row["p0"], row["p0"] + row["np"]):
                 if self.pc[p]["rows"] > 0:
-                    self.copy_slot(self.pc[p]["row"], None, p)
+                    self.maps.copy_slot(self.pc[p]["row"], None, p)
         for _i in range(row["depth"]):
             self.task_issue(t, now)
-
-    def copy_slot(self, r, old, new):
-        """The first of row r's copy slots holding ``old`` now holds ``new`` (none free: not
-        kept, as in the kernel)."""
-        slots = self.maps.rows[r]["copy"]
-        if old in slots:
-            slots[slots.index(old)] = new
 
     def task_end(self, t, now):
         row = self.tk[t]
@@ -618,8 +611,7 @@ class _Sim:
             if kind == REBUILD:  # nothing survives to rebuild it from: lost
                 row["lost"] += rows * 512
                 row["bdone"] -= rows * 512
-                # the member stays missing from the first lost row up (the kernel's PC_LOST0)
-                self.pc[p]["lost0"] = min(a + 1, self.pc[p]["lost0"] or a + 1)
+                self.pc[p]["lost0"] = min(a + 1, self.pc[p]["lost0"] or a + 1)  # PC_LOST0
             if self.unit_complete(j, now):
                 return
 
@@ -648,7 +640,7 @@ class _Sim:
         row["bdone"] += min(urows, self.pc[p]["rows"] - idx * urows) * 512
         r, k = self.pc[p]["row"], self.pc[p]["k"]
         if row["kind"] == REBUILD:
-            if self.pc[p]["lost0"]:  # not rebuilt past a lost unit
+            if self.pc[p]["lost0"]:  # not rebuilt past a lost unit: missing from there up
                 done_rows = min(done_rows, self.pc[p]["lost0"] - 1)
             miss = self.maps.rows[r]["miss"]
             for m in miss:
@@ -660,7 +652,7 @@ class _Sim:
                     break
         elif row["kind"] == REBALANCE and done_rows >= self.pc[p]["rows"]:
             self.maps.rows[r]["mem"][k] = (self.pc[p]["dst"], self.pc[p]["doff"])
-            self.copy_slot(r, p, None)
+            self.maps.copy_slot(r, p, None)
         row["done"] += 1
         row["infl"] -= 1
         units = row["units"]

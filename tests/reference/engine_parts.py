@@ -113,6 +113,13 @@ class Maps:
             out[2 * j], out[2 * j + 1] = k, c
         return np.array(out, np.int64)
 
+    def copy_slot(self, r, old, new):
+        """The first of row r's copy slots holding ``old`` now holds ``new`` (none free: not
+        kept, as in the kernel)."""
+        slots = self.rows[r]["copy"]
+        if old in slots:
+            slots[slots.index(old)] = new
+
     def lost(self, row):
         kind, width, unit, ds = self.geom[self.rows[row]["geom"]]
         tol = int(R.tolerance(kind, width))
