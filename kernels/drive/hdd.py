@@ -115,6 +115,7 @@ from blocklab.kernels.drive.hdd_cache import (
     _pick_read_seg,
     _pick_write_seg,
     _ra_bus,
+    _ra_bus_first,
     _ra_cut,
     _ra_limit,
     _ra_new,
@@ -284,9 +285,12 @@ def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind,
     nblk = int(max(lim, a + n)) - rd
     if rd != a:
         zb_a = -1
-    wait0 = _ra_new(p, zones, curve_d, curve_t, st, b, k, start, cyl, head, rd, nblk, zb_a, q_a,
-                    nxt_a)
-    bus = _ra_bus(p, zones, curve_d, curve_t, st, b, 0, a + n - rd, wm, bus_at, resel, xr)
+    tr0, wait0, geo0, zb0 = _ra_new(p, zones, curve_d, curve_t, st, b, k, start, cyl, head, rd,
+                                    nblk, zb_a, q_a, nxt_a)
+    if kind == 0 and min(geo0, nblk) > n:  # the request lies in the walk's first run
+        bus = _ra_bus_first(p, zones, zb0, tr0, n, wm, bus_at, resel, xr)
+    else:
+        bus = _ra_bus(p, zones, curve_d, curve_t, st, b, 0, a + n - rd, wm, bus_at, resel, xr)
     if kind == 0 and p[P_READ_ARRIVAL] > 0 and p[P_CACHE_ON] > 0:
         # the drive reads from the moment the head settles on the track: the sectors that pass
         # before the first one wanted are kept too

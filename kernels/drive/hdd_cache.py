@@ -105,13 +105,15 @@ def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
     ts, tr, wt, geo, c1, h1 = _run_at(p, zones, curve_d, curve_t, t, int(st[b + S_PF_C0]),
                                       int(st[b + S_PF_H0]), lbn, zb, q, nxt)
     _memo_put(st, b, 0, t, ts, tr, wt, geo, c1, h1, zb, q, nxt)
+    return tr, wt, geo, zb
 
 
 @njit(forceinline=True, nrt=False)
 def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, nxt):
     """Start a media read of ``nblk`` blocks from ``lbn`` (physical place ``zb, q, nxt``, or
     ``zb < 0``) into segment ``seg`` at ``t`` from (c, h), the mechanism busy until it ends
-    (computed when needed). Returns the rotational wait before its first block."""
+    (computed when needed). Returns (when its first block comes under the head, the
+    rotational wait before it, the first run's length on the platter, its zone base)."""
     st[b + S_PF_SEG] = seg
     st[b + S_PF_T] = t
     st[b + S_PF_C0] = c
@@ -119,8 +121,7 @@ def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, n
     st[b + S_PF_LBN] = lbn
     st[b + S_PF_N] = nblk
     st[b + S_RA_END] = 0
-    _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt)
-    return st[b + S_M_WAIT]
+    return _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt)
 
 
 @njit(nrt=False)
@@ -166,6 +167,24 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
         ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
     _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
     return j, stop, c, h, True
+
+
+@njit(forceinline=True, nrt=False)
+def _ra_bus_first(p, zones, zb, tr, nbus, wm, bus_at, resel, xfer):
+    """``_ra_bus`` of a walk just started (``_ra_new``) for the host's blocks ``0 .. nbus-1``
+    when its first run (which comes under the head at ``tr``, in the zone at ``zb``) holds
+    them and goes on after them, and ``1 <= wm <= nbus``: the first pass of ``_ra_bus``'s
+    loop, its operations in its order (less its ``+ pre * xfer``, which adds 0.0 to a
+    positive time here), so the same time to the last bit. A random read miss takes this
+    path; the call of ``_ra_bus`` with its five arrays (and the walk's state read back and
+    written unchanged) cost more than the arithmetic (perf/ab.py: about a tenth of a random
+    4 KiB operation's model time)."""
+    s = p[P_ROT_MS] / zones[zb + Z_BPT]
+    m_first = tr + 1 * s
+    m_last = tr + nbus * s
+    t_wm = tr + wm * s
+    bus = max(bus_at, t_wm) + resel
+    return max(max(bus, m_first) + nbus * xfer, m_last + xfer)
 
 
 @njit(nrt=False)
