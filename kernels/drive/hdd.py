@@ -117,6 +117,7 @@ from blocklab.kernels.drive.hdd_cache import (
     _ra_bus,
     _ra_bus_first,
     _ra_cut,
+    _ra_cut_now,
     _ra_limit,
     _ra_new,
     _seg_bounds,
@@ -235,7 +236,7 @@ def _own_work(p, zones, curve_d, curve_t, st, b, t):
     stop_c = cyl
     stop_h = head
     if pf >= 0:  # (free, cyl, head: the read-ahead's end, computed when it has ended)
-        got, stop_t, stop_c, stop_h, going = _ra_cut(p, zones, curve_d, curve_t, st, b, t)
+        got, stop_t, stop_c, stop_h, going = _ra_cut_now(p, zones, curve_d, curve_t, st, b, t)
         lo, hi = _seg_bounds(st, b, pf)
         hi = int(st[b + S_PF_LBN]) + got
         st[b + S_SEGS + 3 * pf + 1] = hi

@@ -170,6 +170,35 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
 
 
 @njit(forceinline=True, nrt=False)
+def _ra_cut_now(p, zones, curve_d, curve_t, st, b, cut):
+    """``_ra_cut``, its commonest outcomes worked out in place: a read-ahead known to have
+    ended by ``cut``, or one that ``cut`` finds in the run its walk is at (the next request
+    soon after a read: the drive reads ahead to the end of the track). Those are the first
+    pass of ``_ra_cut``'s loop with the same operations, which would store the walk's state
+    unchanged; anything else calls ``_ra_cut``. Its call, with five arrays, cost more than
+    this arithmetic on a random read."""
+    n = int(st[b + S_PF_N])
+    if st[b + S_RA_END] > 0 and cut >= st[b + S_FREE]:
+        return n, st[b + S_FREE], int(st[b + S_CYL]), int(st[b + S_HEAD]), False
+    if st[b + S_M_TP] <= cut:
+        j = int(st[b + S_M_J])
+        ts = st[b + S_M_TS]
+        tr = st[b + S_M_TR]
+        c = int(st[b + S_M_C])
+        h = int(st[b + S_M_H])
+        if cut < ts:
+            return j, ts, c, h, True
+        if cut < tr:
+            return j, tr, c, h, True
+        s = p[P_ROT_MS] / zones[int(st[b + S_M_ZB]) + Z_BPT]
+        cnt = min(int(st[b + S_M_GEO]), n - j)
+        if cut < tr + cnt * s:
+            k = int((cut - tr) / s)
+            return j + k, tr + (k + 1) * s, c, h, True
+    return _ra_cut(p, zones, curve_d, curve_t, st, b, cut)
+
+
+@njit(forceinline=True, nrt=False)
 def _ra_bus_first(p, zones, zb, tr, nbus, wm, bus_at, resel, xfer):
     """``_ra_bus`` of a walk just started (``_ra_new``) for the host's blocks ``0 .. nbus-1``
     when its first run (which comes under the head at ``tr``, in the zone at ``zb``) holds
