@@ -131,7 +131,7 @@ def _phys(p, zones, lbn):
         u = off + k
         rng = u // rl
         return b, rng * rs + fr + u - rng * rl, i0 + k
-    rng = off // rl
+    rng = 0 if off < rl else off // rl  # (one range per zone: no 64-bit division)
     x = off - rng * rl
     start = rng * rs + fr
     if kind == SPARE_FRONT_SLIPS:
@@ -224,7 +224,7 @@ def _lbns_before(p, zones, b, qp):
         rs = int(zones[b + Z_RANGE])
         rl = int(zones[b + Z_RANGE_LBNS])
         fr = int(zones[b + Z_FRONT])
-        rng = qp // rs
+        rng = 0 if qp < rs else qp // rs  # (one range per zone: no 64-bit division)
         x = qp - rng * rs
         if kind == SPARE_TO_END:
             u = rng * rl + min(max(x - fr, 0), rl)
