@@ -335,8 +335,15 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
             if xfer <= s:
                 m = cnt - k
             else:  # the media catches up with the interface within this run
-                m = int((tr - x0 - (j + k + 1) * xfer) / (xfer - s) + _EPS) + 1
-                m = min(max(m, need - j - k, 1), cnt - k)
+                lead = tr - x0 - (j + k + 1) * xfer
+                if lead > (cnt - k) * (xfer - s):
+                    # every block of the run is in before the head gets to it (a write whose
+                    # data came in while the head moved): the quotient below would be above
+                    # cnt - k - 1 whatever its rounding, so the same m without the division
+                    m = cnt - k
+                else:
+                    m = int(lead / (xfer - s) + _EPS) + 1
+                    m = min(max(m, need - j - k, 1), cnt - k)
             tr += m * s
             k += m
         t = tr
