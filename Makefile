@@ -51,8 +51,11 @@ test: setup tools ## run the test suite on TEST_WORKERS processes (installs blkt
 	@# setup compiled every kernel family (blocklab.tools.warm), so no test compiles. Two
 	@# pytest-xdist workers, a test file each at a time (module fixtures such as the Dask
 	@# cluster are made once per file): CI's two cores, where one process left one idle
-	@# (TEST_WORKERS=0 runs in this process, as a debugger wants)
-	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	@# (TEST_WORKERS=0 runs in this process, as a debugger wants); then the tests that need
+	@# the machine to themselves (marker alone: capture against fio), in one process
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	  -m "not alone"
+	BLOCKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q -m alone
 
 fuzz: setup ## the fuzz properties with thousands of examples each (HYPOTHESIS_PROFILE=fuzz; make test runs a few hundred)
 	BLOCKLAB_SHARED=$(SHARED) HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -m fuzz \
