@@ -266,10 +266,11 @@ def write_amplification(rho: float) -> float:
 def ssd_params(v: dict[str, Any], fresh: bool = False,
                rated_overprovisioning: float | None = None) -> np.ndarray:
     """The SSD kernel's parameter vector for figures ``v``. ``write_command_us`` is the
-    controller's time per write at the rated steady state (1 / the rated random write IOPS),
-    at ``rated_overprovisioning`` (default: ``v``'s own): the kernel takes a fresh write's,
-    that divided by the write amplification there, and charges a write ``wa`` times it
-    (kernels/drive/ssd.py: the pages garbage collection moves go through the controller)."""
+    controller's time per write in the rated steady state (1 / the rated random write IOPS),
+    at ``rated_overprovisioning`` (default: ``v``'s own). The kernel is given a fresh
+    write's time, that divided by the write amplification at the rated over-provisioning,
+    and charges a write ``wa`` times it (kernels/drive/ssd.py: the pages garbage collection
+    moves go through the controller)."""
     wpath = v.get("write_mb_s", 0)
     rated = float(v["overprovisioning"] if rated_overprovisioning is None
                   else rated_overprovisioning)
@@ -315,16 +316,16 @@ def model(name: str | None = None, overrides: dict[str, Any] | None = None,
         d = read_drive(disksim)
         return DriveModel(Path(disksim).name, "hdd", d.block_count, 1, hdd=drive_params(d))
     entries, _sources, firmware = catalog()
+    base: dict[str, Any] | None = None  # the catalog entry's own figures
     if name is not None:
         e = entries[name]
         if e.kind == "disksim":
             d = read_drive(disksim_path(e))
             return DriveModel(name, "hdd", d.block_count, 1, hdd=drive_params(d))
-        base: dict[str, Any] | None = e.values()
-        v = e.values() | (overrides or {})
+        base = e.values()
+        v = base | (overrides or {})
         kind = e.kind
     else:
-        base = None
         v = {"firmware": "S11"} | (overrides or {})
         name = f"inline {kind}"
     if kind == "hdd":
