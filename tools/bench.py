@@ -337,9 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--synth", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=["ingest", "parallel-replay", "memory", "mrc", "risk"],
+    ap.add_argument("--only", choices=["ingest", "replay", "compile", "parallel-replay",
+                                       "memory", "mrc", "risk"],
                     default=None,
                     help="run one section only (ingest: the ingest figures and their goals; "
+                         "replay: single-core replay speeds; compile: every kernel family "
+                         "from an empty cache; "
                          "parallel-replay: replay --workers 2 against 1; memory: peak RSS "
                          "by command at two trace sizes; mrc, risk: their lines)")
     ap.add_argument("--memory-sizes", default=",".join(str(n) for n in MEMORY_SIZES),
@@ -347,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.only == "parallel-replay":
         _print_parallel(parallel_replay_speeds())
+        return 0
+    if args.only == "replay":
+        _print_replay(replay_speeds())
+        return 0
+    if args.only == "compile":
+        _print_compile(compile_times())
         return 0
     sizes = tuple(int(x) for x in args.memory_sizes.split(","))
     if args.only == "memory":
@@ -405,40 +414,10 @@ def _print_report(report: dict[str, object]) -> None:
         print(line)
     rp = report["replay"]
     assert isinstance(rp, dict)
-    r4k = rp["random_4k_open_requests_per_s"] / 1e6
-    r1m = rp["sequential_1m_open_requests_per_s"] / 1e6
-    c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
-    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s (goal >= 2.5), 1 MiB "
-          f"sequential {r1m:.2f} M/s (goal >= 0.4), closed 64 with C-LOOK {c64:.2f} M/s "
-          f"(goal >= 2); HDD model, one core, median of 5")
-    print(f"  the same, fixed-time   : {rp['fixed_random_4k_open_requests_per_s'] / 1e6:.2f}, "
-          f"{rp['fixed_sequential_1m_open_requests_per_s'] / 1e6:.2f} and "
-          f"{rp['fixed_random_4k_closed64_requests_per_s'] / 1e6:.2f} M/s (the engine without the "
-          f"HDD model; drive operations per request "
-          f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
-          f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
-          f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
-    if "random_4k_open_model_ns_per_op" in rp:
-        keys = ("random_4k_open", "sequential_1m_open", "random_4k_closed64")
-        ns = [rp[f"{k}_model_ns_per_op"] for k in keys]
-        cap = [1e3 / (x * rp[f"{k}_drive_ops_per_request"]) for x, k in zip(ns, keys, strict=True)]
-        print(f"  HDD model alone        : {ns[0]:.0f}, {ns[1]:.0f} and {ns[2]:.0f} ns per drive "
-              f"operation (the same replays' operations, in the order the engine started "
-              f"them): with no engine cost at all {cap[0]:.2f}, {cap[1]:.2f} and {cap[2]:.2f} "
-              f"M/s at most")
-    if "random_4k_closed64_sptf_requests_per_s" in rp:
-        sp = rp["random_4k_closed64_sptf_requests_per_s"] / 1e6
-        print(f"  the same, SPTF drives  : closed 64 {sp:.2f} M/s ({sp / c64:.2f} x C-LOOK's: the "
-              f"HDD model ranks every queued operation at each pick)")
-    if "kernel_vs_reference" in rp:
-        print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
-              f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+    _print_replay(rp)
     rc = report["replay_compile"]
     assert isinstance(rc, dict)
-    print(f"  kernels compile        : {rc['compile_s']:.0f} s (goal <= 60 s) every family from "
-          f"an empty cache, two processes as make setup runs it; one process "
-          f"{rc['compile_one_process_s']:.0f} s; loading them from the cache in a new process "
-          f"{rc['load_s']:.1f} s")
+    _print_compile(rc)
     sy = report["synth"]
     assert isinstance(sy, dict)
     print(f"  synth generation, 1 core: SPC-1 {sy['spc1_kernel_requests_per_s'] / 1e6:.1f} M/s, "
@@ -505,6 +484,46 @@ def _print_report(report: dict[str, object]) -> None:
 
     for line in bench_lines():
         print(line)
+
+
+def _print_replay(rp: dict[str, float]) -> None:
+    """The single-core replay lines (issue 21, deliverable 3): ``replay_speeds``."""
+    r4k = rp["random_4k_open_requests_per_s"] / 1e6
+    r1m = rp["sequential_1m_open_requests_per_s"] / 1e6
+    c64 = rp["random_4k_closed64_requests_per_s"] / 1e6
+    print(f"  replay 8-drive RAID-5  : 4 KiB random open {r4k:.2f} M/s (goal >= 2.5), 1 MiB "
+          f"sequential {r1m:.2f} M/s (goal >= 0.4), closed 64 with C-LOOK {c64:.2f} M/s "
+          f"(goal >= 2); HDD model, one core, median of 5")
+    print(f"  the same, fixed-time   : {rp['fixed_random_4k_open_requests_per_s'] / 1e6:.2f}, "
+          f"{rp['fixed_sequential_1m_open_requests_per_s'] / 1e6:.2f} and "
+          f"{rp['fixed_random_4k_closed64_requests_per_s'] / 1e6:.2f} M/s (the engine without the "
+          f"HDD model; drive operations per request "
+          f"{rp['random_4k_open_drive_ops_per_request']:.1f}, "
+          f"{rp['sequential_1m_open_drive_ops_per_request']:.1f}, "
+          f"{rp['random_4k_closed64_drive_ops_per_request']:.1f})")
+    if "random_4k_open_model_ns_per_op" in rp:
+        keys = ("random_4k_open", "sequential_1m_open", "random_4k_closed64")
+        ns = [rp[f"{k}_model_ns_per_op"] for k in keys]
+        cap = [1e3 / (x * rp[f"{k}_drive_ops_per_request"]) for x, k in zip(ns, keys, strict=True)]
+        print(f"  HDD model alone        : {ns[0]:.0f}, {ns[1]:.0f} and {ns[2]:.0f} ns per drive "
+              f"operation (the same replays' operations, in the order the engine started "
+              f"them): with no engine cost at all {cap[0]:.2f}, {cap[1]:.2f} and {cap[2]:.2f} "
+              f"M/s at most")
+    if "random_4k_closed64_sptf_requests_per_s" in rp:
+        sp = rp["random_4k_closed64_sptf_requests_per_s"] / 1e6
+        print(f"  the same, SPTF drives  : closed 64 {sp:.2f} M/s ({sp / c64:.2f} x C-LOOK's: the "
+              f"HDD model ranks every queued operation at each pick)")
+    if "kernel_vs_reference" in rp:
+        print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
+              f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
+
+
+def _print_compile(rc: dict[str, float]) -> None:
+    """The compile line (issue 21, deliverable 4): ``compile_times``."""
+    print(f"  kernels compile        : {rc['compile_s']:.0f} s (goal <= 60 s) every family from "
+          f"an empty cache, two processes as make setup runs it; one process "
+          f"{rc['compile_one_process_s']:.0f} s; loading them from the cache in a new process "
+          f"{rc['load_s']:.1f} s")
 
 
 def _print_parallel(pr: dict[str, float]) -> None:
