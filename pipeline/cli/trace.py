@@ -115,9 +115,8 @@ def trace_stats(
     if as_json:
         print(json.dumps(s, indent=2, default=str))
         return
-    t = table(title=f"{file} ({s['source_format']})", show_header=False)
-    t.add_column("figure")
-    t.add_column("value", justify="right")
+    t = table("figure", title=f"{file} ({s['source_format']})", show_header=False)
+    t.add_column("value", justify="right", overflow="fold")  # (a device's long name: table())
 
     def fmt(v: object, spec: str = ",") -> str:
         return "-" if v is None else format(v, spec)
