@@ -707,3 +707,29 @@ def test_a_rebalance_leaves_no_host_write_behind(tmp_path):
     assert behind > 100
     end = op["complete_ns"][writes].max()
     assert (host_writes & (op["drive"] == 3) & (op["queued_ns"] < end)).sum() >= behind
+
+
+def test_after_a_data_loss_the_summary_says_lost_reads_take_no_time(tmp_path):
+    """A RAID-5 that loses a second member before its rebuild: reads of the lost stripes have
+    no drive operation and complete at once (the model does not fail requests), and the
+    replay's summary says the latency figures count them; with one failure it says nothing."""
+    from blocklab.pipeline.synth import synth_iometer
+
+    toml = tmp_path / "a.toml"
+    toml.write_text('[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 4\n'
+                    'stripe_unit = "64KiB"\ndrive = "savvio_15k3_300g"\n')
+    trace = tmp_path / "w.parquet"
+    synth_iometer(trace, transfer_size="4k", read_pct=100, random_pct=100, align="4k",
+                  requests=600, outstanding=2, array=str(toml))
+    said = "a read of a lost stripe completes at once"
+    for fails, lost in ((["0@0.1"], False), (["0@0.1", "1@0.2"], True)):
+        run = tmp_path / f"run{len(fails)}"
+        args = [a for f in fails for a in ("--fail", f)]
+        res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                       str(run), *args])
+        assert res.exit_code == 0, res.output
+        assert (said in " ".join(res.output.split())) == lost, res.output
+        ios = pq.read_table(run / "ios.parquet", columns=["start_ns", "latency_ns"]).to_pydict()
+        instant = sum(1 for s, x in zip(ios["start_ns"], ios["latency_ns"], strict=True)
+                      if s > 0.2e9 and x == 0)
+        assert (instant > 0) == lost, instant
