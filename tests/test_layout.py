@@ -299,6 +299,33 @@ def test_degraded_plans_touch_no_missing_member_and_suffice(g, write, seed):
                 assert rcw or rmw or solve, (kind, stripe, row, miss, known, par_read)
 
 
+@settings(max_examples=300, deadline=None)
+@given(degraded(), st.booleans())
+def test_lost_requests_are_those_a_plain_model_finds_lost(g, write):
+    """``request_lost`` (a request with part of its data on no surviving member, which a real
+    array fails) equals a sector-by-sector model (tests/reference/layout.py); and a read it
+    finds whole is planned with every sector read or rebuilt from survivors (the property
+    above), one it finds lost has a sector that no operation reads."""
+    kind, k, width, unit, ds, miss, lba, n = g
+    got = bool(R.request_lost(k, width, unit, ds, lba, n, miss))
+    assert got == ref.lost(kind, width, unit, ds, lba, n,
+                           lambda m, r: _missing_at(miss, m, r))
+    if got and not write:
+        reads = _cells_of(_dplan(k, width, unit, ds, lba, n, 0, miss), 0)
+        assert any(ref.locate(kind, width, unit, s) not in reads if kind != "raid1"
+                   else all((c, s) not in reads for c in range(width))
+                   for s in range(lba, lba + n))
+
+
+def test_a_jbod_loses_what_its_missing_drive_held():
+    miss = np.array([1, 0, -1, 0, -1, 0], np.int64)  # drive 1 (sectors 100-199) missing
+    want = {(0, 100): False, (95, 10): True, (150, 10): True, (200, 50): False}
+    for (lba, n), lost in want.items():
+        assert bool(R.request_lost(R.KIND_JBOD, 3, 8, 100, lba, n, miss)) == lost
+        assert ref.lost("jbod", 3, 8, 100, lba, n, lambda m, r: m == 1) == lost
+    assert not R.request_lost(R.KIND_JBOD, 3, 8, 100, 0, 300, R.no_missing())
+
+
 @settings(max_examples=200, deadline=None)
 @given(degraded(("raid1", "raid10", "raid5", "raid6")))
 def test_rebuild_unit_reads_enough_survivors(g):

@@ -103,8 +103,10 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    group, a storage pool's private group, a pool's D-stripe) whose members are drives at an
    offset. At a failure, every member the drive was becomes missing (``raid.py`` plans around
    missing members); when a map has lost more members than its layout tolerates, the stripes
-   beyond the tolerance's rebuild cursor are lost (a ``data_loss`` event counts them).
-   Operations already queued on the failed drive complete as planned.
+   beyond the tolerance's rebuild cursor are lost (a ``data_loss`` event counts them). A host
+   request planned with part of its data lost (``raid.request_lost``) is marked: its hit
+   output gains ``HIT_LOST`` (tables.py). Operations already queued on the failed drive
+   complete as planned.
 9. **Tasks**: a rebuild, a rebalance or a parity initialization works through its pieces in
    units (unit u: piece u mod pieces, u div pieces within it), keeping ``depth`` units in
    flight, no faster than its rate cap. At a rebuild's start each missing member maps to its

@@ -23,7 +23,8 @@ from . import tables as T
 from .loop import RETIRE_COLS, link_streams, load_rows, replay, retire_rows
 
 #: The columns a sink gets for each retired request (``RETIRE_COLS``, in its order): trace row,
-#: arrival, start and completion (ns), cache hit, write, lba, sectors, trace stream id.
+#: arrival, start and completion (ns), cache hit (1; plus tables.HIT_LOST when part of its
+#: data was lost), write, lba, sectors, trace stream id.
 RETIRED = ("row", "arrive", "start", "done", "hit", "write", "lba", "nsec", "stream")
 #: The chunk columns ``load`` takes: trace row, arrival (ns), lba, sectors, write (0/1),
 #: stream (dense index in closed loop), think (ns), phase (dense), outstanding, and sid (the

@@ -35,6 +35,7 @@ from .tables import (
     D_QTAIL,
     D_SCHED,
     D_TLAST,
+    HIT_LOST,
     HK_DONE,
     J_KIND,
     JOB_REBUILD,
@@ -352,7 +353,7 @@ def _start_drives(cfg, W, ncand, now):
                 if RQ[slot, RQ_O_START] == NONE:
                     RQ[slot, RQ_O_START] = now
                 if hit == 0:
-                    RQ[slot, RQ_O_HIT] = 0
+                    RQ[slot, RQ_O_HIT] &= HIT_LOST
             if 0 < contended < PPM:  # a share of the drive's time while both wait
                 if OP[s, O_SHARE] > 0:
                     DR[d, D_CREDIT] -= done - now

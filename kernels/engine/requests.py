@@ -19,6 +19,7 @@ from .tables import (
     G_KIND,
     G_UNIT,
     G_WIDTH,
+    HIT_LOST,
     HK_ARRIVE,
     HK_XFER,
     MP_COPY,
@@ -177,6 +178,13 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
         m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
                            W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
                            write, W.MH[row], W.PLAN, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
+        if item >= 0 and W.MP[row, MP_MISS] >= 0 and R.request_lost(
+                W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT], W.GR[grp, G_DS],
+                W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
+                W.MP[row, MP_MISS:MP_MISS + R.MISS_N]):
+            # a host request with data no survivor holds: a real array fails it (it has no
+            # operation there; the run marks it lost and leaves it out of the latencies)
+            W.RQ[item & (W.RQ.shape[0] - 1), RQ_O_HIT] |= HIT_LOST
         first, last = _add_ops(W, item, row, m, 0, first, last)
         pos = piece_end
     return first, last

@@ -65,6 +65,9 @@ S_COLS = S_CACHE + CA.CH_N
  RQ_SNEXT, RQ_ROW, RQ_SID, RQ_O_ARRIVE, RQ_O_START, RQ_O_DONE, RQ_O_HIT, RQ_PENDING,
  RQ_PHASE1, RQ_WAIT, RQ_CNEXT) = range(20)
 RQ_COLS = 20
+# RQ_O_HIT: 1 while no operation of the request has waited for a drive's media (a cache hit
+# when it completes), plus HIT_LOST when part of its data was lost (raid.request_lost)
+HIT_LOST = 2
 # OP: one row per operation slot (O_SHARE: 0 for host work, else the background work's
 # share of a busy drive's operations, ppm; O_PZB .. O_PANG: where its first block is on an
 # HDD, hdd.position_place, kept for the sptf scheduler once it has asked; O_PZB is NONE until

@@ -37,7 +37,8 @@ stripe with missing members:
   for) and writes the surviving written units and parities. A full stripe writes every
   survivor with no reads;
 - a stripe that has lost more members than the layout tolerates (data loss) is served from
-  what survives: reads of lost data and writes to lost members have no operation.
+  what survives: reads of lost data and writes to lost members have no operation
+  (``request_lost`` says whether a request has such a part: a real array fails it).
 
 ``plan_rebuild`` fans one rebuild unit out (reads of the survivors, then the write of the
 member being rebuilt) and ``plan_init`` one unit of parity initialization (reads of the data,
@@ -510,6 +511,60 @@ def _plan_parity_degraded(kind, width, unit, d, stripe, pos, seg_end, base, is_w
     if q_ok:
         n = _put(ops, n, qdrive, base + lo, hi - lo, 1, 1, ROLE_Q)
     return n
+
+
+@njit(nrt=False)
+def request_lost(kind, width, unit, drive_sectors, lba, sectors, miss):
+    """Whether part of a request lies where no surviving member holds its data or can rebuild
+    it (``miss`` as in ``plan_request``): on a missing member of a JBOD or a RAID-0, on every
+    copy of a mirror, or on a missing member of a RAID-5/6 stripe that has lost more members
+    than the layout tolerates. ``plan_request`` plans no operation for such a part (a read of
+    lost data, a write to a lost member: module docstring); a real array answers the request
+    with an error. Checked at the granularity ``plan_request`` works in (a drive's piece of a
+    JBOD, a stripe unit otherwise; a rebuild's cursor moves in whole units)."""
+    if miss[0] < 0 or sectors <= 0:
+        return False
+    end = lba + sectors
+    pos = lba
+    if kind == KIND_JBOD:
+        while pos < end:
+            drive = pos // drive_sectors
+            if missing(miss, drive, pos % drive_sectors):
+                return True
+            pos = (drive + 1) * drive_sectors
+        return False
+    if kind == KIND_RAID1:
+        while pos < end:
+            every = True  # every copy missing at this row
+            for c in range(width):
+                if not missing(miss, c, pos):
+                    every = False
+            if every:
+                return True
+            pos = (pos // unit + 1) * unit
+        return False
+    d = data_drives(kind, width)
+    tol = tolerance(kind, width)
+    while pos < end:
+        chunk = pos // unit
+        stripe = chunk // d
+        base = stripe * unit
+        drive = unit_drive(kind, width, stripe, chunk % d)
+        if missing(miss, drive, base):
+            if kind == KIND_RAID0:
+                return True
+            if kind == KIND_RAID10:
+                if missing(miss, drive + 1, base):
+                    return True
+            else:
+                lost = 0
+                for c in range(width):
+                    if missing(miss, c, base):
+                        lost += 1
+                if lost > tol:
+                    return True
+        pos = (chunk + 1) * unit
+    return False
 
 
 @njit(nrt=False)

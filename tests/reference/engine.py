@@ -38,6 +38,7 @@ from .engine_parts import (
     add_ops,
     append,
     mask,
+    parts_lost,
     pick_host,
     pieces,
     plan_parts,
@@ -285,10 +286,11 @@ class _Sim:
             self.queue(o, now)
 
     def to_drives(self, r, now):
-        ops = plan_parts(self.arr, self.maps, r, pieces(self.arr, int(self.lba[r]),
-                                                        int(self.nsec[r])), int(self.is_write[r]))
+        parts = pieces(self.arr, int(self.lba[r]), int(self.nsec[r]))
+        lost = parts_lost(self.arr, self.maps, parts)  # (the maps as the plan finds them)
+        ops = plan_parts(self.arr, self.maps, r, parts, int(self.is_write[r]))
         self.res.start[r] = -1
-        self.res.hit[r] = 1
+        self.res.hit[r] = 3 if lost else 1  # 2: lost (the kernel's HIT_LOST)
         if not ops:
             self.res.start[r] = now
             self.finish(r, now)
@@ -765,7 +767,7 @@ class _Sim:
                     if o.item >= 0:
                         if self.res.start[o.item] == -1:
                             self.res.start[o.item] = self.now
-                        self.res.hit[o.item] = 0  # the fixed model never hits a drive cache
+                        self.res.hit[o.item] &= 2  # the fixed model never hits a drive cache
                     self.res.busy[d] += done - self.now
                     self.res.ops[d] += 1
                     self.spread(self.res.busy_bins[d], self.now, done, 1)

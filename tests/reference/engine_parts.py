@@ -12,6 +12,8 @@ import numpy as np
 
 from blocklab.kernels.layout import raid as R
 
+from .layout import lost as layout_lost
+
 KEY = 1 << 40
 PPM = 1_000_000
 
@@ -149,6 +151,28 @@ def plan_parts(arr, maps, item, parts, write, share=0):
             add_ops(maps, row, buf, m, item, share, ops, last)
             pos = piece_end
     return ops
+
+
+def parts_lost(arr, maps, parts):
+    """Whether a host request's (lun, LUN sector, sectors) parts have data that no surviving
+    member holds (the sector-by-sector model of tests/reference/layout.py, through each
+    extent's member map and its missing members as they are now)."""
+    for lun, lun_lba, n in parts:
+        esect = int(arr.LN["ext_sect"][lun])
+        pos, end = lun_lba, lun_lba + n
+        while pos < end:
+            e = int(arr.LN["ext0"][lun]) + pos // esect
+            piece_end = min(end, (pos // esect + 1) * esect)
+            row = int(arr.EX["row"][e])
+            kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
+            miss = maps.rows[row]["miss"]
+            if miss and layout_lost(R.KIND_NAMES[kind], width, unit, ds,
+                                    int(arr.EX["base"][e]) + pos % esect, piece_end - pos,
+                                    lambda m, r, miss=miss: any(k == m and r >= c
+                                                                for k, c in miss)):
+                return True
+            pos = piece_end
+    return False
 
 
 def add_ops(maps, row, buf, m, item, share, ops, last):

@@ -114,3 +114,31 @@ def mirror_reads(kind: str, width: int, unit: int, requests, heads=None):
             out.append((c, sector, take))
             heads[c] = sector + take
     return out, heads
+
+
+def lost(kind: str, width: int, unit: int, drive_sectors: int, lba: int, sectors: int,
+         missing_at) -> bool:
+    """Whether a sector of the request is held by no surviving member and cannot be rebuilt
+    from the survivors, sector by sector: ``missing_at(member, drive_sector)`` says whether a
+    member is missing there. JBOD and RAID-0 hold a sector once; a mirror loses it with its
+    last copy; RAID-5 and RAID-6 rebuild a missing member's sector from the others of its
+    stripe row while at most one (two) of the row's members are missing."""
+    for s in range(lba, lba + sectors):
+        if kind == "jbod":
+            if missing_at(s // drive_sectors, s % drive_sectors):
+                return True
+            continue
+        if kind == "raid1":
+            copies = [(c, s) for c in range(width)]
+        else:
+            member, row = locate(kind, width, unit, s)
+            copies = [(member, row), (member + 1, row)] if kind == "raid10" else [(member, row)]
+        if not all(missing_at(m, r) for m, r in copies):
+            continue
+        if kind in ("raid0", "raid1", "raid10"):
+            return True
+        row = copies[0][1]
+        gone = sum(1 for c in range(width) if missing_at(c, row))
+        if gone > (1 if kind == "raid5" else 2):
+            return True
+    return False
