@@ -8,8 +8,8 @@ trace's length.
 The run folder (written under a temporary name, renamed when complete, owner-only; columns in
 ``traces/schema.py`` RUN_COLUMNS):
 
-- ``ios.parquet``: per request, arrival, start, completion, latency, op, sector, size, stream,
-  cache hit;
+- ``ios.parquet``: per request, arrival, start, completion, latency (null when lost), op,
+  sector, size, stream, cache hit, lost (data on no surviving member: a real array fails it);
 - ``drive_busy.parquet``: per drive and interval, busy time, operations, bytes and the integral
   of its queue;
 - ``drive_ops.parquet`` (``--drive-ops``): every drive operation;
@@ -109,6 +109,9 @@ class ReplayResult:
     repeat_limit_reached: bool = False
     # what the user should know of a run that went well (run_notes)
     notes: list[str] = dataclasses.field(default_factory=list)
+    # requests lost (ios.lost: part of their data on no surviving member; a real array fails
+    # them): not in the mean or the p99
+    lost: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -276,11 +279,17 @@ class _RunWriter:
 
     def requests(self, c: dict[str, np.ndarray]) -> None:
         lat = c["done"] - c["arrive"]
+        # the engine's hit: 1 a cache hit, 2 lost. A lost request has no latency (null): a
+        # real array fails it, and the model completed it at once with nothing to read, which
+        # every mean and percentile would have taken for a fast request
+        lost = (c["hit"] & tables.HIT_LOST).astype(bool)
         self.ios.write_table(pa.table({
             "request": c["row"], "arrival_ns": c["arrive"], "start_ns": c["start"],
-            "complete_ns": c["done"], "latency_ns": lat, "op": c["write"].astype(np.uint8),
-            "sector": c["lba"], "size_bytes": c["nsec"] * SECTOR,
-            "stream": c["stream"].astype(np.uint32), "cache_hit": c["hit"].astype(bool),
+            "complete_ns": c["done"],
+            "latency_ns": pa.array(lat, mask=lost) if lost.any() else lat,
+            "op": c["write"].astype(np.uint8), "sector": c["lba"],
+            "size_bytes": c["nsec"] * SECTOR, "stream": c["stream"].astype(np.uint32),
+            "cache_hit": c["hit"] == 1, "lost": lost,  # (a lost request is no cache hit)
         }, schema=RUN_SCHEMAS["ios"]))
         self.rows_ += len(lat)
         if self.room is not None:
@@ -517,7 +526,7 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
         output=str(out), requests=total * passes, skipped=skipped, closed_loop=closed,
         mean_latency_ms=float(lat["mean_ms"] or 0.0),
-        p99_latency_ms=float(lat["quantile_ms"] or 0.0),
+        p99_latency_ms=float(lat["quantile_ms"] or 0.0), lost=int(lat["lost"]),
         elapsed_s=elapsed, requests_per_s=total * passes / elapsed if elapsed > 0 else 0.0,
         passes=passes, repeat_limit_reached=bool(repeat) and tasks_left > 0,
         notes=run_notes(pf, trace_meta, trace, cfg),

@@ -146,6 +146,7 @@ def make_run(folder: Path, ios: dict[str, np.ndarray], events: list[dict] | None
         "sector": np.asarray(ios.get("sector", np.arange(n) * 8), np.int64),
         "size_bytes": np.asarray(ios["size_bytes"], np.int64),
         "stream": np.zeros(n, np.uint32), "cache_hit": np.zeros(n, bool),
+        "lost": np.zeros(n, bool),
     }, schema=RUN_SCHEMAS["ios"]), folder / "ios.parquet")
     if busy is None:
         busy = {"drive": np.arange(drives, dtype=np.int32),

@@ -18,10 +18,11 @@ from blocklab.pipeline.replay import build_array
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = sorted(p for p in (ROOT / "pipeline").rglob("*.py"))
 #: What pipeline code may name of the engine: the front door, the dtypes of the tables it
-#: builds or reads, the codes by name, the drive models' tuple and the ppm unit of a share.
+#: builds or reads, the codes by name, the drive models' tuple, the ppm unit of a share and
+#: the lost bit of a retired request's hit.
 ALLOWED = {"Engine", "Settings", "Streams", "tables", "LUN", "EXTENT", "GEOMETRY",
            "member_map", "FAILURE", "MISSING", "TASK", "PIECE", "RECORD", "EVENT",
-           "TASK_KINDS", "SCHEDULERS", "DRIVE_MODELS", "Models", "PPM"}
+           "TASK_KINDS", "SCHEDULERS", "DRIVE_MODELS", "Models", "PPM", "HIT_LOST"}
 
 
 def _engine_names(path: Path) -> set[str]:

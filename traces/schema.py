@@ -207,7 +207,7 @@ def flag_names(flags: int) -> list[str]:
 #
 # RUN_SCHEMA_VERSION changes whenever a column below changes; meta.json records it, and readers
 # refuse a run folder of another version with a one-line error.
-RUN_SCHEMA_VERSION = 1
+RUN_SCHEMA_VERSION = 2  # 2: ios.lost (2026-11-29)
 
 # Drive operation kinds (drive_ops column ``kind``): why the operation was issued.
 OPK_HOST = 0  # part of a host request (data, parity, mirror, degraded reconstruction)
@@ -236,13 +236,18 @@ RUN_COLUMNS: dict[str, dict[str, tuple[pa.DataType, bool, str, str]]] = {
         "start_ns": (pa.int64(), False, "ns", "first drive operation started (or the "
                      "controller served it from its cache)"),
         "complete_ns": (pa.int64(), False, "ns", "completed to the host"),
-        "latency_ns": (pa.int64(), False, "ns", "complete_ns - arrival_ns"),
+        "latency_ns": (pa.int64(), True, "ns", "complete_ns - arrival_ns; null for a lost "
+                       "request (a real array fails it: no latency figure counts it)"),
         "op": (pa.uint8(), False, "code", "0 read, 1 write"),
         "sector": (pa.int64(), False, "512 B", "first sector on the host volume"),
         "size_bytes": (pa.int64(), False, "bytes", "length"),
         "stream": (pa.uint32(), False, "-", "stream id (0 when the trace has none)"),
         "cache_hit": (pa.bool_(), False, "-", "served without waiting for a drive's media "
-                      "(controller cache, or every drive operation a drive-cache hit)"),
+                      "(controller cache, or every drive operation a drive-cache hit); false "
+                      "when lost"),
+        "lost": (pa.bool_(), False, "-", "part of its data was on no surviving member (failures "
+                 "past the layout's tolerance): no drive operation served that part, and a "
+                 "real array fails the request"),
     },
     # one row per drive operation (only with --drive-ops), in the order they started
     "drive_ops": {

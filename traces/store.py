@@ -71,7 +71,7 @@ ZSTD_LEVEL = 1
 # (traces/parquet_join.py), so this is also what the parallel replay's workers spend encoding.
 _RUN_DELTA = {"ios": ["request", "arrival_ns", "start_ns", "complete_ns", "latency_ns"],
               "drive_ops": ["request", "queued_ns", "start_ns", "complete_ns"]}
-_RUN_DICT = {"ios": ["op", "size_bytes", "stream", "cache_hit"],
+_RUN_DICT = {"ios": ["op", "size_bytes", "stream", "cache_hit", "lost"],
              "drive_ops": ["drive", "kind", "sectors", "write", "cache_hit"]}
 _RUN_PLAIN = {"ios": ["sector"], "drive_ops": ["sector"]}
 for _name, _cols in _RUN_DELTA.items():  # every column in exactly one list

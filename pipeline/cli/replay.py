@@ -117,7 +117,8 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
     passes = f" in {r.passes} passes of the trace" if repeat_until_tasks_end else ""
     # no request, no latency: "mean 0.000 ms" read as a measured figure
     lat = (f"latency mean {r.mean_latency_ms:.3f} ms, p99 {r.p99_latency_ms:.3f} ms"
-           if r.requests else "no latency (the trace has no read or write request)")
+           if r.requests > r.lost else "no latency (every request was lost)" if r.requests
+           else "no latency (the trace has no read or write request)")
     out.print(f"{r.output}: {r.requests} requests{passes}, {lat}; replayed at "
               f"{r.requests_per_s:,.0f} requests/s", highlight=False, soft_wrap=True)
     if r.skipped:  # (meta.json counts them too: skipped_not_read_write)
@@ -145,13 +146,10 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
             f"{par['setup_s'] + par['teardown_s']:.1f} s", highlight=False, soft_wrap=True)
     for rb in r.rebuilds:  # (a line each, whatever the width: grep finds a failure's line)
         out.print(_rebuild_line(rb), highlight=False, soft_wrap=True)
-    if any(rb["stripes_lost"] for rb in r.rebuilds):
-        # the model does not fail requests (docs/failures.md): a real array returns an error
-        # for lost data, or takes the volume offline; here a read of it has no drive operation
-        # and completes at once, so it would pass unseen for a fast read in the figures above
-        out.print("  after the data loss, a read of a lost stripe completes at once with no drive "
-                  "operation (the model does not fail requests): the latency figures count "
-                  "such reads", highlight=False, soft_wrap=True)
+    if r.lost:  # (ios.lost; their latency is null)
+        out.print(f"  {r.lost:,} requests lost: part of their data was on no surviving member "
+                  "(a real array fails them); the latency figures leave them out",
+                  highlight=False, soft_wrap=True)
 
 
 def _rebuild_line(rb: dict[str, Any]) -> str:
