@@ -3,7 +3,8 @@
 -- read_mb_per_s and write_mb_per_s (10^6 bytes per second over the duration), latency
 -- mean_ms, p50_ms, p99_ms, p999_ms, max_ms, read_p99_ms, write_p99_ms, the drives' busy
 -- fraction (busy time over the run's span of intervals: drive_busy_mean over the drives,
--- drive_busy_max the busiest), failures and data_loss events. A run with no requests has its
+-- drive_busy_max the busiest), failures and data_loss events, and lost_requests (ios.lost:
+-- a real array fails them; the latencies leave them out). A run with no requests has its
 -- column too (requests 0, no rates or latencies), where it dropped out of the table.
 -- Views: ios, drive_busy, events, runs.
 WITH h0 AS (
@@ -15,12 +16,13 @@ WITH h0 AS (
         coalesce(sum(size_bytes) FILTER (WHERE op = 0), 0)         AS read_bytes,
         coalesce(sum(size_bytes) FILTER (WHERE op = 1), 0)         AS write_bytes,
         avg(latency_ns) / 1e6                                      AS mean_ms,
-        max(latency_ns) / 1e6                                      AS max_ms
+        max(latency_ns) / 1e6                                      AS max_ms,
+        count(*) FILTER (WHERE lost)                               AS lost
     FROM ios GROUP BY run
 ), h AS (
     SELECT * FROM h0
     UNION ALL
-    SELECT run, 0, NULL, 0, 0, 0, NULL, NULL FROM runs WHERE run NOT IN (SELECT run FROM h0)
+    SELECT run, 0, NULL, 0, 0, 0, NULL, NULL, 0 FROM runs WHERE run NOT IN (SELECT run FROM h0)
 ), qv AS NOT MATERIALIZED (  -- every request (op -1) and each op's, for exact_quantiles
     SELECT {'run': run, 'op': -1} AS g, latency_ns AS x FROM ios
     UNION ALL
@@ -62,7 +64,8 @@ WITH h0 AS (
         (14, 'drive_busy_mean', d.busy_mean),
         (15, 'drive_busy_max', d.busy_max),
         (16, 'failures', CAST(coalesce(e.failures, 0) AS DOUBLE)),
-        (17, 'data_loss', CAST(coalesce(e.data_loss, 0) AS DOUBLE))
+        (17, 'data_loss', CAST(coalesce(e.data_loss, 0) AS DOUBLE)),
+        (18, 'lost_requests', CAST(h.lost AS DOUBLE))
     ) AS u(ord, metric, value)
 )
 SELECT * EXCLUDE (ord) FROM (

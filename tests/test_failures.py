@@ -745,3 +745,10 @@ def test_requests_to_lost_stripes_are_lost_and_left_out_of_the_latencies(tmp_pat
     res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
                                    str(tmp_path / "again"), "--fail", "0@0.1", "--fail", "1@0.2"])
     assert f"{sum(want):,} requests lost" in res.output
+    # compare: the lost requests counted, and left out of every latency (numpy on the rest)
+    again = str(tmp_path / "again")  # (a run is named as given)
+    rows = {r["metric"]: r[again] for r in json.loads(CliRunner().invoke(
+        app, ["query", again, "compare", "-f", "json"]).output)}
+    assert rows["lost_requests"] == sum(want) and rows["requests"] == len(want)
+    assert rows["p99_ms"] == pytest.approx(np.quantile(served, 0.99) / 1e6)
+    assert rows["max_ms"] == pytest.approx(max(served) / 1e6)

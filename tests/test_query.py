@@ -249,6 +249,7 @@ def test_compare(runs):
             "write_p99_ms": np.quantile(lat[ios["op"] == 1], .99) / 1e6,
             "drive_busy_mean": float(busy.mean()), "drive_busy_max": float(busy.max()),
             "failures": 1 if name == "raid5" else 0, "data_loss": 0,
+            "lost_requests": int(ios["lost"].sum()),
         }
         assert list(rows) == list(want)
         for k, v in want.items():
