@@ -27,6 +27,7 @@ from .query import (
     _clean,
     clean_rows,
     connect,
+    fetch,
     find_sources,
     named,
     named_batches,
@@ -69,10 +70,10 @@ class IostatResult:
         return dataclasses.asdict(self)
 
 
-def _devices(con: Any) -> list[str]:
-    cur = con.execute("SELECT device FROM device_ios GROUP BY device ORDER BY min(devno), "
-                      "device")
-    return [r[0] for r in cur.fetchall()]
+def _devices(con: Any, sources: list[Source]) -> list[str]:
+    _cols, rows = fetch(con, "SELECT device FROM device_ios GROUP BY device ORDER BY "
+                        "min(devno), device", None, "iostat", sources)
+    return [r[0] for r in rows]
 
 
 def _device_name(text: str, sources: list[Source]) -> str:
@@ -100,14 +101,14 @@ def _device_name(text: str, sources: list[Source]) -> str:
 MAX_ROWS = 100_000_000
 
 
-def _check_rows(con: Any, interval_s: float) -> None:
+def _check_rows(con: Any, interval_s: float, sources: list[Source]) -> None:
     """Refuse an interval that makes more than ``MAX_ROWS`` rows: a row per interval from 0
     to each run's last completion, for each of its devices (one scan of the requests)."""
     iv = max(round(interval_s * 1e9), 1)
-    rows = con.execute(
-        "SELECT coalesce(sum((mc // ? + 1) * nd), 0) FROM (SELECT run, max(complete_ns) AS mc, "
-        "count(DISTINCT device) AS nd FROM device_ios WHERE complete_ns IS NOT NULL "
-        "AND complete_ns >= arrival_ns GROUP BY run)", [iv]).fetchall()[0][0]
+    rows = fetch(
+        con, "SELECT coalesce(sum((mc // ? + 1) * nd), 0) FROM (SELECT run, max(complete_ns) "
+        "AS mc, count(DISTINCT device) AS nd FROM device_ios WHERE complete_ns IS NOT NULL "
+        "AND complete_ns >= arrival_ns GROUP BY run)", [iv], "iostat", sources)[1][0][0]
     if rows > MAX_ROWS:
         raise BlocklabError(f"--interval {interval_s:g} s: {int(rows):,} rows (an interval "
                             f"from 0 to the last completion, for each device), more than "
@@ -158,9 +159,9 @@ def open_iostat(path: str | Path, interval_s: float = 1.0, device: str | None = 
                     notes.append(f"{s.name}: no drive_ops.parquet, so only the host volume "
                                  "(replay with --drive-ops for one row per drive)")
                 continue
-            done = con.execute(
-                "SELECT count(*) FILTER (WHERE complete_ns IS NOT NULL), count(*) "
-                "FROM device_ios WHERE run = ?", [s.name]).fetchall()[0]
+            done = fetch(con, "SELECT count(*) FILTER (WHERE complete_ns IS NOT NULL), "
+                         "count(*) FROM device_ios WHERE run = ?", [s.name], "iostat",
+                         sources)[1][0]
             if done[0] == 0:
                 raise BlocklabError(
                     f"{s.path}: no completion times (its {done[1]:,} requests have neither "
@@ -168,11 +169,11 @@ def open_iostat(path: str | Path, interval_s: float = 1.0, device: str | None = 
             if done[0] < done[1]:
                 notes.append(f"{s.name}: {done[1] - done[0]:,} of {done[1]:,} requests never "
                              "completed in the trace and are left out")
-        _check_rows(con, interval_s)
+        _check_rows(con, interval_s, sources)
         name = None
         if device is not None:
             name = _device_name(device, sources)
-            have = _devices(con)
+            have = _devices(con, sources)
             if name not in have:
                 shown = ", ".join(have[:12]) + (" ..." if len(have) > 12 else "")
                 raise BlocklabError(f"--device {device}: no such device in {path} "

@@ -494,8 +494,7 @@ def _clean(v: Any) -> Any:
 
 
 def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
-    fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table  # DuckDB >= 1.4 / 1.x
-    return fetch()
+    return (getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table)()  # DuckDB >= 1.4 / 1.x
 
 
 def _first_line(e: Exception) -> str:
@@ -633,6 +632,16 @@ def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
     where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
                                                       if len(sources) > 3 else "")
     return BlocklabError(f"query {label} over {where}: {_disk_full(_first_line(e))}")
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None, label: str,
+          sources: list[Source]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """(names, rows) of a small answer; a failure (a damaged page) is one line, as execute's."""
+    try:
+        cur = con.execute(sql, params)
+        return [d[0] for d in cur.description or ()], cur.fetchall()
+    except (duckdb.Error, pa.ArrowException) as e:
+        raise _failed(label, sources, e) from None
 
 
 def _set_threads(con: duckdb.DuckDBPyConnection, label: str) -> int | None:

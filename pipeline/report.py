@@ -43,7 +43,7 @@ from blocklab.traces.safety import make_folders, not_an_input, output_lock
 from blocklab.traces.store import atomic_output
 
 from . import __version__
-from .query import Source, connect, find_sources, named
+from .query import Source, connect, fetch, find_sources, named
 from .sweep import is_sweep, read_points
 from .sweepfile import value_text
 
@@ -217,10 +217,11 @@ def _busy_end_s(sources: list[Source]) -> float:
     """When the last drive-busy interval of any run ends (s)."""
     con = connect(sources)
     try:
-        end = con.execute("SELECT max(time_ns + interval_ns) FROM drive_busy").fetchone()
+        _cols, rows = fetch(con, "SELECT max(time_ns + interval_ns) FROM drive_busy", None,
+                            "drive-busy", sources)
     finally:
         con.close()
-    return float(end[0] or 0) / 1e9 if end else 0.0
+    return float(rows[0][0] or 0) / 1e9 if rows else 0.0
 
 
 def build(sources: list[Source]) -> tuple[list[dict[str, Any]], list[Chart], dict[str, Any]]:

@@ -12,6 +12,8 @@ from blocklab import queries
 from blocklab.traces.schema import OP_NAMES, flag_names, format_dev
 from blocklab.traces.store import open_trace
 
+from .query import Source, fetch
+
 
 def _connect(path: str | Path) -> duckdb.DuckDBPyConnection:
     from .query import duck
@@ -22,10 +24,16 @@ def _connect(path: str | Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
-    cur = con.execute(queries.load(name))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+def _rows(con: duckdb.DuckDBPyConnection, name: str, path: str | Path
+          ) -> list[dict[str, Any]]:
+    """The rows of the named query ``name``; one line naming it and ``path`` when DuckDB
+    cannot read the trace (a damaged page)."""
+    cols, rows = fetch(con, queries.load(name), None, name, [_source(path)])
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def _source(path: str | Path) -> Source:
+    return Source("trace", str(path), Path(path))
 
 
 def _clean(v: Any) -> Any:
@@ -38,10 +46,10 @@ def trace_stats(path: str | Path) -> dict[str, Any]:
     """Summary of a trace file as one JSON-ready dict (see README for the keys)."""
     _pf, meta = open_trace(path)
     con = _connect(path)
-    summary = {k: _clean(v) for k, v in _rows(con, "trace-summary")[0].items()}
-    devices = _rows(con, "trace-devices")
-    sizes = _rows(con, "trace-sizes")
-    seq = _rows(con, "trace-sequential")[0]
+    summary = {k: _clean(v) for k, v in _rows(con, "trace-summary", path)[0].items()}
+    devices = _rows(con, "trace-devices", path)
+    sizes = _rows(con, "trace-sizes", path)
+    seq = _rows(con, "trace-sequential", path)[0]
     linux = meta.linux_devices
     out: dict[str, Any] = {
         "file": str(path),
@@ -88,10 +96,9 @@ def trace_head(path: str | Path, n: int = 10) -> tuple[list[str], list[tuple[Any
     """The first ``n`` requests, with op names and devices spelled out."""
     _pf, meta = open_trace(path)
     con = _connect(path)
-    cur = con.execute("SELECT * FROM trace LIMIT ?", [n])
-    cols = [d[0] for d in cur.description]
+    cols, got = fetch(con, "SELECT * FROM trace LIMIT ?", [n], "trace head", [_source(path)])
     rows = []
-    for r in cur.fetchall():
+    for r in got:
         d = dict(zip(cols, r, strict=True))
         d["op"] = OP_NAMES[d["op"]] if d["op"] < len(OP_NAMES) else str(d["op"])
         d["device"] = format_dev(int(d["device"]), meta.linux_devices)
