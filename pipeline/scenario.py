@@ -53,7 +53,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import make_folders, output_lock
 from blocklab.traces.store import atomic_output
 
-from .model.config import parse_array, read_toml
+from .model.config import known_name, parse_array, read_toml
 from .query import run_query
 from .replay import DEFAULT_MAX_PASSES, REPEAT_MODES, replay
 from .sweepfile import toml_text
@@ -201,7 +201,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         # alone: the scenario's (IOR's tasks, block size...) mean nothing to another generator
         other = "generator" in own and own["generator"] != base_w.get("generator")
         w = dict(own) if other else {**base_w, **own}
-        if w.get("generator") not in GENERATORS:
+        if not known_name(w.get("generator"), GENERATORS):
             raise BlocklabError(f"{where}.workload.generator: expected one of "
                                 f"{', '.join(GENERATORS)}")
         measure = c.get("measure", data.get("measure", ["phases"]))
@@ -216,7 +216,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         if "span" in w and (w["generator"] != "iometer" or not 0 < float(w["span"]) <= 1):
             raise BlocklabError(f"{where}.workload.span: a fraction in (0, 1] of the volume, "
                                 f"for the iometer generator")
-        bad = [m for m in measure if m not in MEASURES]
+        bad = [m for m in measure if not known_name(m, MEASURES)]
         if bad:
             raise BlocklabError(f"{where}.measure: unknown {bad} (known: {', '.join(MEASURES)})")
         if "name" not in c or "array" not in c:
@@ -256,7 +256,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
 def _check_repeat(rp: dict[str, Any], generator: str, where: str) -> None:
     """A case's ``replay.repeat`` (``replay.REPEAT_MODES``) and ``replay.max_passes``: known
     values, a closed-loop generator, max_passes only with repeat."""
-    if "repeat" in rp and rp["repeat"] not in REPEAT_MODES:
+    if "repeat" in rp and not known_name(rp["repeat"], REPEAT_MODES):
         raise BlocklabError(f"{where}.repeat: expected {' or '.join(map(repr, REPEAT_MODES))}, "
                             f"found {rp['repeat']!r}")
     if "repeat" in rp and generator == "spc1" and not rp.get("closed_loop"):
@@ -285,14 +285,14 @@ def _published(path: Path, i: int, p: Any, cases: dict[str, Case]) -> Published:
             raise BlocklabError(f"{where}.{k}: missing (a published figure names its quantity, "
                                 f"case, value, unit and where in the study it is)")
     q = p["quantity"]
-    if q not in QUANTITIES:
+    if not known_name(q, QUANTITIES):
         raise BlocklabError(f"{where}.quantity: unknown quantity {q!r} (known: "
                             f"{', '.join(QUANTITIES)})")
-    if p["case"] not in cases:
+    if not known_name(p["case"], cases):
         raise BlocklabError(f"{where}.case: no case {p['case']!r} in the scenario (cases: "
                             f"{', '.join(cases)})")
     units = UNITS[QUANTITIES[q][0]]
-    if p["unit"] not in units:
+    if not known_name(p["unit"], units):
         raise BlocklabError(f"{where}.unit: unknown unit {p['unit']!r} for {q} (known: "
                             f"{', '.join(units)})")
     v = p["value"]

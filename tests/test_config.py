@@ -275,3 +275,42 @@ def test_a_drive_too_small_for_the_models_zones(tmp_path: Path):
     f.write_text(BASE.replace('"atlas10k"', '{ base = "savvio_15k3_300g", blocks = '
                               f'{m[2].replace(",", "")} }}'))
     assert build_array(load_array(f)).capacity > 0
+
+
+# a list (or a table) where a name belongs: a lookup in a dict of names raised "TypeError:
+# unhashable type: 'list'" (a traceback) where a tuple of names gave the one line
+LIST_FOR_NAME = [
+    (BASE.replace('"raid5"', '["raid5"]'), "group[0].layout", "unknown layout ['raid5']"),
+    (BASE.replace('"raid5"', '"pool"').replace("width = 5", "width = 10") + 'raid = ["raid5"]\n',
+     "group[0].raid", "unknown layout ['raid5']"),
+    (BASE + '[rebuild]\npriority = ["high"]\n', "rebuild.priority", "found ['high']"),
+    (BASE.replace('"atlas10k"', '{ base = "savvio_10k4_600g", firmware = ["S11"] }'),
+     "group[0].drive.firmware", "unknown firmware timing set ['S11']"),
+    (BASE + '[controller]\nhost_links = { protocol = { x = 1 } }\n',
+     "controller.host_links.protocol", "found {'x': 1}"),
+    (BASE + 'scheduler = ["clook"]\n', "group[0].scheduler", "found ['clook']"),
+    ("group = [1]\n", "group[0]", "expected a [[group]] table, found 1"),
+    ("volume = 3\n" + BASE, "volume", "expected a [volume] table, found 3"),
+]
+
+
+@pytest.mark.parametrize("text,key,msg", LIST_FOR_NAME, ids=[k for _t, k, _m in LIST_FOR_NAME])
+def test_a_list_where_a_name_belongs(tmp_path: Path, text, key, msg):
+    """One line naming the file and the key, exit 2, no output: as scheduler = ["clook"]
+    already got."""
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+
+    f = tmp_path / "array.toml"
+    f.write_text(text)
+    out = tmp_path / "out" / "w.parquet"
+    out.parent.mkdir()
+    res = CliRunner().invoke(app, ["synth", "iometer", "--requests", "1", "--array", str(f),
+                                   "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"blocklab: error: {f}: {key}: "), lines[0]
+    assert msg in lines[0]
+    assert list(out.parent.iterdir()) == []

@@ -261,6 +261,15 @@ def test_cli_run_json_and_table(tmp_path):
      'where = "t"\nlinks = 2\nmtu = 1500\n', "published[0].links: case a runs no variant"),
     (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 3\nunit = "MB/s"\n'
      'where = "t"\ntable = 2\n', "published[0].table: unknown key"),
+    # a list where a name belongs: "unhashable type: 'list'", which named no key
+    (ONE + '[[published]]\nquantity = ["iops"]\ncase = "a"\nvalue = 1\nunit = "IOPS"\n'
+     'where = "t1"\n', "published[0].quantity: unknown quantity ['iops']"),
+    (ONE + '[[published]]\nquantity = "iops"\ncase = ["a"]\nvalue = 1\nunit = "IOPS"\n'
+     'where = "t1"\n', "published[0].case: no case ['a']"),
+    (ONE + '[[published]]\nquantity = "iops"\ncase = "a"\nvalue = 1\nunit = ["IOPS"]\n'
+     'where = "t1"\n', "published[0].unit: unknown unit ['IOPS']"),
+    (ONE.replace('layout = "raid0"', 'layout = ["raid0"]'),
+     "case[0].array: group[0].layout: unknown layout ['raid0']"),
 ])
 def test_bad_scenario_files(tmp_path, body, needle):
     """A bad case or [[published]] entry: one line naming the file and the key, exit 2,

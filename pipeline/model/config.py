@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from blocklab.kernels.engine import Settings
 from blocklab.kernels.layout import raid as R
@@ -344,6 +345,13 @@ class _Ctx:
                                 f"unknown key (known: {', '.join(sorted(allowed))})")
 
 
+def known_name(value: Any, names: Iterable[str]) -> TypeGuard[str]:
+    """Whether a file's ``value`` is one of ``names``. Only a string is: a list or a table
+    where a name belongs (``layout = ["raid5"]``) is refused as an unknown name, where a
+    lookup in a dict of names raised ``TypeError: unhashable type: 'list'``."""
+    return isinstance(value, str) and value in names
+
+
 def read_toml(path: Path, what: str = "file",
               error: type[BlocklabError] = BlocklabError) -> dict[str, Any]:
     """The tables of a TOML file; a missing file, bad TOML or bytes that are not UTF-8 raise
@@ -375,15 +383,17 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     groups = []
     for i, g in enumerate(raw_groups):
         k = f"group[{i}]"
+        if not isinstance(g, dict):
+            raise c.fail(k, f"expected a [[group]] table, found {g!r}")
         c.keys(k, g, {"name", "layout", "width", "stripe_unit", "count", "hot_spares", "drive",
                       "scheduler", "queue_depth", "max_wait_ms", "preservation", "piece", "raid",
                       "group_width", "slice", "fill"})
         sched = g.get("scheduler", "fcfs")
-        if sched not in ("fcfs", "sstf", "clook", "sptf"):
+        if not known_name(sched, ("fcfs", "sstf", "clook", "sptf")):
             raise c.fail(f"{k}.scheduler",
                          f"expected fcfs, sstf, clook or sptf, found {sched!r}")
         layout = g.get("layout")
-        if layout not in LAYOUTS:
+        if not known_name(layout, LAYOUTS):
             raise c.fail(f"{k}.layout", f"unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
         if "width" not in g:
             raise c.fail(f"{k}.width", "missing: how many drives the group has")
@@ -431,6 +441,8 @@ def parse_array(data: dict[str, Any], path: Path) -> ArrayConfig:
     volume = None
     if "volume" in data:
         v = data["volume"]
+        if not isinstance(v, dict):
+            raise c.fail("volume", f"expected a [volume] table, found {v!r}")
         c.keys("volume", v, {"stripe_unit", "luns"})
         all_luns = ArrayConfig(str(path), tuple(groups), ctl).luns()
         luns = v.get("luns", all_luns)
@@ -480,7 +492,7 @@ def _rebuild(c: _Ctx, t: Any) -> RebuildPolicy:
     c.keys("rebuild", t, {"priority", "rate_mb_s", "start_delay_s", "unit", "depth"})
     d = RebuildPolicy()  # the defaults of the keys left out
     prio = t.get("priority", d.priority)
-    if prio not in PRIORITIES:
+    if not known_name(prio, PRIORITIES):
         raise c.fail("rebuild.priority", f"expected one of {', '.join(PRIORITIES)}, "
                      f"found {prio!r}")
     depth = c.integer("rebuild.depth", t.get("depth", d.depth), 0)
@@ -523,7 +535,7 @@ def _pool_keys(c: _Ctx, k: str, g: dict[str, Any], layout: str, width: int,
         extra.update(preservation=pres, piece_bytes=piece)
     elif layout == "pool":
         raid = g.get("raid", "raid5")
-        if raid not in RAID_LAYOUTS:
+        if not known_name(raid, RAID_LAYOUTS):
             raise c.fail(f"{k}.raid", f"unknown layout {raid!r} for the private groups "
                          f"(known: {', '.join(RAID_LAYOUTS)})")
         gw = c.integer(f"{k}.group_width", g.get("group_width", 5), 1)
@@ -605,7 +617,7 @@ def _drive(c: _Ctx, key: str, value: Any) -> DriveRef:
             if not isinstance(v, bool):
                 raise c.fail(f"{key}.{k}", f"expected true or false, found {v!r}")
         elif k == "firmware":
-            if v not in CAT.catalog()[2]:
+            if not known_name(v, CAT.catalog()[2]):
                 raise c.fail(f"{key}.{k}", f"unknown firmware timing set {v!r} "
                              f"(known: {', '.join(CAT.catalog()[2])})")
         else:
@@ -634,7 +646,7 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
                              "read_ahead", "read_ahead_size", "flush_start", "flush_stop",
                              "flush_age_s", "destage_depth", "bandwidth_mb_s", "host_links"})
     policy = t.get("write_policy", "write-back")
-    if policy not in ("write-back", "write-through"):
+    if not known_name(policy, ("write-back", "write-through")):
         raise c.fail("controller.write_policy",
                      f"expected write-back or write-through, found {policy!r}")
     links = t.get("host_links", {})
@@ -646,7 +658,7 @@ def _controller(c: _Ctx, t: Any) -> ControllerConfig:
     if eff > 1:
         raise c.fail("controller.host_links.efficiency", f"must be at most 1, found {eff}")
     proto = links.get("protocol", "bytes")
-    if proto not in LINK_PROTOCOLS:
+    if not known_name(proto, LINK_PROTOCOLS):
         raise c.fail("controller.host_links.protocol",
                      f"expected one of {', '.join(LINK_PROTOCOLS)}, found {proto!r}")
     if proto != "bytes" and "efficiency" in links:
