@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import re
 import shutil
@@ -53,6 +54,7 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.safety import make_folders, output_lock
 from blocklab.traces.store import atomic_output
 
+from . import scenario_values as SV
 from .model.config import known_name, parse_array, read_toml
 from .query import run_query
 from .replay import DEFAULT_MAX_PASSES, REPEAT_MODES, replay
@@ -64,6 +66,8 @@ MEASURES = ("rebuild", "phases", "init", "links", "oio", "spc1", "task_rates", "
 #: largest jumbo frame switches carry).
 MTU_RANGE = (576, 9216)
 GENERATORS = ("ior", "iometer", "orion", "spc1")
+_GENERATOR_FNS: dict[str, Callable[..., Any]] = {"ior": synth_ior, "iometer": synth_iometer,
+                                                 "orion": synth_orion, "spc1": synth_spc1}
 #: The keys a [[case]] may have.
 CASE_KEYS = {"name", "label", "array", "workload", "measure", "failure", "replay", "links", "oio"}
 
@@ -139,6 +143,8 @@ class Case:
     links: list[list[int]]
     oio: list[int]
     where: str = ""  # "FILE: case[i]", for errors found when the case runs
+    #: the workload keys the case has from the scenario's [workload], not its own
+    top_keys: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass
@@ -201,8 +207,9 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         # alone: the scenario's (IOR's tasks, block size...) mean nothing to another generator
         other = "generator" in own and own["generator"] != base_w.get("generator")
         w = dict(own) if other else {**base_w, **own}
+        wkey = functools.partial(_key, path, where, "workload", own)
         if not known_name(w.get("generator"), GENERATORS):
-            raise BlocklabError(f"{where}.workload.generator: expected one of "
+            raise BlocklabError(f"{wkey('generator')}: expected one of "
                                 f"{', '.join(GENERATORS)}")
         measure = c.get("measure", data.get("measure", ["phases"]))
         known = _generator_options(w["generator"])
@@ -210,11 +217,15 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
             known = known | {"ramp_s"}
         unknown = sorted(set(w) - known - {"generator", "span"})
         if unknown:
-            raise BlocklabError(f"{where}.workload.{unknown[0]}: not an option of the "
+            raise BlocklabError(f"{wkey(unknown[0])}: not an option of the "
                                 f"{w['generator']} generator (its options: "
                                 f"{', '.join(sorted(known))})")
+        fns = [_GENERATOR_FNS[w["generator"]], spc1_search]
+        for k, v in w.items():
+            if k != "generator":
+                SV.check(wkey(k), k, v, SV.option_kinds(fns, k))
         if "span" in w and (w["generator"] != "iometer" or not 0 < float(w["span"]) <= 1):
-            raise BlocklabError(f"{where}.workload.span: a fraction in (0, 1] of the volume, "
+            raise BlocklabError(f"{wkey('span')}: a fraction in (0, 1] of the volume, "
                                 f"for the iometer generator")
         bad = [m for m in measure if not known_name(m, MEASURES)]
         if bad:
@@ -236,14 +247,17 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
             raise BlocklabError(f"{where}.{measure_needs[0]}: the {measure_needs[0]} measure "
                                 f"needs a list of {measure_needs[0]} values")
         rp = {**data.get("replay", {}), **c.get("replay", {})}
-        _check_repeat(rp, w["generator"], f"{where}.replay")
+        rkey = functools.partial(_key, path, where, "replay", c.get("replay", {}))
+        _check_repeat(rp, w["generator"], rkey)
+        SV.check_replay(rp, rkey)
         cases.append(Case(name=c["name"], label=c.get("label", c["name"]), array=c["array"],
                           workload=w, measure=list(measure),
                           failures=[(int(f["drive"]), float(f["at_s"]))
                                     for f in c.get("failure", [])],
                           replay=rp,
                           links=c.get("links", data.get("links", [])),
-                          oio=c.get("oio", data.get("oio", [])), where=where))
+                          oio=c.get("oio", data.get("oio", [])), where=where,
+                          top_keys=frozenset(set(w) - set(own))))
     if not cases:
         raise BlocklabError(f"{path}: a scenario needs at least one [[case]]")
     published = [_published(path, i, p, {c.name: c for c in cases})
@@ -253,21 +267,27 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
                     cases=cases, path=str(path), published=published)
 
 
-def _check_repeat(rp: dict[str, Any], generator: str, where: str) -> None:
+def _key(path: Path, where: str, table: str, own: dict[str, Any], k: str) -> str:
+    """Key ``k`` of a case's ``table`` (workload, replay) as the file has it: the case's own
+    (``FILE: case[0].workload.requests``) or the scenario's (``FILE: workload.requests``)."""
+    return f"{where}.{table}.{k}" if k in own else f"{path}: {table}.{k}"
+
+
+def _check_repeat(rp: dict[str, Any], generator: str, key: Callable[[str], str]) -> None:
     """A case's ``replay.repeat`` (``replay.REPEAT_MODES``) and ``replay.max_passes``: known
-    values, a closed-loop generator, max_passes only with repeat."""
+    values, a closed-loop generator, max_passes only with repeat; ``key(name)`` names one."""
     if "repeat" in rp and not known_name(rp["repeat"], REPEAT_MODES):
-        raise BlocklabError(f"{where}.repeat: expected {' or '.join(map(repr, REPEAT_MODES))}, "
-                            f"found {rp['repeat']!r}")
+        raise BlocklabError(f"{key('repeat')}: expected "
+                            f"{' or '.join(map(repr, REPEAT_MODES))}, found {rp['repeat']!r}")
     if "repeat" in rp and generator == "spc1" and not rp.get("closed_loop"):
-        raise BlocklabError(f"{where}.repeat: repeats a closed-loop workload (ior, iometer, "
+        raise BlocklabError(f"{key('repeat')}: repeats a closed-loop workload (ior, iometer, "
                             "orion, or any with closed_loop = N); spc1 is open loop")
     if "max_passes" in rp:
         v = rp["max_passes"]
         if "repeat" not in rp:
-            raise BlocklabError(f"{where}.max_passes: only with repeat")
+            raise BlocklabError(f"{key('max_passes')}: only with repeat")
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise BlocklabError(f"{where}.max_passes: expected a whole number of at least 1, "
+            raise BlocklabError(f"{key('max_passes')}: expected a whole number of at least 1, "
                                 f"found {v!r}")
 
 
@@ -314,21 +334,23 @@ def _generator_options(gen: str) -> set[str]:
     ones the scenario sets itself)."""
     import inspect
 
-    fns: dict[str, Callable[..., Any]] = {"ior": synth_ior, "iometer": synth_iometer,
-                                          "orion": synth_orion, "spc1": synth_spc1}
-    fn = fns[gen]
+    fn = _GENERATOR_FNS[gen]
     return set(inspect.signature(fn).parameters) - {"output", "array", "capacity", "progress"}
 
 
-def _as_key(e: BlocklabError, where: str) -> BlocklabError:
+def _as_key(e: BlocklabError, case: Case) -> BlocklabError:
     """A generator's error about one of its options (``--requests: must be at least 1``) as
-    the scenario file's key that gave it (``FILE: case[0].workload.requests: ...``): the user
-    wrote the key, not the flag."""
+    the scenario file's key that gave it (``FILE: case[0].workload.requests: ...``, or
+    ``FILE: workload.requests`` for the scenario's [workload]): the user wrote the key, not
+    the flag."""
     text = str(e)
     m = re.match(r"--([a-z][a-z0-9-]*)[: ]\s*(.*)", text, re.S)
-    if not m or not where:
+    if not m or not case.where:
         return e
-    return BlocklabError(f"{where}.workload.{m.group(1).replace('-', '_')}: {m.group(2)}")
+    k = m.group(1).replace("-", "_")
+    if k in case.top_keys:
+        return BlocklabError(f"{case.where.rsplit(': ', 1)[0]}: workload.{k}: {m.group(2)}")
+    return BlocklabError(f"{case.where}.workload.{k}: {m.group(2)}")
 
 
 def _generate(w: dict[str, Any], trace: Path, array: Path) -> None:
@@ -369,7 +391,7 @@ def _replay(case: Case, array: Path, workload: dict[str, Any], folder: Path):
     try:
         _generate(workload, trace, array)
     except BlocklabError as e:
-        raise _as_key(e, case.where) from None
+        raise _as_key(e, case) from None
     # task_rates samples a task's start: the run ends with the workload (no drain), and it
     # needs the drive operations the task-rates query reads
     sampling = "task_rates" in case.measure

@@ -219,7 +219,7 @@ def test_cli_run_json_and_table(tmp_path):
      "case[0].array: group[0].width: raid5 needs at least 3 drives"),
     ('[workload]\ngenerator = "iometer"\nspan = 1.5\n[[case]]\nname = "a"\n[case.array]\n'
      'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
-     "case[0].workload.span: a fraction in (0, 1]"),
+     "s.toml: workload.span: a fraction in (0, 1]"),
     ('links = [[1, 10000]]\n[workload]\ngenerator = "iometer"\n[[case]]\nname = "a"\n'
      'measure = ["links"]\n[case.array]\n'
      'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
@@ -234,19 +234,22 @@ def test_cli_run_json_and_table(tmp_path):
      "case[0].init: not a case key"),
     ('[workload]\ngenerator = "iometer"\nblock_size = "1MiB"\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
-     "case[0].workload.block_size: not an option of the iometer generator"),
+     "s.toml: workload.block_size: not an option of the iometer generator"),
     # spc1 search's ramp-up belongs to a case that measures spc1 (a case that only replays
     # the workload has no search to ramp up)
     ('[workload]\ngenerator = "spc1"\nramp_s = 10\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
-     "case[0].workload.ramp_s: not an option of the spc1 generator"),
+     "s.toml: workload.ramp_s: not an option of the spc1 generator"),
     # a generator's own check, named by the file's key (it named the flag: --requests)
     ('[workload]\ngenerator = "iometer"\nrequests = -5\n[[case]]\nname = "a"\n'
+     '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
+     "s.toml: workload.requests: must be at least 1, found -5"),
+    ('[[case]]\nname = "a"\nworkload = { generator = "iometer", requests = -5 }\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
      "case[0].workload.requests: must be at least 1, found -5"),
     ('[workload]\ngenerator = "iometer"\ntransfer_size = "4q"\n[[case]]\nname = "a"\n'
      '[case.array]\ngroup = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n',
-     "case[0].workload.transfer_size: unknown size unit 'q'"),
+     "s.toml: workload.transfer_size: unknown size unit 'q'"),
     (ONE + '[[published]]\nquantity = "speed"\ncase = "a"\nvalue = 1\nunit = "MB/s"\n'
      'where = "t1"\n', "published[0].quantity: unknown quantity 'speed'"),
     (ONE + '[[published]]\nquantity = "iops"\ncase = "b"\nvalue = 1\nunit = "IOPS"\n'
@@ -280,6 +283,45 @@ def test_bad_scenario_files(tmp_path, body, needle):
     assert res.exit_code == 2
     line = res.output.strip()
     assert "\n" not in line and line.startswith(f"blocklab: error: {f}") and needle in line, line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("table,kv,needle", [
+    ("workload", 'read_pct = "x"', "workload.read_pct: expected a whole number, found 'x'"),
+    ("workload", 'outstanding = "many"', "workload.outstanding: expected a whole number"),
+    ("workload", 'requests = "10"', "workload.requests: expected a whole number, found '10'"),
+    ("workload", "workers = 1.5", "workload.workers: expected a whole number, found 1.5"),
+    ("workload", "transfer_size = []", "workload.transfer_size: expected a size such as 4096"),
+    ("workload", "random_pct = true", "workload.random_pct: expected a whole number, found true"),
+    ("workload", 'span = "x"', "workload.span: expected a number, found 'x'"),
+    ("replay", 'speed = "x"', "replay.speed: expected a number, found 'x'"),
+    ("replay", "speed = 0", "replay.speed: must be a number from 1e-06"),
+    ("replay", "closed_loop = 1.5", "replay.closed_loop: expected a whole number, found 1.5"),
+])
+@pytest.mark.parametrize("own", [False, True], ids=["scenario", "case"])
+def test_a_value_of_the_wrong_type(tmp_path, table, kv, needle, own):
+    """A workload or replay value of the wrong type was a traceback from the generator
+    (read_pct = "x": a TypeError in traces/synth/iometer.py) or from replay (speed = "x": a
+    ValueError), or taken as another value (random_pct = true as 1): one line naming the key
+    as the file has it (the scenario's [workload], or the case's own), exit 2, nothing
+    written."""
+    k, v = kv.split(" = ")
+    if own:
+        body = (f'[workload]\ngenerator = "iometer"\nrequests = 8\n[[case]]\nname = "a"\n'
+                f'{table} = {{ {k} = {v} }}\n')
+        needle = f"{tmp_path / 's.toml'}: case[0].{needle}"
+    else:
+        body = f'[workload]\ngenerator = "iometer"\n{kv}\n[[case]]\nname = "a"\n'
+        if table == "replay":
+            body = f'[workload]\ngenerator = "iometer"\n[replay]\n{kv}\n[[case]]\nname = "a"\n'
+        needle = f"{tmp_path / 's.toml'}: {needle}"
+    f = tmp_path / "s.toml"
+    f.write_text(HEAD + body + '[case.array]\n'
+                 'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n')
+    res = runner.invoke(app, ["scenario", "run", str(f), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"blocklab: error: {needle}"), lines
     assert not (tmp_path / "o").exists()
 
 
