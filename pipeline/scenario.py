@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import make_folders, output_lock
+from blocklab.traces.safety import critical, make_folders, output_lock
 from blocklab.traces.store import atomic_output
 
 from . import scenario_values as SV
@@ -662,27 +662,53 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
         if out.exists() and not out.is_dir():
             raise BlocklabError(f"{out}: exists and is not a folder")
         for case in cases:  # all refused before any case runs
+            _put_back(out / case.name)  # (what a killed run kept aside)
             _replaceable(out / case.name)
         out.mkdir(exist_ok=True, mode=0o700)  # (owner only, as the runs in it)
         for i, case in enumerate(cases):
             if progress is not None:
                 progress(case.name, i, len(cases))
             folder = out / case.name
-            if folder.exists():
-                shutil.rmtree(folder)
+            # an earlier run's case folder is kept aside (OUT/.CASE.kept) until the case is
+            # done again, and put back if it fails or is stopped (it was removed first: a
+            # failed run lost it while scenario.json still described it). The case is built
+            # in its own place, not under a temporary name: its trace, run meta.json and
+            # figures name their files by path, and a temporary's name would stay in them.
+            with critical():
+                if folder.exists():
+                    folder.rename(_kept(folder))
             try:
                 figs.append(run_case(copy.deepcopy(case), folder))
             except BaseException:  # stopped or failed: no half case is left
-                shutil.rmtree(folder, ignore_errors=True)
-                with contextlib.suppress(OSError):
-                    out.rmdir()  # only if no finished case is in it
+                with critical(raise_at_end=False):
+                    shutil.rmtree(folder, ignore_errors=True)
+                    _put_back(folder)
+                    with contextlib.suppress(OSError):
+                        out.rmdir()  # only if no case is in it
                 raise
+            shutil.rmtree(_kept(folder), ignore_errors=True)
         pub, orders = compare(sc.published, {f["case"]: f for f in figs})
         res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
                              cases=figs, elapsed_s=time.perf_counter() - t0, published=pub,
                              orderings=orders)
         _write_json(out / "scenario.json", res.as_dict())
     return res
+
+
+def _kept(folder: Path) -> Path:
+    """Where a case's earlier folder waits while the case runs again (``.CASE.kept``; not a
+    ``.NAME.tmp-PID``, which a later writer would remove as a killed run's)."""
+    return folder.with_name(f".{folder.name}.kept")
+
+
+def _put_back(folder: Path) -> None:
+    """The case's earlier folder back in place of ``folder`` (a half-built case of a failed,
+    stopped or killed run), if one was kept aside; the caller holds the output's lock."""
+    kept = _kept(folder)
+    if kept.is_dir() and not kept.is_symlink():
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        kept.rename(folder)
 
 
 def _replaceable(folder: Path) -> None:

@@ -440,3 +440,56 @@ def test_a_users_folder_named_as_a_case_is_not_replaced_but_its_own_run_is(tmp_p
         res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
         assert res.exit_code == 0, res.output
     assert json.loads((out / "scenario.json").read_text())["cases"][0]["case"] == "a"
+
+
+def test_a_failed_run_keeps_the_earlier_runs_case_folders(tmp_path):
+    """scenario run removed a case's folder before running it: a run that then failed (here
+    a transfer size the generator refuses) left the earlier run's case gone while its
+    scenario.json still described it. The earlier folder is kept aside until the case is
+    done again, and put back when it fails: case b and scenario.json are as they were, case
+    a (done again) whole, and nothing else is left."""
+    two = TINY + TINY[TINY.index("[[case]]"):].replace('name = "a"', 'name = "b"')
+    (tmp_path / "s.toml").write_text(two)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+
+    def state() -> dict[str, bytes]:
+        return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+                if p.is_file()}
+
+    before = state()
+    assert "a/run/meta.json" in before and "b/trace.parquet" in before
+    meta = json.loads(before["a/run/meta.json"])
+    assert meta["trace"]["path"] == str(out / "a" / "trace.parquet")  # (not the temporary's)
+    # case b fails when its workload is generated, after case a was built again
+    bad = two[:two.rindex("[[case]]")] + two[two.rindex("[[case]]"):].replace('"8KiB"', '"3000"')
+    (tmp_path / "s.toml").write_text(bad)
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "case[1].workload.transfer_size" in lines[0], lines
+    after = state()
+    assert {k: v for k, v in after.items() if not k.startswith("a/")} == \
+        {k: v for k, v in before.items() if not k.startswith("a/")}
+    assert sorted(after) == sorted(before)  # case a: done again, whole
+    assert sorted(p.name for p in out.iterdir()) == ["a", "b", "scenario.json"]
+
+
+def test_a_killed_runs_kept_case_folder_is_put_back(tmp_path):
+    """A run killed (SIGKILL) while a case ran again leaves the earlier folder at .CASE.kept
+    and a half case in its place: the next run into that folder puts the earlier one back
+    before anything else (here a run that then fails, so it stays)."""
+    (tmp_path / "s.toml").write_text(TINY)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    whole = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "a").rename(out / ".a.kept")
+    (out / "a").mkdir()
+    (out / "a" / "array.toml").write_text("half")
+    (tmp_path / "s.toml").write_text(TINY.replace('"8KiB"', '"3000"'))
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*")
+            if p.is_file()} == whole
