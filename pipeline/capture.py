@@ -98,6 +98,11 @@ MIN_FREE_BYTES = 1 << 30
 
 
 
+#: The counts a tracefs capture writes even when 0 (docs/formats.md); the others (flush_ends)
+#: when the capture counted any.
+ALWAYS_COUNTED = ("lost_events", "over_size_limit", "skipped", "incomplete")
+
+
 @dataclasses.dataclass(frozen=True)
 class CaptureOptions:
     """What ``blocklab capture`` was asked to do (sizes in bytes, times in seconds)."""
@@ -572,9 +577,10 @@ class _Capture:
                      stale) -> None:
         t0 = self.t0 if self.t0 is not None else start_mono
         meta.start_utc = _utc(t0 + offset)
-        meta.counts = {"lost_events": lost_events(stats), "skipped": 0,
-                       "incomplete": self.ctx.counts.get("incomplete", 0),
-                       "over_size_limit": self.ctx.counts.get("over_size_limit", 0)}
+        # every count of the capture's context (the pairing's incomplete and flush_ends, the
+        # writer's over_size_limit): it listed four by name and dropped flush_ends
+        meta.counts = {**dict.fromkeys(ALWAYS_COUNTED, 0), **self.ctx.counts,
+                       "lost_events": lost_events(stats)}
         meta.extra = {
             "capture": {
                 "method": "tracefs",
