@@ -75,6 +75,35 @@ def test_every_command_and_option_has_help():
         assert must in leaves
 
 
+def test_help_shows_a_value_name_for_each_option_and_none_for_a_flag():
+    """Typer 0.29 wrote `<bool>` beside every flag (--json, --help), `<list[str]>` beside a
+    repeatable option (replay --fail, query -p, scenario run --case, capture -d) and a list
+    argument, and `{sources}...` in the usage line: each option and argument now says what
+    it takes (DRIVE@SECONDS, NAME=VALUE, SOURCES...), a flag nothing."""
+    root = typer.main.get_command(app)
+    for path, _cmd in [((), root), *_commands(root)]:
+        res = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert res.exit_code == 0, path
+        for bad in ("<bool>", "<list["):
+            assert bad not in res.output, (path, bad, res.output)
+        usage = next(ln for ln in res.output.splitlines() if "Usage:" in ln)
+        assert "{" not in usage, (path, usage)
+    for path, shown in ((["replay"], "DRIVE@SECONDS"), (["query"], "NAME=VALUE"),
+                        (["scenario", "run"], "CASE"), (["capture"], "DEVICE"),
+                        (["ingest"], "Usage: blocklab ingest [OPTIONS] SOURCES...")):
+        assert shown in runner.invoke(app, [*path, "--help"], terminal_width=200).output
+
+
+def test_query_help_names_every_view():
+    """query --help's --sql listed the views but left out device_ios."""
+    from blocklab.pipeline.query import BOTH_VIEWS, RUN_VIEWS, TRACE_VIEWS
+
+    text = " ".join(runner.invoke(app, ["query", "--help"], terminal_width=200).output.split())
+    text = text[text.index("--sql"):text.index("--param")].replace("│", "")
+    for view in (*RUN_VIEWS, *TRACE_VIEWS, *BOTH_VIEWS):
+        assert re.search(rf"\b{view}\b", text), view
+
+
 def test_help_into_a_pipe_shows_every_option_name_whole():
     """`blocklab CMD --help | less`: Rich rendered 80 columns into a pipe, and cut the longest
     option names (`--repeat-until-task…`). The commands with an option name of 20 characters
@@ -232,7 +261,7 @@ def test_compressed_binary_detected_by_content(tmp_path, comp):
     (["trace", "head", "t.parquet", "-n", "0"], "blocklab trace head: Invalid value for '-n'"),
     (["query", "run", "latency-summary", "--max-rows", "-1"], "'--max-rows'"),
     (["replay", "t.parquet", "--bogus"], "blocklab replay: No such option: --bogus"),
-    (["replay"], "blocklab replay: Missing argument 'trace'"),
+    (["replay"], "blocklab replay: Missing argument 'TRACE'"),
     (["nosuch"], "blocklab: No such command 'nosuch'"),
     (["--bogus"], "blocklab: No such option: --bogus"),
     (["replay", "t.parquet", "--array", "a.toml", "--fail"],  # the parser's: no context

@@ -85,9 +85,50 @@ def stopped(sig: int) -> None:
     err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _flag(opt: Any) -> Any:
+    """A flag's --help row without a value placeholder: Typer 0.29 shows ``<bool>`` for a
+    flag, which takes no value (an empty metavar is shown as nothing)."""
+    if opt is not None and getattr(opt, "is_flag", False) and opt.metavar is None:
+        opt.metavar = ""
+    return opt
+
+
+def _argument(arg: Any) -> None:
+    """An argument named by its metavar (its name in capitals unless given: TRACE, RUNS) as
+    Click writes it, ``RUNS...`` and ``[NAME]``, where Typer 0.29 writes ``{runs}...`` in the
+    usage line and ``<list[str]>`` as a list argument's type."""
+    if arg.metavar is None:
+        arg.metavar = arg.name.upper()
+    many = "" if arg.nargs == 1 or "..." in arg.metavar else "..."
+    shown = arg.metavar + many
+    usage = shown if arg.required else f"[{shown}]"
+    arg._usage_display_name = lambda: usage
+    arg._rich_display_name = lambda: shown
+    if arg.nargs != 1:
+        arg.display_type_rich = lambda ctx: None
+
+
+def _plain_help(cmd: Any) -> None:
+    """``cmd``'s and its subcommands' --help as _flag and _argument say (the help option too,
+    which Click makes when first asked for)."""
+    for p in cmd.params:
+        if isinstance(p, typer.core.TyperArgument):
+            _argument(p)
+        else:
+            _flag(p)
+    made = cmd.get_help_option
+    cmd.get_help_option = lambda ctx: _flag(made(ctx))
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_help(sub)
+
+
 class _Guarded(typer.core.TyperGroup):
     """Runs every command with SIGINT, SIGTERM and SIGHUP as a clean stop (temporaries removed,
     exit 128 + signal) and operating-system errors as one line (traces/safety.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self)  # (the commands are made once per run of the app, with it)
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:  # blocklab's own options (``blocklab --bogus``), read before invoke

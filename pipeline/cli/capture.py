@@ -21,7 +21,8 @@ def capture(
         "-o", "--output", help="Trace Parquet file to write (owner-readable only, appears "
         "only when complete).")] = None,
     device: Annotated[list[str] | None, typer.Option(
-        "--device", "-d", help="Device to capture: MAJ:MIN or /dev/NAME (a partition is its "
+        "--device", "-d", metavar="DEVICE",
+        help="Device to capture: MAJ:MIN or /dev/NAME (a partition is its "
         "disk's sector range); repeat for several. Default: every block device.")] = None,
     duration: Annotated[float | None, typer.Option(
         "--duration", help="Stop after S seconds (default: at Ctrl-C, SIGTERM or SIGHUP).",

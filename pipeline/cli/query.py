@@ -47,14 +47,17 @@ def _json_value(v: Any) -> Any:
 @app.command()
 def query(
     args: Annotated[list[str] | None, typer.Argument(
+        metavar="SOURCE... NAME",
         help="Run folders, folders holding run folders (at any depth), or trace files; then "
         "the query's NAME unless --sql is given.", show_default=False)] = None,
     sql: Annotated[str | None, typer.Option(
-        "--sql", help="Run this SQL over the views (ios, drive_ops, drive_busy, events, runs, "
-        "drives, trace, traces, requests) instead of a named query.")] = None,
+        "--sql", metavar="SQL", help="Run this SQL over the views (ios, drive_ops, drive_busy, "
+        "events, runs, drives, trace, traces, requests, device_ios) instead of a named "
+        "query.")] = None,
     param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="K=V: the value of the query's parameter $K (repeat for "
-        "several); see --list for each query's parameters and defaults.")] = None,
+        "--param", "-p", metavar="NAME=VALUE", help="The value of the query's parameter "
+        "$NAME (repeat for several); see --list for each query's parameters and "
+        "defaults.")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="Output: table, json (a list of row objects) or csv. csv and "
         "json write every row as the answer comes, in bounded memory.")

@@ -46,7 +46,8 @@ def replay(
         "trace (default 1000); when they end with tasks still under way, the tasks finish "
         "without host I/O and the replay says so.")] = None,
     fail: Annotated[list[str] | None, typer.Option(
-        "--fail", help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
+        "--fail", metavar="DRIVE@SECONDS",
+        help="Fail drive DRIVE at SECONDS into the replay (DRIVE@SECONDS, e.g. "
         "3@120; drives are numbered as meta.json lists them); several allowed, added to the "
         "configuration's failure tables.")] = None,
     workers: Annotated[int | None, typer.Option(

@@ -123,7 +123,7 @@ def scenario_run(
         "-o", "--output", help="Output folder (default scenario-NAME): per case its array, "
         "trace and run folder, and scenario.json with every figure.")] = None,
     case: Annotated[list[str] | None, typer.Option(
-        "--case", help="Run only this case (repeat for more).")] = None,
+        "--case", metavar="CASE", help="Run only this case (repeat for more).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run a scenario: generate each case's workload on its array, replay it (with its
