@@ -68,6 +68,8 @@ MTU_RANGE = (576, 9216)
 GENERATORS = ("ior", "iometer", "orion", "spc1")
 _GENERATOR_FNS: dict[str, Callable[..., Any]] = {"ior": synth_ior, "iometer": synth_iometer,
                                                  "orion": synth_orion, "spc1": synth_spc1}
+#: A case's name, which is its folder's in the output.
+CASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 #: The keys a [[case]] may have.
 CASE_KEYS = {"name", "label", "array", "workload", "measure", "failure", "replay", "links", "oio"}
 
@@ -194,7 +196,7 @@ def load(name: str | Path) -> Scenario:
 
 def _parse(data: dict[str, Any], path: Path) -> Scenario:
     base_w = data.get("workload", {})
-    cases = []
+    cases: list[Case] = []
     for i, c in enumerate(data.get("case", [])):
         where = f"{path}: case[{i}]"
         if isinstance(c, dict) and (odd := sorted(set(c) - CASE_KEYS)):
@@ -232,6 +234,13 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
             raise BlocklabError(f"{where}.measure: unknown {bad} (known: {', '.join(MEASURES)})")
         if "name" not in c or "array" not in c:
             raise BlocklabError(f"{where}: a case needs a name and an [case.array] table")
+        # the name is the case's folder in the output: ["a"] or 1 was a TypeError when the
+        # case ran, "../x" wrote beside the output and "" into the output folder itself
+        if not isinstance(c["name"], str) or not CASE_NAME.fullmatch(c["name"]):
+            raise BlocklabError(f"{where}.name: expected a name of letters, digits, '.', '_', "
+                                f"'+' or '-' (the case's folder), found {c['name']!r}")
+        if any(x.name == c["name"] for x in cases):
+            raise BlocklabError(f"{where}.name: {c['name']} is already a case's name")
         try:  # a bad array config fails here, naming its key
             parse_array(c["array"], path)
         except BlocklabError as e:

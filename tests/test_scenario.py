@@ -264,6 +264,11 @@ def test_cli_run_json_and_table(tmp_path):
      'where = "t"\nlinks = 2\nmtu = 1500\n', "published[0].links: case a runs no variant"),
     (ONE + '[[published]]\nquantity = "seq_read"\ncase = "a"\nvalue = 3\nunit = "MB/s"\n'
      'where = "t"\ntable = 2\n', "published[0].table: unknown key"),
+    # a case name that is no folder name: a TypeError when the case ran (["a"], 1), or a case
+    # written beside the output ("../x") or into the output folder itself ("")
+    *[(ONE.replace('name = "a"', f"name = {n}"), "case[0].name: expected a name of letters")
+      for n in ('["a"]', "1", '"../x"', '""')],
+    (ONE + ONE[ONE.index("[[case]]"):], "case[1].name: a is already a case's name"),
     # a list where a name belongs: "unhashable type: 'list'", which named no key
     (ONE + '[[published]]\nquantity = ["iops"]\ncase = "a"\nvalue = 1\nunit = "IOPS"\n'
      'where = "t1"\n', "published[0].quantity: unknown quantity ['iops']"),
