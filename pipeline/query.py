@@ -60,6 +60,7 @@ from blocklab.traces.schema import COLUMNS, RUN_COLUMNS, RUN_SCHEMA_VERSION, SEC
 from blocklab.traces.store import open_trace
 
 from . import runmeta as RM
+from .damage import failure_line
 from .spill import spill_folder
 
 #: Run-folder files a run must have, and those it may lack (an empty table then).
@@ -628,10 +629,8 @@ def _disk_full(line: str) -> str:
 
 
 def _failed(label: str, sources: list[Source], e: Exception) -> BlocklabError:
-    """A query's failure as one line naming the query and (the first three of) the runs."""
-    where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
-                                                      if len(sources) > 3 else "")
-    return BlocklabError(f"query {label} over {where}: {_disk_full(_first_line(e))}")
+    """A query's failure as one line naming the query, the runs and a damaged file."""
+    return BlocklabError(failure_line(label, sources, e, _disk_full(_first_line(e))))
 
 
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None, label: str,

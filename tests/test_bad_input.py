@@ -410,7 +410,8 @@ def test_a_page_damaged_read_through_duckdb(tmp_path, command):
     the commands that ask DuckDB, which reads the pages only when the query runs (after the
     views were made): trace stats and trace head gave DuckDB's traceback (exit 1), and so did
     trace iostat when the damage was in a column its own checks read (complete_ns). Now one
-    line naming the query and the input, as blocklab query gives, exit 2."""
+    line naming the query and the input, as blocklab query gives, exit 2, and the damaged file
+    when DuckDB's words name none (a run's ios.parquet: "don't know what type:")."""
     array = tmp_path / "a.toml"
     array.write_text('[[group]]\nname = "g"\nlayout = "raid0"\nwidth = 2\ndrive = "atlas10k"\n')
     trace = tmp_path / "t.parquet"
@@ -434,5 +435,8 @@ def test_a_page_damaged_read_through_duckdb(tmp_path, command):
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("blocklab: error: query "), lines[0]
     assert f" over {given}: " in lines[0], lines[0]
+    if given.name == "run":  # the file too: DuckDB's "don't know what type:" names none
+        assert "ios.parquet" in lines[0], lines[0]
+    assert lines[0].isprintable(), lines[0]  # (not the damaged bytes DuckDB's words carry)
     assert "Traceback" not in res.output
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
