@@ -457,7 +457,7 @@ def run_case(case: Case, out: Path) -> dict[str, Any]:
                                "p99_latency_ms": r.p99_latency_ms})
         return fig
     r = _replay(case, array, case.workload, out)
-    fig.update(requests=r.requests, mean_latency_ms=r.mean_latency_ms,
+    fig.update(requests=r.requests, lost_requests=r.lost, mean_latency_ms=r.mean_latency_ms,
                p99_latency_ms=r.p99_latency_ms, replay_s=r.elapsed_s)
     if case.replay.get("repeat"):
         fig.update(passes=r.passes, repeat_limit_reached=r.repeat_limit_reached)

@@ -326,6 +326,8 @@ POINT_COLUMNS: dict[str, tuple[pa.DataType, bool, str, str]] = {
     "drive_busy_max": (pa.float64(), True, "-", "busiest drive's busy fraction"),
     "failures": (pa.int64(), True, "count", "drive failures"),
     "data_loss": (pa.int64(), True, "count", "data-loss events"),
+    "lost_requests": (pa.int64(), True, "count", "requests with data on no surviving member "
+                      "(ios.lost; left out of the latencies)"),
     "rebuild_window_s": (pa.float64(), True, "s", "longest failure-to-rebuild-end window "
                          "(null without failures)"),
     "rebuild_done": (pa.bool_(), True, "-", "every rebuild ended within the run"),
