@@ -509,6 +509,22 @@ def test_cli_table_of_a_long_answer_shows_its_ends(runs):
     assert sum(ln.startswith("\u2502") for ln in res.stdout.splitlines()) == len(every)
 
 
+def test_cli_table_folds_a_value_too_long_for_its_column(runs):
+    """A value wider than the table (a run folder's path, here a word of 158 characters) is
+    folded onto the next lines whole, as the csv output gives it: rich's default cut it with
+    an ellipsis, and two long values that differ at their end read alike."""
+    base = ["query", str(runs["raid0"]), "--sql",
+            "SELECT 'run-' || repeat('0123456789', 15) || '-end' AS v"]
+    (want,) = [r["v"] for r in csv.DictReader(io.StringIO(
+        runner.invoke(app, [*base, "-f", "csv"]).output))]
+    assert len(want) == 158
+    res = runner.invoke(app, base)
+    assert res.exit_code == 0, res.output
+    cells = [ln.strip("\u2502").strip() for ln in res.stdout.splitlines()
+             if ln.startswith("\u2502")]
+    assert "".join(cells) == want, res.stdout
+
+
 def test_cli_sql_with_parameters(runs):
     res = runner.invoke(app, ["query", str(runs["raid0"]), "--sql",
                               "SELECT count(*) AS n FROM ios WHERE op = $op", "-p", "op=1",
