@@ -122,6 +122,17 @@ def test_help_into_a_pipe_shows_every_option_name_whole():
             assert re.search(rf"{re.escape(name)}(\s|,|$)", res.stdout, re.M), (path, name)
 
 
+def test_stats_table_is_figures_without_a_header_row(tmp_path):
+    """trace stats prints a list of figures, one a row (name, value): no header row above them
+    (the table's head, drawn in heavy lines, would read 'figure | value')."""
+    from . import golden
+
+    trace = golden.write_trace(tmp_path / "t.parquet", golden.workload_columns(50))
+    res = runner.invoke(app, ["trace", "stats", str(trace)])
+    assert res.exit_code == 0, res.output
+    assert "\u2503" not in res.stdout and "\u2502 requests" in res.stdout, res.stdout
+
+
 def test_stats_json_matches_numpy(tmp_path):
     out = tmp_path / "t.parquet"
     ingest([str(SAMPLE)], str(out))
@@ -373,3 +384,27 @@ def test_replay_says_how_many_requests_it_skipped(tmp_path):
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["counts"]["skipped_not_read_write"] == skipped
     assert f"{400 - skipped} requests" in res.stdout
+
+
+@pytest.mark.replays
+def test_replay_counts_skipped_requests_in_thousands_and_only_when_there_are_some(tmp_path):
+    """The skipped line gives its count with the thousands grouped (1,234: counted here from
+    the trace), and a trace of reads and writes only gets no such line: nothing was skipped,
+    so there is nothing to say."""
+    from . import golden
+
+    cols = golden.workload_columns(2600)
+    array = tmp_path / "a.toml"
+    array.write_text('[[group]]\nname = "g"\nlayout = "raid0"\nwidth = 2\ndrive = "atlas10k"\n')
+    res = runner.invoke(app, ["replay", str(golden.write_trace(tmp_path / "rw.parquet", cols)),
+                              "--array", str(array), "-o", str(tmp_path / "rw")])
+    assert res.exit_code == 0, res.output
+    assert "2600 requests" in res.stdout and "neither read nor write" not in res.stdout
+    cols["op"][np.random.default_rng(3).random(2600) < 0.5] = S.OP_DISCARD
+    skipped = int((cols["op"] > S.OP_WRITE).sum())
+    assert skipped >= 1000
+    trace = golden.write_trace(tmp_path / "t.parquet", cols)
+    res = runner.invoke(app, ["replay", str(trace), "--array", str(array), "-o",
+                              str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert f"  {skipped:,} requests neither read nor write" in res.stdout, res.stdout
