@@ -1,9 +1,10 @@
-"""The HDD model against its plain-Python reference with the controller's overheads taken away:
-a request then reaches the mechanism as it arrives, so when the read-ahead it stops lets the
-head go (the end of the sector under the head, DiskSim's rule) is what its service waits for.
-With the validated drives' overheads (a tenth of a millisecond and more, several sector
-times) that moment hides behind them, and a model that stopped the read-ahead a sector early
-served those drives as the reference does."""
+"""How a request stops the HDD model's read-ahead in progress (kernels/drive/hdd_cache.py
+_ra_cut_now), against the plain-Python reference, in cases the reference tests reach rarely.
+With the controller's overheads taken away a request reaches the mechanism as it arrives, so
+when the read-ahead it stops lets the head go (the end of the sector under the head, DiskSim's
+rule) is what its service waits for: with the validated drives' overheads (a tenth of a
+millisecond and more, several sector times) that moment hides behind them, and a model that
+stopped the read-ahead a sector early served those drives as the reference does."""
 
 from __future__ import annotations
 
@@ -51,3 +52,39 @@ def test_a_read_that_stops_the_read_ahead_without_overheads_matches_reference(sh
         assert got == pytest.approx(want, abs=1e-6), i
         assert got_hit == want_hit, i
         t = want + float(rng.uniform(0.0, idle_ms))
+
+
+def test_a_read_after_a_read_ahead_that_ended_mid_track_matches_reference(shared):
+    """The HP C2247A, its overheads as validated: twelve 1-block reads in sequence a little
+    before a sparing edge, a jump of 225 blocks three ms later, then reads of a block and of
+    130 blocks a little behind: each completion and hit is the reference's. tests/test_hdd.py's
+    edges test found this sequence only now and then against a model whose read-ahead stop
+    took the walk's current run to the run's end on the platter, not to the walk's end (its
+    last run is shorter when the read-ahead ends inside it)."""
+    from .test_hdd import _edges
+
+    d = read_drive(shared / "validation" / "disksim" / "hp_c2247a.parv")
+    p, zones, cd, ct = drive_params(d)
+    lay = ref.Layout(d)
+    edges = _edges(d, lay)
+    disk = ref.RefDisk(d)
+    state = H.new_state()
+    edge = 1290
+    a = prev_end = max(edges[edge % len(edges)] - 23, 0)
+    t = 0.0
+    steps = [("seq", 1, 1, 0.0)] * 12 + [("jump", 202, 225, 3.0), ("back", 1, 1, 1.0),
+                                         ("back", 1, 130, 0.0)]
+    for i, (kind, delta, n, idle) in enumerate(steps):
+        if kind == "seq":
+            a = prev_end
+        elif kind == "back":
+            a = prev_end - delta
+        else:
+            a = edges[(edge + delta) % len(edges)] - delta
+        a = min(max(a, 0), lay.total - n)
+        want, want_hit = disk.service(t, a, n, False)
+        got, got_hit = H.service(p, zones, cd, ct, state, 0, t, a, n, False)
+        assert got == pytest.approx(want, abs=1e-6), i
+        assert got_hit == want_hit, i
+        prev_end = a + n
+        t = want + idle
