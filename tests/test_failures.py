@@ -99,10 +99,12 @@ def test_engine_with_failures_equals_reference(toml, data):
                         interval_ns=got["bins"]["interval_ns"], **kw)
     _assert_same(got, want)
     # every rebuild that started ended once: with rebuild_end, having rebuilt every row of
-    # every piece, or, only after a failure that lost data, with rebuild_stopped, having
-    # rebuilt less, the share rebuilt as its fraction
+    # every piece, or, only after a failure that lost data or of a spare it rebuilt onto,
+    # with rebuild_stopped, having rebuilt less, the share rebuilt as its fraction
     ev = got["events"]
     loss_t = ev["t"][ev["code"] == EVENT_NAMES.index("data_loss")]
+    fail_t = {int(d): int(t) for d, t, c in zip(ev["drive"], ev["t"], ev["code"], strict=True)
+              if c == EVENT_NAMES.index("failure")}
     for t in np.flatnonzero(tasks.TK["kind"] == T.TASK_KINDS["rebuild"]):
         ends = ev[np.isin(ev["code"], [EVENT_NAMES.index("rebuild_end"),
                                        EVENT_NAMES.index("rebuild_stopped")]) & (ev["ref"] == t)]
@@ -112,7 +114,8 @@ def test_engine_with_failures_equals_reference(toml, data):
         if ends["code"][0] == EVENT_NAMES.index("rebuild_end"):
             assert ends["bytes"][0] == whole and ends["frac"][0] == T.PPM
         else:
-            assert len(loss_t) and loss_t.min() <= ends["t"][0]
+            spares = [fail_t[d] for d in tasks.PC["dst"][p0:p0 + npc].tolist() if d in fail_t]
+            assert min([*loss_t.tolist(), *spares], default=ends["t"][0] + 1) <= ends["t"][0]
             assert 0 <= ends["bytes"][0] < whole
             assert ends["frac"][0] == ends["bytes"][0] * T.PPM // whole
 

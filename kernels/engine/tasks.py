@@ -188,7 +188,8 @@ def _fail(cfg, W, f, now):
         row = W.AF[i, AF_ROW]
         k = W.AF[i, AF_K]
         before = _lost_stripes(W, row)
-        if _miss_slot(W.MP, row, k) == NONE:
+        js = _miss_slot(W.MP, row, k)
+        if js == NONE:
             for j in range(0, R.MISS_N, 2):
                 if W.MP[row, MP_MISS + j] < 0:
                     W.MP[row, MP_MISS + j] = k
@@ -196,6 +197,10 @@ def _fail(cfg, W, f, now):
                     break
             else:  # a fourth loss: beyond every layout's tolerance already
                 continue
+        elif W.MP[row, MP_MEM + 2 * k] == d:
+            # the spare a rebuild was writing this member onto: what it rebuilt is gone with
+            # it (until 2026-11-29 the rows below its cursor still counted as whole)
+            W.MP[row, MP_MISS + js + 1] = 0
         lost += _lost_stripes(W, row) - before
     if lost > 0:
         _event(W, now, X_DATA_LOSS, d, NONE, 0, 0, lost)
@@ -218,6 +223,8 @@ def _task_start(cfg, W, t, now, ncand):
     if kind == JOB_REBUILD:
         PC = W.PC
         for p in range(TK[t, TK_P0], TK[t, TK_P0] + TK[t, TK_NP]):
+            if W.DR[PC[p, PC_DST], D_FAILED] != 0:
+                continue  # its spare failed before it started: nothing to write onto
             row = PC[p, PC_ROW]
             k = PC[p, PC_K]
             W.MP[row, MP_MEM + 2 * k] = PC[p, PC_DST]
@@ -303,7 +310,9 @@ def _task_issue(cfg, W, t, now, ncand):
             first, last = _new_op(W, -j - 1, PC[p, PC_DST], PC[p, PC_DOFF] + a, rows, 1, 1,
                                   share, first, last)
         else:
-            if kind == JOB_REBUILD:
+            if kind == JOB_REBUILD and W.DR[PC[p, PC_DST], D_FAILED] != 0:
+                m = 0  # its spare failed: the unit is lost, the rebuild stops (below)
+            elif kind == JOB_REBUILD:
                 m = R.plan_rebuild(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], PC[p, PC_K], a, rows,
                                    W.MP[row, MP_MISS:MP_MISS + R.MISS_N], W.PLAN)
             else:
@@ -313,7 +322,8 @@ def _task_issue(cfg, W, t, now, ncand):
             first, last = _add_ops(W, -j - 1, row, m, share, first, last)
         if first != NONE:
             return _launch(W, W.JB, j, J_PENDING, first, now, ncand)
-        if kind == JOB_REBUILD:  # nothing survives to rebuild it from: lost, not rebuilt
+        if kind == JOB_REBUILD:  # nothing survives to rebuild it from, or nothing to
+            # rebuild it onto: lost, not rebuilt
             TK[t, TK_LOST] += rows * SECTOR
             TK[t, TK_BDONE] -= rows * SECTOR  # (_unit_complete counts the unit's bytes)
             if PC[p, PC_LOST0] == 0 or a + 1 < PC[p, PC_LOST0]:
@@ -350,7 +360,10 @@ def _unit_complete(W, j, now):
     kind = TK[t, TK_KIND]
     if kind == JOB_REBUILD:
         js = _miss_slot(W.MP, row, k)
-        if js != NONE:
+        # the member's cursor is this piece's only while the member is written onto its spare,
+        # and the spare works (a failed spare's member may be a later rebuild's by now)
+        if js != NONE and W.MP[row, MP_MEM + 2 * k] == PC[p, PC_DST] and \
+                W.DR[PC[p, PC_DST], D_FAILED] == 0:
             # rebuilt up to the piece's cursor, but not past a unit that was lost: its rows
             # hold nothing (until 2026-11-29 they counted as rebuilt, and another rebuild of
             # the same stripes read them as a source and ran to its end)

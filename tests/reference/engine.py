@@ -518,15 +518,7 @@ class _Sim:
         t_, d, af0, naf = self.fl[f]
         self.failed.add(d)
         self.event(now, FAILURE, d, -1)
-        lost = 0
-        for row, k in self.af[af0:af0 + naf]:
-            before = self.maps.lost(row)
-            miss = self.maps.rows[row]["miss"]
-            if all(m != k for m, _c in miss):
-                if len(miss) == 3:
-                    continue
-                miss.append([k, 0])
-            lost += self.maps.lost(row) - before
+        lost = sum(self.maps.lose(row, k, d) for row, k in self.af[af0:af0 + naf])
         if lost > 0:
             self.event(now, DATA_LOSS, d, -1, 0, 0, lost)
 
@@ -542,6 +534,8 @@ class _Sim:
         self.event(now, code, row["drive"], t)
         if kind == REBUILD:
             for p in range(row["p0"], row["p0"] + row["np"]):
+                if self.pc[p]["dst"] in self.failed:
+                    continue  # its spare failed first
                 r, k = self.pc[p]["row"], self.pc[p]["k"]
                 self.maps.rows[r]["mem"][k] = (self.pc[p]["dst"], self.pc[p]["doff"])
                 for m in self.maps.rows[r]["miss"]:
@@ -601,7 +595,9 @@ class _Sim:
                 r = self.pc[p]["row"]
                 gk, gw, gu, _ds = self.maps.geom[self.maps.rows[r]["geom"]]
                 buf = np.zeros((rows // gu + 2) * (gw + 2) * R.OP_NCOLS, dtype=np.int64)
-                if kind == REBUILD:
+                if kind == REBUILD and self.pc[p]["dst"] in self.failed:
+                    m = 0  # no spare to rebuild onto: lost
+                elif kind == REBUILD:
                     m = R.plan_rebuild(gk, gw, self.pc[p]["k"], a, rows,
                                        self.maps.miss_array(r), buf)
                 else:
@@ -645,7 +641,9 @@ class _Sim:
             if self.pc[p]["lost0"]:  # not rebuilt past a lost unit: missing from there up
                 done_rows = min(done_rows, self.pc[p]["lost0"] - 1)
             miss = self.maps.rows[r]["miss"]
-            for m in miss:
+            own = (self.maps.rows[r]["mem"][k][0] == self.pc[p]["dst"]
+                   and self.pc[p]["dst"] not in self.failed)  # the member is on its spare
+            for m in miss if own else []:
                 if m[0] == k:
                     if done_rows >= self.pc[p]["rows"]:
                         miss.remove(m)

@@ -122,6 +122,20 @@ class Maps:
         if old in slots:
             slots[slots.index(old)] = new
 
+    def lose(self, row, k, d):
+        """Member ``k`` of map ``row`` is lost with drive ``d`` (the kernel's _fail): missing
+        from row 0 up, also when a rebuild was writing it onto ``d`` (what it rebuilt is gone);
+        returns the stripes this loses beyond the layout's tolerance."""
+        before = self.lost(row)
+        miss = self.rows[row]["miss"]
+        if all(m != k for m, _c in miss):
+            if len(miss) == 3:
+                return 0
+            miss.append([k, 0])
+        elif self.rows[row]["mem"][k][0] == d:
+            next(m for m in miss if m[0] == k)[1] = 0
+        return self.lost(row) - before
+
     def lost(self, row):
         kind, width, unit, ds = self.geom[self.rows[row]["geom"]]
         tol = int(R.tolerance(kind, width))
