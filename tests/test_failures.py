@@ -755,3 +755,30 @@ def test_requests_to_lost_stripes_are_lost_and_left_out_of_the_latencies(tmp_pat
     assert rows["lost_requests"] == sum(want) and rows["requests"] == len(want)
     assert rows["p99_ms"] == pytest.approx(np.quantile(served, 0.99) / 1e6)
     assert rows["max_ms"] == pytest.approx(max(served) / 1e6)
+
+
+def test_a_spare_that_fails_during_its_rebuild_takes_the_rebuilt_rows_with_it():
+    """A RAID-1 with two hot spares: drive 0 fails and is rebuilt onto spare 2, which fails in
+    turn; that rebuild stops, and spare 3 rebuilds the member from row 0. When drive 1 then
+    fails before spare 3 is done, data is lost (both copies of the rows above its cursor are
+    gone). Before, the first rebuild ran on to rebuild_end onto the failed spare, the member
+    counted as whole, and no data_loss was recorded. The kernel equals the reference."""
+    toml = {"group": [{"name": "g", "layout": "raid1", "drive": "atlas10k", "width": 2,
+                       "stripe_unit": "64KiB", "hot_spares": 2}],
+            "rebuild": {"unit": "256MiB", "depth": 1},
+            "failure": [{"drive": 0, "at_s": 0.0}, {"drive": 2, "at_s": 19e-6},
+                        {"drive": 1, "at_s": 60e-6}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 0))
+    tasks = plan(arr)
+    z = np.zeros(0, np.int64)
+    got = run_engine(arr, z, z, z, z, tasks=tasks, drive_ops=True)
+    want = ref.simulate(arr, z, z, z, z, 2000, 0, tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"])
+    _assert_same(got, want)
+    ev = [(EVENT_NAMES[c], int(t), int(d)) for c, t, d in
+          zip(got["events"]["code"], got["events"]["t"], got["events"]["drive"], strict=True)]
+    ends = [(name, t, d) for name, t, d in ev if name in ("rebuild_end", "rebuild_stopped")]
+    # drive 0's rebuild stops with its spare, before drive 1 fails; spare 3's stops at that
+    assert [(name, d) for name, _t, d in ends] == [("rebuild_stopped", 0), ("rebuild_stopped", 2)]
+    assert 19_000 <= ends[0][1] < 60_000 <= ends[1][1]
+    assert ("data_loss", 60_000, 1) in ev
