@@ -173,10 +173,11 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
 def _ra_cut_now(p, zones, curve_d, curve_t, st, b, cut):
     """``_ra_cut``, its commonest outcomes worked out in place: a read-ahead known to have
     ended by ``cut``, or one that ``cut`` finds in the run its walk is at (the next request
-    soon after a read: the drive reads ahead to the end of the track). Those are the first
-    pass of ``_ra_cut``'s loop with the same operations, which would store the walk's state
-    unchanged; anything else calls ``_ra_cut``. Its call, with five arrays, cost more than
-    this arithmetic on a random read."""
+    soon after a read: the drive reads ahead to the end of the track), or one whose walk ended
+    in that run before ``cut`` (the next random request, later: a read-ahead to the end of the
+    track is one run). Those are the first pass of ``_ra_cut``'s loop with the same
+    operations, which would store the walk's state unchanged; anything else calls ``_ra_cut``.
+    Its call, with five arrays, cost more than this arithmetic on a random read."""
     n = int(st[b + S_PF_N])
     if st[b + S_RA_END] > 0 and cut >= st[b + S_FREE]:
         return n, st[b + S_FREE], int(st[b + S_CYL]), int(st[b + S_HEAD]), False
@@ -195,6 +196,13 @@ def _ra_cut_now(p, zones, curve_d, curve_t, st, b, cut):
         if cut < tr + cnt * s:
             k = int((cut - tr) / s)
             return j + k, tr + (k + 1) * s, c, h, True
+        if j + cnt == n:  # the walk ended in this run, before cut
+            t_end = tr + cnt * s
+            st[b + S_RA_END] = 1
+            st[b + S_FREE] = t_end
+            st[b + S_CYL] = c
+            st[b + S_HEAD] = h
+            return n, t_end, c, h, False
     return _ra_cut(p, zones, curve_d, curve_t, st, b, cut)
 
 
