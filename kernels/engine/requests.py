@@ -171,12 +171,17 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
     pos = lun_lba
     end = lun_lba + n
     while pos < end:
-        e = LN[lun, U_EXT0] + pos // esect
-        piece_end = min(end, (pos // esect + 1) * esect)
+        # a LUN of one extent (a RAID group's) needs no 64-bit division: its quotient starts a
+        # chain of dependent loads (extent, member map, geometry), and the fixed-time engine's
+        # random replay ran 7 % faster without it; sectors are never negative, so the same
+        # quotient and remainder
+        x = 0 if pos < esect else pos // esect
+        e = LN[lun, U_EXT0] + x
+        piece_end = min(end, (x + 1) * esect)
         row = W.EX[e, EX_ROW]
         grp = W.MP[row, MP_GROUP]
         m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
-                           W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
+                           W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos - x * esect, piece_end - pos,
                            write, W.MH[row], W.PLAN, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
         if item >= 0 and W.MP[row, MP_MISS] >= 0 and R.request_lost(
                 W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT], W.GR[grp, G_DS],
