@@ -256,7 +256,7 @@ def _own_work(p, zones, curve_d, curve_t, st, b, t):
 
 @njit(forceinline=True, nrt=False)
 def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind, lim, free, cyl,
-                head, zb_a, q_a, nxt_a):
+                head, zb_a, q_a, nxt_a, geo_a):
     """A read miss, or a partial hit on segment ``k`` that nobody is filling: the media read
     into ``k`` (from ``a``, or from the segment's end for a partial hit, on to the read-ahead
     limit ``lim``) and when the host has the request's last block. Returns the completion
@@ -287,7 +287,7 @@ def _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind,
     if rd != a:
         zb_a = -1
     tr0, wait0, geo0, zb0 = _ra_new(p, zones, curve_d, curve_t, st, b, k, start, cyl, head, rd,
-                                    nblk, zb_a, q_a, nxt_a)
+                                    nblk, zb_a, q_a, nxt_a, geo_a)
     if kind == 0 and min(geo0, nblk) > n:  # the request lies in the walk's first run
         bus = _ra_bus_first(p, zones, zb0, tr0, n, wm, bus_at, resel, xr)
     else:
@@ -317,7 +317,7 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
     zb_a, q_a, nxt_a = -1, 0, 0  # a's physical place, when needed
     if p[P_RA_KIND] == RA_DEC or p[P_READ_ARRIVAL] > 0:
         zb_a, q_a, nxt_a = _phys_call(p, zones, a)
-    lim = _ra_limit(p, zones, a, n, zb_a, q_a, nxt_a)
+    lim, geo_a = _ra_limit(p, zones, a, n, zb_a, q_a, nxt_a)
     if pf >= 0 and (k != pf or kind == 0):  # stop the read-ahead
         st[b + S_PF_SEG] = -1
         free = stop_t
@@ -339,7 +339,7 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
                 st[b + S_RA_END] = 0
         elif p[P_RA_IDLE_HIT] > 0 and hi < lim:
             _ra_new(p, zones, curve_d, curve_t, st, b, k, max(t + ov_miss, free), cyl, head,
-                    int(hi), int(lim - hi), -1, 0, 0)
+                    int(hi), int(lim - hi), -1, 0, 0, 0)
     elif kind == 1 and k == pf:  # the rest is coming in from the read-ahead
         new_n = max(pf_n, int(lim) - pf_lbn)
         if new_n > pf_n:
@@ -355,7 +355,7 @@ def _read(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, free, cyl, hea
         _seg_set(st, b, k, lo, hi)
     else:  # a miss, or a partial hit on a segment nobody is filling
         done = _read_media(p, zones, curve_d, curve_t, st, b, t, a, n, prev_write, k, kind, lim,
-                           free, cyl, head, zb_a, q_a, nxt_a)
+                           free, cyl, head, zb_a, q_a, nxt_a, geo_a)
     st[b + S_PREV_WRITE] = 0
     return done, hit
 

@@ -95,25 +95,27 @@ def _memo_get(st, b):
 
 
 @njit(forceinline=True, nrt=False)
-def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt):
+def _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt, geo):
     """Put the read-ahead's walk back at its first run (whose physical place is ``zb, q, nxt``,
-    or is looked up if ``zb < 0``)."""
+    or is looked up if ``zb < 0``; ``geo`` its length on the platter if known, else 0)."""
     t = st[b + S_PF_T]
     lbn = int(st[b + S_PF_LBN])
     if zb < 0:
         zb, q, nxt = _phys(p, zones, lbn)
+        geo = 0
     ts, tr, wt, geo, c1, h1 = _run_at(p, zones, curve_d, curve_t, t, int(st[b + S_PF_C0]),
-                                      int(st[b + S_PF_H0]), lbn, zb, q, nxt)
+                                      int(st[b + S_PF_H0]), lbn, zb, q, nxt, geo)
     _memo_put(st, b, 0, t, ts, tr, wt, geo, c1, h1, zb, q, nxt)
     return tr, wt, geo, zb
 
 
 @njit(forceinline=True, nrt=False)
-def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, nxt):
+def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, nxt, geo):
     """Start a media read of ``nblk`` blocks from ``lbn`` (physical place ``zb, q, nxt``, or
-    ``zb < 0``) into segment ``seg`` at ``t`` from (c, h), the mechanism busy until it ends
-    (computed when needed). Returns (when its first block comes under the head, the
-    rotational wait before it, the first run's length on the platter, its zone base)."""
+    ``zb < 0``; ``geo`` its first run's length if known, else 0) into segment ``seg`` at ``t``
+    from (c, h), the mechanism busy until it ends (computed when needed). Returns (when its
+    first block comes under the head, the rotational wait before it, the first run's length on
+    the platter, its zone base)."""
     st[b + S_PF_SEG] = seg
     st[b + S_PF_T] = t
     st[b + S_PF_C0] = c
@@ -121,7 +123,7 @@ def _ra_new(p, zones, curve_d, curve_t, st, b, seg, t, c, h, lbn, nblk, zb, q, n
     st[b + S_PF_LBN] = lbn
     st[b + S_PF_N] = nblk
     st[b + S_RA_END] = 0
-    return _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt)
+    return _ra_restart(p, zones, curve_d, curve_t, st, b, zb, q, nxt, geo)
 
 
 @njit(nrt=False)
@@ -134,7 +136,7 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
     if st[b + S_RA_END] > 0 and cut >= st[b + S_FREE]:
         return n, st[b + S_FREE], int(st[b + S_CYL]), int(st[b + S_HEAD]), False
     if st[b + S_M_TP] > cut:  # the walk got past cut earlier (a request out of time order)
-        _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0)
+        _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0, 0)
     rot = p[P_ROT_MS]
     lbn = int(st[b + S_PF_LBN])
     j = int(st[b + S_M_J])
@@ -164,7 +166,8 @@ def _ra_cut(p, zones, curve_d, curve_t, st, b, cut):
         zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
         j += cnt
         tp = t_end
-        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt,
+                                        0)
     _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
     return j, stop, c, h, True
 
@@ -242,7 +245,7 @@ def _ra_bus(p, zones, curve_d, curve_t, st, b, bus_from, nbus, wm, bus_at, resel
     j = int(st[b + S_M_J])
     if j > max(bus_from, 0):  # (the host's blocks may start before the walk's)
         if not known or st[b + S_M_TP] > bus_at:
-            _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0)
+            _ra_restart(p, zones, curve_d, curve_t, st, b, -1, 0, 0, 0)
             j = 0
         else:
             # the host's blocks before the walk's next run were all read before ``bus_at``:
@@ -291,7 +294,8 @@ def _ra_bus(p, zones, curve_d, curve_t, st, b, bus_from, nbus, wm, bus_at, resel
         zb, q, nxt = _step(p, zones, zb, q, nxt, lbn + j, cnt)
         j += cnt
         tp = t_end
-        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt)
+        ts, tr, wt, geo, c, h = _run_at(p, zones, curve_d, curve_t, tp, c, h, lbn + j, zb, q, nxt,
+                                        0)
         if j >= host_end:
             break
     _memo_put(st, b, j, tp, ts, tr, wt, geo, c, h, zb, q, nxt)
@@ -364,28 +368,31 @@ def _walk_write(p, zones, curve_d, curve_t, t, c, h, lbn, n, mintime, x0, xfer, 
 
 @njit(forceinline=True, nrt=False)
 def _ra_limit(p, zones, a, n, zb, q, nxt):
-    """One past the last block a read of ``n`` blocks at ``a`` (physical place ``zb, q, nxt``)
-    reads ahead to."""
+    """(one past the last block a read of ``n`` blocks at ``a`` (physical place ``zb, q,
+    nxt``) reads ahead to, the length of the run on the platter from ``a`` when that was
+    needed, else 0: the media read's first run, ``_run_at``'s, which then need not compute it
+    again)."""
     end = a + n
     kind = p[P_RA_KIND]
     total = p[P_BLOCKS]
     if p[P_CACHE_ON] <= 0 or kind == RA_NONE or end >= total:
-        return min(end, total)
+        return min(end, total), 0
     if kind == RA_DEC:  # to the end of the track holding the next block, or the one after
         bpt = int(zones[zb + Z_BPT])
-        if n < _run_len(p, zones, zb, a, q, nxt, _BIG):  # the next block is on a's track
-            return min(_lbns_before(p, zones, zb, (q // bpt + 1) * bpt), total)
+        geo = _run_len(p, zones, zb, a, q, nxt, _BIG)
+        if n < geo:  # the next block is on a's track
+            return min(_lbns_before(p, zones, zb, (q // bpt + 1) * bpt), total), geo
         lo, hi = track_bounds(p, zones, end)
         if a < lo:
             hi += bpt
-        return min(hi, total)
+        return min(hi, total), geo
     lim = end + p[P_MAX_RA] if p[P_MAX_RA] > 0 else a + p[P_SEG_BLOCKS]
     if kind == RA_TRACK or kind == RA_CYL:  # the read-ahead never leaves the track / cylinder
         b, q, _nxt = _phys(p, zones, end - 1)
         bpt = int(zones[b + Z_BPT])
         unit = bpt if kind == RA_TRACK else bpt * int(p[P_SURFACES])
         lim = min(lim, _lbns_before(p, zones, b, (q // unit + 1) * unit))
-    return min(max(lim, end), total)
+    return min(max(lim, end), total), 0
 
 
 @njit(forceinline=True, nrt=False)

@@ -379,11 +379,13 @@ def _step(p, zones, zb, q, nxt, lbn, cnt):
 
 
 @njit(forceinline=True, nrt=False)
-def _run_at(p, zones, curve_d, curve_t, t, c, h, lbn, zb, q, nxt):
-    """The run of a read that starts at ``lbn`` (physical place ``zb, q, nxt``) with the head
-    at (c, h) at time ``t``: (time on the track, time at its first sector, that wait, its
-    length on the platter, cylinder, head)."""
-    geo = _run_len(p, zones, zb, lbn, q, nxt, _BIG)
+def _run_at(p, zones, curve_d, curve_t, t, c, h, lbn, zb, q, nxt, geo):
+    """The run of a read that starts at ``lbn`` (physical place ``zb, q, nxt``; ``geo`` its
+    length on the platter when the caller knows it, else 0) with the head at (c, h) at time
+    ``t``: (time on the track, time at its first sector, that wait, its length on the
+    platter, cylinder, head)."""
+    if geo <= 0:
+        geo = _run_len(p, zones, zb, lbn, q, nxt, _BIG)
     c1, h1, ang = _where(p, zones, zb, q)
     ts = t + _move(p, curve_d, curve_t, c, h, c1, h1, False)
     wt = _wait(p[P_ROT_MS], zones[zb + Z_BPT], ts, ang)
