@@ -185,7 +185,7 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
                            write, W.MH[row], W.PLAN, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
         if item >= 0 and W.MP[row, MP_MISS] >= 0 and R.request_lost(
                 W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT], W.GR[grp, G_DS],
-                W.EX[e, EX_BASE] + pos % esect, piece_end - pos,
+                W.EX[e, EX_BASE] + pos - x * esect, piece_end - pos,
                 W.MP[row, MP_MISS:MP_MISS + R.MISS_N]):
             # a host request with data no survivor holds: a real array fails it (it has no
             # operation there; the run marks it lost and leaves it out of the latencies)
