@@ -145,25 +145,30 @@ class Maps:
         return (ds - cur[tol] + unit - 1) // unit
 
 
-def plan_parts(arr, maps, item, parts, write, share=0):
-    """The item's operations for its (lun, LUN sector, sectors) parts through the extents
-    and member maps, in planning order, merged per drive where contiguous."""
-    ops: list[Op] = []
-    last: dict[int, Op] = {}
-    buf = np.zeros(16384 * R.OP_NCOLS, dtype=np.int64)
+def extent_pieces(arr, parts):
+    """The (member map row, sector in its space, sectors) pieces of (lun, LUN sector,
+    sectors) parts, extent by extent, in order."""
     for lun, lun_lba, n in parts:
         esect = int(arr.LN["ext_sect"][lun])
         pos, end = lun_lba, lun_lba + n
         while pos < end:
             e = int(arr.LN["ext0"][lun]) + pos // esect
             piece_end = min(end, (pos // esect + 1) * esect)
-            row = int(arr.EX["row"][e])
-            kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
-            m = R.plan_request(kind, width, unit, ds, int(arr.EX["base"][e]) + pos % esect,
-                               piece_end - pos, write, maps.rows[row]["heads"], buf,
-                               maps.miss_array(row))
-            add_ops(maps, row, buf, m, item, share, ops, last)
+            yield int(arr.EX["row"][e]), int(arr.EX["base"][e]) + pos % esect, piece_end - pos
             pos = piece_end
+
+
+def plan_parts(arr, maps, item, parts, write, share=0):
+    """The item's operations for its (lun, LUN sector, sectors) parts through the extents
+    and member maps, in planning order, merged per drive where contiguous."""
+    ops: list[Op] = []
+    last: dict[int, Op] = {}
+    buf = np.zeros(16384 * R.OP_NCOLS, dtype=np.int64)
+    for row, sector, n in extent_pieces(arr, parts):
+        kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
+        m = R.plan_request(kind, width, unit, ds, sector, n, write, maps.rows[row]["heads"],
+                           buf, maps.miss_array(row))
+        add_ops(maps, row, buf, m, item, share, ops, last)
     return ops
 
 
@@ -171,21 +176,13 @@ def parts_lost(arr, maps, parts):
     """Whether a host request's (lun, LUN sector, sectors) parts have data that no surviving
     member holds (the sector-by-sector model of tests/reference/layout.py, through each
     extent's member map and its missing members as they are now)."""
-    for lun, lun_lba, n in parts:
-        esect = int(arr.LN["ext_sect"][lun])
-        pos, end = lun_lba, lun_lba + n
-        while pos < end:
-            e = int(arr.LN["ext0"][lun]) + pos // esect
-            piece_end = min(end, (pos // esect + 1) * esect)
-            row = int(arr.EX["row"][e])
-            kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
-            miss = maps.rows[row]["miss"]
-            if miss and layout_lost(R.KIND_NAMES[kind], width, unit, ds,
-                                    int(arr.EX["base"][e]) + pos % esect, piece_end - pos,
-                                    lambda m, r, miss=miss: any(k == m and r >= c
-                                                                for k, c in miss)):
-                return True
-            pos = piece_end
+    for row, sector, n in extent_pieces(arr, parts):
+        kind, width, unit, ds = maps.geom[maps.rows[row]["geom"]]
+        miss = maps.rows[row]["miss"]
+        if miss and layout_lost(R.KIND_NAMES[kind], width, unit, ds, sector, n,
+                                lambda m, r, miss=miss: any(k == m and r >= c
+                                                            for k, c in miss)):
+            return True
     return False
 
 
