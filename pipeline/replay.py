@@ -629,11 +629,18 @@ def _rebuild_windows(arr: ArrayModel, drv: Engine, tasks: Plan) -> list[dict[str
         ends = ev[(name == "rebuild_end") & (ev["drive"] == d) & (ev["t"] >= t)]
         stops = ev[(name == "rebuild_stopped") & (ev["drive"] == d) & (ev["t"] >= t)]
         lost = ev["lost"][(name == "data_loss") & (ev["drive"] == d) & (ev["t"] == t)]
+        spare_failed = None
+        if len(stops):  # stopped by the failure of a spare it wrote onto, or by a data loss
+            k = int(stops["ref"][0])
+            p0, npc = int(tasks.TK["p0"][k]), int(tasks.TK["np"][k])
+            dst = set(tasks.PC["dst"][p0:p0 + npc].tolist())
+            spare_failed = any(int(g["drive"]) in dst and int(g["t"]) <= int(stops["t"][0])
+                               for g in tasks.FL)
         out.append({"drive": d, "group": arr.d_group[d], "failed_s": t / 1e9,
                     "window_s": (int(ends["t"][0]) - t) / 1e9 if len(ends) else None,
                     # a later failure left part of it nothing to be rebuilt from: when it
                     # stopped, and the share it had rebuilt
                     "stopped_s": int(stops["t"][0]) / 1e9 if len(stops) else None,
                     "rebuilt_fraction": int(stops["frac"][0]) / 1e6 if len(stops) else None,
-                    "stripes_lost": int(lost.sum())})
+                    "spare_failed": spare_failed, "stripes_lost": int(lost.sum())})
     return out

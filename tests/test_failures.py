@@ -782,3 +782,28 @@ def test_a_spare_that_fails_during_its_rebuild_takes_the_rebuilt_rows_with_it():
     assert [(name, d) for name, _t, d in ends] == [("rebuild_stopped", 0), ("rebuild_stopped", 2)]
     assert 19_000 <= ends[0][1] < 60_000 <= ends[1][1]
     assert ("data_loss", 60_000, 1) in ev
+
+
+def test_the_replay_says_a_rebuild_stopped_because_its_spare_failed(tmp_path):
+    """replay's line for a failure whose rebuild stopped says why: its spare failed (a later
+    rebuild starts over on the next spare), not a data loss; the spare's own rebuild ends."""
+    from blocklab.pipeline.synth import synth_iometer
+
+    toml = tmp_path / "a.toml"
+    toml.write_text('[[group]]\nname = "g"\nlayout = "raid1"\nwidth = 2\nhot_spares = 2\n'
+                    'drive = { base = "savvio_15k3_300g", blocks = 400000 }\n')
+    trace = tmp_path / "w.parquet"
+    synth_iometer(trace, transfer_size="4k", read_pct=70, random_pct=100, align="4k",
+                  requests=2000, outstanding=2, array=str(toml))
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                   str(tmp_path / "run"), "--json", "--fail", "0@0.01",
+                                   "--fail", "2@0.05"])
+    assert res.exit_code == 0, res.output
+    first, spare = json.loads(res.output)["rebuilds"]
+    assert first["spare_failed"] is True and first["window_s"] is None
+    assert 0 < first["rebuilt_fraction"] < 1 and first["stopped_s"] >= 0.05
+    assert spare["spare_failed"] is None and spare["window_s"] > 0
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                   str(tmp_path / "again"), "--fail", "0@0.01", "--fail",
+                                   "2@0.05"])
+    assert "the spare it wrote onto failed" in " ".join(res.output.split())

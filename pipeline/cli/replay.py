@@ -157,8 +157,10 @@ def _rebuild_line(rb: dict[str, Any]) -> str:
     """A failure's line after the replay: its rebuild window, or why it has none."""
     window = "did not end" if rb["window_s"] is None else f"{rb['window_s']:,.1f} s"
     if rb.get("stopped_s") is not None:
+        why = ("the spare it wrote onto failed (the spare's own rebuild starts over)"
+               if rb.get("spare_failed") else "the rest lost to a later failure")
         window = (f"did not end: the rebuild stopped at {rb['stopped_s']:,.3f} s with "
-                  f"{rb['rebuilt_fraction']:.1%} rebuilt, the rest lost to a later failure")
+                  f"{rb['rebuilt_fraction']:.1%} rebuilt, {why}")
     lost = f", {rb['stripes_lost']:,} stripes lost" if rb["stripes_lost"] else ""
     return (f"  drive {rb['drive']} ({rb['group']}) failed at {rb['failed_s']:,.3f} s: "
             f"rebuild window {window}{lost}")
