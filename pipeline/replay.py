@@ -349,8 +349,10 @@ def _trace_span_ns(pf: pq.ParquetFile) -> int:
 def run_notes(pf: pq.ParquetFile, meta: TraceMeta, trace: Path, cfg: ArrayConfig) -> list[str]:
     """What to tell the user of a replay of ``trace`` (opened as ``pf``, ``meta``) on ``cfg``
     that went well: a trace of several devices put on one volume (``_devices_note``), a
-    controller cache that costs nothing (ControllerConfig.free_cache_note)."""
-    return [n for n in (_devices_note(pf, meta, trace), cfg.controller.free_cache_note()) if n]
+    controller cache that costs nothing (ControllerConfig.free_cache_note), LUNs the host does
+    not address (ArrayConfig.first_lun_note)."""
+    return [n for n in (_devices_note(pf, meta, trace), cfg.controller.free_cache_note(),
+                        cfg.first_lun_note()) if n]
 
 
 def _devices_note(pf: pq.ParquetFile, meta: TraceMeta, trace: Path) -> str | None:

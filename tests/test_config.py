@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from blocklab.pipeline.model import catalog as CAT
@@ -314,3 +315,30 @@ def test_a_list_where_a_name_belongs(tmp_path: Path, text, key, msg):
     assert lines[0].startswith(f"blocklab: error: {f}: {key}: "), lines[0]
     assert msg in lines[0]
     assert list(out.parent.iterdir()) == []
+
+
+def test_several_luns_without_a_volume_are_said_to_get_no_host_io(tmp_path):
+    """Two RAID-5 LUNs and no [volume]: the host addresses the first alone (every host
+    operation lands on its four drives, drive_ops shows) and replay says so in a note; with a
+    [volume] over both, both get host I/O and nothing is said."""
+    from typer.testing import CliRunner
+
+    from blocklab.pipeline.cli import app
+    from blocklab.pipeline.synth import synth_iometer
+
+    group = '[[group]]\nname = "g"\nlayout = "raid5"\nwidth = 4\ncount = 2\ndrive = "atlas10k"\n'
+    for volume, said in (("", True), ('[volume]\nluns = ["g.0", "g.1"]\n', False)):
+        toml = tmp_path / f"a{said}.toml"
+        toml.write_text(group + volume)
+        trace = tmp_path / f"w{said}.parquet"
+        synth_iometer(trace, transfer_size="4k", read_pct=100, random_pct=100, align="4k",
+                      requests=300, outstanding=2, array=str(toml))
+        run = tmp_path / f"run{said}"
+        res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                       str(run), "--drive-ops"])
+        assert res.exit_code == 0, res.output
+        assert ("and no [volume]: the host addresses g.0 alone" in " ".join(
+            res.output.split())) == said
+        drives = set(pq.read_table(run / "drive_ops.parquet", columns=["drive"]).column(0)
+                     .to_pylist())
+        assert (drives <= {0, 1, 2, 3}) == said and drives & {0, 1, 2, 3}

@@ -266,6 +266,18 @@ class ArrayConfig:
     def drives(self) -> int:
         return sum(g.drives for g in self.groups)
 
+    def first_lun_note(self) -> str | None:
+        """What to tell a user whose array has several LUNs and no [volume]: the host
+        addresses the first alone and the others get no host I/O (a docs review found this
+        said nowhere; it is what the array model does: pipeline/model/array.py)."""
+        luns = self.luns()
+        if self.volume is not None or len(luns) < 2:
+            return None
+        more = f", {luns[1]}" + (", ..." if len(luns) > 2 else "")
+        return (f"the array has {len(luns)} LUNs ({luns[0]}{more}) and no [volume]: the host "
+                f"addresses {luns[0]} alone and the others get no host I/O; a [volume] "
+                "stripes the host over them (docs/arrays.md)")
+
     def luns(self) -> list[str]:
         """LUN names in order: a group with count > 1 gives NAME.0, NAME.1, ... (a RAID group
         is ``count`` identical groups of one LUN each; a pool carves ``count`` LUNs)."""
