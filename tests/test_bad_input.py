@@ -440,3 +440,16 @@ def test_a_page_damaged_read_through_duckdb(tmp_path, command):
     assert lines[0].isprintable(), lines[0]  # (not the damaged bytes DuckDB's words carry)
     assert "Traceback" not in res.output
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_an_error_shows_control_bytes_escaped(tmp_path):
+    """A control byte in an error's words (an escape in a file's name; a damaged footer's type
+    byte in pyarrow's "don't know what type: ...") is shown as \\xNN, not sent raw to the
+    terminal, and the error stays one line."""
+    name = str(tmp_path / "a\x1b[31mred.parquet")
+    res = CliRunner().invoke(app, ["trace", "stats", name])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1, res.output
+    assert lines[0].endswith("a\\x1b[31mred.parquet: no such file"), lines[0]
+    assert "\x1b" not in res.output

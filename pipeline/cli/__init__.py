@@ -45,6 +45,7 @@ from . import catalogs as _catalogs  # noqa: F401
 from ._app import (
     app,
     cache_app,
+    one_line,
     scenario_app,
     spc1_app,
     stopped,
@@ -86,7 +87,7 @@ def main() -> None:
         try:
             app()
         except BlocklabError as e:  # pragma: no cover - commands catch their own
-            print(f"blocklab: error: {e}", file=sys.stderr)
+            print(f"blocklab: error: {one_line(e)}", file=sys.stderr)
             sys.exit(2)
         except safety.Interrupted as e:  # before or after the command
             stopped(e.signum)

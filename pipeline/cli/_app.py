@@ -231,10 +231,17 @@ ClusterTimeout = Annotated[float, typer.Option(
     "--workers to join).")]
 
 
-def _fail(e: Exception) -> None:
-    # one line, even when a library's message (pyarrow's, DuckDB's) has several
+def one_line(e: Exception) -> str:
+    """An error's words as one line, even when a library's message (pyarrow's, DuckDB's) has
+    several, with no raw control byte: a damaged footer's type byte in pyarrow's words
+    ("don't know what type: \\x0f"), or an escape in a file's name, shows as \\xNN and is not
+    sent to the terminal."""
     text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
-    err.print(f"blocklab: error: {text}", markup=False, highlight=False, soft_wrap=True)
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"blocklab: error: {one_line(e)}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(getattr(e, "exit_status", 2))  # 1 for a fault of the machine (safety.py)
 
 
