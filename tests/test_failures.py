@@ -23,6 +23,7 @@ from blocklab.traces.schema import EVENT_NAMES
 
 from .conftest import ROOT
 from .reference import engine as ref
+from .test_engine import controller
 
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
@@ -90,7 +91,9 @@ def test_engine_with_failures_equals_reference(toml, data):
     span = min(arr.capacity, 1 << 22)
     lba = np.array([data.draw(st.integers(0, span - int(k))) for k in nsec], dtype=np.int64)
     w = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
-    kw = dict(ctrl_ns=data.draw(st.sampled_from([0, 500])))
+    # the controller's bus and cache too (test_engine's draws): requests its cache serves
+    # after a failure, destages and prefetches planned around one
+    kw = dict(ctrl_ns=data.draw(st.sampled_from([0, 500])), **data.draw(controller()))
     got = run_engine(arr, arrive.astype(np.int64), lba, nsec.astype(np.int64),
                      w.astype(np.int64), drive_ops=True, tasks=tasks,
                      chunk=data.draw(st.sampled_from([3, 1000])), **kw)
@@ -739,3 +742,30 @@ def test_a_spare_that_fails_during_its_rebuild_takes_the_rebuilt_rows_with_it():
     assert [(name, d) for name, _t, d in ends] == [("rebuild_stopped", 0), ("rebuild_stopped", 2)]
     assert 19_000 <= ends[0][1] < 60_000 <= ends[1][1]
     assert ("data_loss", 60_000, 1) in ev
+
+
+@pytest.mark.parametrize("layout,width", [("raid0", 2), ("raid1", 2)])
+def test_a_destage_of_data_on_failed_members_alone_ends(layout, width):
+    """A write-back cache of two lines over an array whose member holding the data failed (a
+    RAID-0's, both copies of a mirror): the destage of that data has no drive operation and
+    is done at once, so the write waiting for its cache room goes in. Before, the destage
+    waited for ever and the replay stopped with "no event left but requests are
+    incomplete". The kernel equals the reference, and every write completes."""
+    toml = {"group": [{"name": "g", "layout": layout, "drive": "atlas10k", "width": width,
+                       "stripe_unit": "64KiB"}],
+            "failure": [{"drive": d, "at_s": 0.0} for d in range(width if layout == "raid1"
+                                                                  else 1)]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 0))
+    tasks = plan(arr)
+    n = 2
+    z = np.zeros(n, np.int64)
+    lba = np.array([0, 16], np.int64)  # both on member 0 (the first 64 KiB stripe unit)
+    nsec = np.full(n, 16, np.int64)
+    kw = dict(cache_lines=2, line_sectors=8, write_back=True, flush_age_ns=512)
+    got = run_engine(arr, z, lba, nsec, np.ones(n, np.int64), drive_ops=True, tasks=tasks,
+                     **kw)
+    want = ref.simulate(arr, z, lba, nsec, np.ones(n, np.int64), 2000, 0, tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"], **kw)
+    _assert_same(got, want)
+    assert got["hit"].tolist() == [3, 3]  # into the cache, and lost: member 0 is gone
+    assert (got["done"] >= 0).all() and len(got["op_drive"]) == 0

@@ -97,16 +97,18 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    every task has ended, whatever cache work is still under way.
 7. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
    completions come first, then reads looking the cache up again, data transfers, controller
-   completions, cache timers, failures, task starts and rate tokens, and arrivals (an
-   open-loop arrival from the trace comes after every scheduled event of its time).
+   completions, cache timers, failures, task starts and rate tokens, arrivals (an open-loop
+   arrival from the trace comes after every scheduled event of its time but the next), and
+   cache jobs with no drive operation (point 8).
 8. **Failures** (issue 5). A LUN is made of extents, each a range of a member map (a RAID
    group, a storage pool's private group, a pool's D-stripe) whose members are drives at an
    offset. At a failure, every member the drive was becomes missing (``raid.py`` plans around
    missing members); when a map has lost more members than its layout tolerates, the stripes
    beyond the tolerance's rebuild cursor are lost (a ``data_loss`` event counts them). A host
-   request planned with part of its data lost (``raid.request_lost``) is marked: its hit
-   output gains ``HIT_LOST`` (tables.py). Operations already queued on the failed drive
-   complete as planned.
+   request with part of its data lost (``raid.request_lost``) is marked, whether the drives or
+   the controller's cache serve it: its hit output gains ``HIT_LOST`` (tables.py). A destage
+   or prefetch with no operation left (its data all on failed members) is done at once, an
+   ``HK_JOB`` event. Operations already queued on the failed drive complete as planned.
 9. **Tasks**: a rebuild, a rebalance or a parity initialization works through its pieces in
    units (unit u: piece u mod pieces, u div pieces within it), keeping ``depth`` units in
    flight, no faster than its rate cap. At a rebuild's start each missing member maps to its

@@ -9,7 +9,7 @@ from blocklab.kernels._jit import njit
 from blocklab.kernels.layout import raid as R
 
 from .drives import _push
-from .requests import _finish, _launch, _piece, _piece_n, _plan, _send_out
+from .requests import _finish, _launch, _mark_lost, _piece, _piece_n, _plan, _send_out
 from .tables import (
     DESTAGE_SECTORS,
     EX_ROW,
@@ -18,6 +18,7 @@ from .tables import (
     G_UNIT,
     G_WIDTH,
     HIT,
+    HK_JOB,
     HK_RETRY,
     HK_TIMER,
     J_KIND,
@@ -189,9 +190,15 @@ def _new_job(W, kind, lun, lba, n):
 
 @njit(nrt=False)
 def _job_ops(W, j, write, now, ncand):
-    """Plan job ``j``'s drive operations and queue them."""
+    """Plan job ``j``'s drive operations and queue them. A job with none (its data is all on
+    failed members: a RAID-0 or JBOD member, both copies of a mirror) is done at ``now``, an
+    event after this one (until 2026-11-29 it waited for ever, and so did the writes waiting
+    for the cache room it held: the replay stopped with "no event left")."""
     JB = W.JB
     first, _last = _plan(W, -j - 1, JB[j, J_LUN], JB[j, J_LBA], JB[j, J_N], write, NONE, NONE)
+    if first == NONE:
+        _push(W, now, HK_JOB, j)
+        return ncand
     return _launch(W, JB, j, J_PENDING, first, now, ncand)
 
 
@@ -271,6 +278,7 @@ def _read(cfg, W, g, now, ncand):
         slot = g & (RQ.shape[0] - 1)
         RQ[slot, RQ_O_START] = now
         RQ[slot, RQ_O_HIT] = 1
+        _mark_lost(cfg, W, g)
         _scan_lines(cfg, W.S, RQ, W.LN, W.CL, W.HT, g, True)
         return ncand, False, _send_out(cfg, W, g, now)
     if status == FILLING:
@@ -383,6 +391,7 @@ def _cache_write(cfg, W, g, now):
     _store(cfg, W, g, True, now)
     W.RQ[slot, RQ_O_START] = now
     W.RQ[slot, RQ_O_HIT] = 1
+    _mark_lost(cfg, W, g)
 
 
 @njit(forceinline=True, nrt=False)

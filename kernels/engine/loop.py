@@ -23,6 +23,7 @@ from .tables import (
     HK_CTRL,
     HK_DONE,
     HK_FAIL,
+    HK_JOB,
     HK_RETRY,
     HK_TASK,
     HK_TIMER,
@@ -212,6 +213,8 @@ def replay(cfg, W):
             act = HK_RETRY
         elif kind == HK_FAIL:
             _fail(cfg, W, g, now)
+        elif kind == HK_JOB:  # a destage or prefetch with no drive operation (_job_ops)
+            ncand = _job_done(cfg, W, g, now, ncand)
         elif kind == HK_TASK:
             if W.TK[g, TK_STATE] == 0:
                 ncand = _task_start(cfg, W, g, now, ncand)

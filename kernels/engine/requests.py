@@ -163,6 +163,46 @@ def _new_op(W, item, d, lba, cnt, w, ph, share, first, last):
 
 
 @njit(forceinline=True, nrt=False)
+def _lost_at(W, row, off, n):
+    """Whether ``n`` sectors at ``off`` in member map ``row`` have data on no surviving member
+    (``raid.request_lost``; none while the row misses no member)."""
+    if W.MP[row, MP_MISS] < 0:
+        return False
+    grp = W.MP[row, MP_GROUP]
+    return R.request_lost(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
+                          W.GR[grp, G_DS], off, n, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
+
+
+@njit(nrt=False)
+def _mark_lost(cfg, W, g):
+    """Request ``g``, served by the controller's cache (a read hit, a write into the write-back
+    cache), gains ``HIT_LOST`` when part of its data is on no surviving member, as a request
+    sent to the drives does in ``_plan``: the data is gone from the array whatever the cache
+    holds, and a real array fails the request (until 2026-11-29 such a request counted as a
+    fast cache hit). Costs nothing in a replay without failures."""
+    if W.FL.shape[0] == 0:
+        return
+    RQ = W.RQ
+    slot = g & (RQ.shape[0] - 1)
+    pos = RQ[slot, RQ_LBA]
+    end = pos + RQ[slot, RQ_NSEC]
+    while pos < end:
+        lun, lun_lba, piece_end = _piece(cfg, W, pos, end)
+        esect = W.LN[lun, U_EXT_SECT]
+        a = lun_lba
+        b = lun_lba + piece_end - pos
+        while a < b:
+            x = a // esect
+            e = W.LN[lun, U_EXT0] + x
+            stop = min(b, (x + 1) * esect)
+            if _lost_at(W, W.EX[e, EX_ROW], W.EX[e, EX_BASE] + a - x * esect, stop - a):
+                RQ[slot, RQ_O_HIT] |= HIT_LOST
+                return
+            a = stop
+        pos = piece_end
+
+
+@njit(forceinline=True, nrt=False)
 def _plan(W, item, lun, lun_lba, n, write, first, last):
     """Append the drive operations of ``n`` sectors at ``lun_lba`` on ``lun`` to the item's list
     (first, last): extent by extent, each through its member map's layout."""
@@ -183,10 +223,7 @@ def _plan(W, item, lun, lun_lba, n, write, first, last):
         m = R.plan_request(W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT],
                            W.GR[grp, G_DS], W.EX[e, EX_BASE] + pos - x * esect, piece_end - pos,
                            write, W.MH[row], W.PLAN, W.MP[row, MP_MISS:MP_MISS + R.MISS_N])
-        if item >= 0 and W.MP[row, MP_MISS] >= 0 and R.request_lost(
-                W.GR[grp, G_KIND], W.GR[grp, G_WIDTH], W.GR[grp, G_UNIT], W.GR[grp, G_DS],
-                W.EX[e, EX_BASE] + pos - x * esect, piece_end - pos,
-                W.MP[row, MP_MISS:MP_MISS + R.MISS_N]):
+        if item >= 0 and _lost_at(W, row, W.EX[e, EX_BASE] + pos - x * esect, piece_end - pos):
             # a host request with data no survivor holds: a real array fails it (it has no
             # operation there; the run marks it lost and leaves it out of the latencies)
             W.RQ[item & (W.RQ.shape[0] - 1), RQ_O_HIT] |= HIT_LOST

@@ -33,7 +33,9 @@ SCHED_FCFS, SCHED_SSTF, SCHED_CLOOK, SCHED_SPTF = 0, 1, 2, 3
 # what replay() returns
 DONE, NEED_INPUT, FULL_OPS, FULL_RECORDS, FULL_HEAP, FULL_EVENTS = range(6)
 # heap event kinds (HK_), in their order at equal times (kernels/heap.py orders by kind)
-HK_DONE, HK_RETRY, HK_XFER, HK_CTRL, HK_TIMER, HK_FAIL, HK_TASK, HK_ARRIVE = range(8)
+HK_DONE, HK_RETRY, HK_XFER, HK_CTRL, HK_TIMER, HK_FAIL, HK_TASK, HK_ARRIVE, HK_JOB = range(9)
+# (HK_JOB: a destage or prefetch that planned no drive operation, its data all on failed
+# members, is done: cachepath.py _job_ops)
 # job kinds (destage and prefetch are also the drive operation kinds of traces/schema.py
 # OPK_*; a rebuild job's operations are OPK_REBUILD_READ or OPK_REBUILD_WRITE)
 JOB_DESTAGE, JOB_PREFETCH, JOB_REBUILD, JOB_INIT, JOB_REBALANCE = 1, 2, 3, 5, 6

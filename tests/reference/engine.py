@@ -37,14 +37,14 @@ from .engine_parts import (
     Result,
     add_ops,
     append,
+    hit_of,
     mask,
-    parts_lost,
     pick_host,
     pieces,
     plan_parts,
 )
 
-DONE, RETRY, XFER, CTRL, TIMER, FAIL, TASK, ARRIVE = range(8)
+DONE, RETRY, XFER, CTRL, TIMER, FAIL, TASK, ARRIVE, JOB = range(9)
 DESTAGE, PREFETCH, REBUILD, INIT, REBALANCE = 1, 2, 3, 5, 6
 # event codes, as traces/schema.py EVENT_NAMES lists them
 (FAILURE, REBUILD_START, REBUILD_PROGRESS, REBUILD_END, DATA_LOSS, REPLACE, REBALANCE_START,
@@ -287,10 +287,9 @@ class _Sim:
 
     def to_drives(self, r, now):
         parts = pieces(self.arr, int(self.lba[r]), int(self.nsec[r]))
-        lost = parts_lost(self.arr, self.maps, parts)  # (the maps as the plan finds them)
         ops = plan_parts(self.arr, self.maps, r, parts, int(self.is_write[r]))
         self.res.start[r] = -1
-        self.res.hit[r] = 3 if lost else 1  # 2: lost (the kernel's HIT_LOST)
+        self.res.hit[r] = hit_of(self.arr, self.maps, self.lba[r], self.nsec[r])
         if not ops:
             self.res.start[r] = now
             self.finish(r, now)
@@ -356,8 +355,11 @@ class _Sim:
 
     def cache_job_ops(self, j, write, now):
         jb = self.jobs[j]
-        self.launch(-j - 1, plan_parts(self.arr, self.maps, -j - 1, [(jb.a, jb.b, jb.c)], write),
-                    now)
+        ops = plan_parts(self.arr, self.maps, -j - 1, [(jb.a, jb.b, jb.c)], write)
+        if ops:
+            self.launch(-j - 1, ops, now)
+        else:  # its data all on failed members: done, an event later
+            self.push(now, JOB, j)
 
     def prefetch(self, lun, now):
         a = self.ra_end[lun]
@@ -398,7 +400,7 @@ class _Sim:
         status, wlun = self.lookup(r)
         if status == "hit":
             self.res.start[r] = now
-            self.res.hit[r] = 1
+            self.res.hit[r] = hit_of(self.arr, self.maps, self.lba[r], self.nsec[r])
             for key, *_ in self.line_parts(r):
                 self.cache.touch(key)
             self.send_out(r, now)
@@ -454,7 +456,7 @@ class _Sim:
     def cache_write(self, r, now):
         self.store(r, True, now)
         self.res.start[r] = now
-        self.res.hit[r] = 1
+        self.res.hit[r] = hit_of(self.arr, self.maps, self.lba[r], self.nsec[r])
         self.finish(r, now)
 
     def write_in(self, r, now):
@@ -710,6 +712,8 @@ class _Sim:
                 self.destage(self.now)
             elif kind == FAIL:
                 self.fail(ident, self.now)
+            elif kind == JOB:
+                self.cache_job_done(ident, self.now)
             elif kind == TASK:
                 if self.tk[ident]["state"] == 0:
                     self.task_start(ident, self.now)

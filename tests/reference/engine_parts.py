@@ -186,6 +186,12 @@ def parts_lost(arr, maps, parts):
     return False
 
 
+def hit_of(arr, maps, lba, n):
+    """A request's hit figure: 1, or 3 when part of its data is on no surviving member (2: the
+    kernel's HIT_LOST), whether the drives or the controller's cache serve it."""
+    return 3 if parts_lost(arr, maps, pieces(arr, int(lba), int(n))) else 1
+
+
 def add_ops(maps, row, buf, m, item, share, ops, last):
     """The planned operations through the row's members; a write to a member being copied to a
     new drive is written there too."""
