@@ -10,10 +10,11 @@ time among that group's failures (the conservative choice: a data loss needs ove
 windows, and the slowest rebuild, the one that competed hardest with the load or with another
 rebuild, is the one that leaves room for them; with one failure per run, as usual, longest and
 mean are the same); groups of the run with no failure take the longest window of the run.
-``--window-s`` replaces every measured window. Failures of hot spares are ignored. A run without
-events (no failure), or whose rebuild did not end within the run (no hot spare left, a pool out
-of preservation capacity, a later failure that lost data and stopped it), has no measured
-window: it needs ``--window-s``.
+``--window-s`` replaces every measured window. Failures of hot spares are ignored (a member
+whose spare failed during its rebuild has its window until the rebuild onto the next spare
+ends). A run without events (no failure), or whose rebuild did not end within the run (no hot
+spare left, a pool out of preservation capacity, a later failure that lost data, or the spare
+it wrote onto failed, and stopped it), has no measured window: it needs ``--window-s``.
 
 **Model** (``kernels/risk.py``). The array's redundancy sets come from its member maps
 (``pipeline/model/array.py``): a RAID group's members (tolerance 1 for RAID-5, 2 for RAID-6,

@@ -59,8 +59,8 @@ def _windows(name: str, arr: ArrayModel, rows: list[dict[str, Any]], events: boo
             raise BlocklabError(
                 f"{name}: the rebuild of drive {r['drive']} ({r['group']}, failed at "
                 f"{r['failure_s']:g} s) did not end within the run (no hot spare, a pool out "
-                "of preservation capacity, or a later failure that lost data stopped it): no "
-                "rebuild window; give --window-s")
+                "of preservation capacity, or it stopped: a later failure lost data, or the "
+                "spare it wrote onto failed): no rebuild window; give --window-s")
         measured[r["group"]] = max(measured.get(r["group"], 0.0), float(r["window_s"]))
     longest = max(measured.values())
     return {g: measured.get(g, longest) for g in groups}, "measured (longest)"

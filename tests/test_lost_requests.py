@@ -83,6 +83,22 @@ def test_the_replay_says_a_rebuild_stopped_because_its_spare_failed(tmp_path):
                                    str(tmp_path / "again"), "--fail", "0@0.01", "--fail",
                                    "2@0.05"])
     assert "the spare it wrote onto failed" in " ".join(res.output.split())
+    # risk's window for drive 0 runs until its member is whole again: the end of the rebuild
+    # onto the next spare (the spare's own failure is of no member: it adds no window)
+    res = CliRunner().invoke(app, ["risk", str(tmp_path / "again"), "--json", "--trials",
+                                   "1000"])
+    assert res.exit_code == 0, res.output
+    (measured,) = json.loads(res.stdout)[0]["measured"]
+    assert measured["drive"] == 0 and measured["rebuild_done"]
+    assert measured["window_s"] == pytest.approx(spare["window_s"] + 0.05 - 0.01)
+    # with one spare, which fails, the member is never whole again: no window, and why
+    toml.write_text(toml.read_text().replace("hot_spares = 2", "hot_spares = 1"))
+    one = tmp_path / "one"
+    assert CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o", str(one),
+                                    "--fail", "0@0.01", "--fail", "2@0.05"]).exit_code == 0
+    res = CliRunner().invoke(app, ["risk", str(one)])
+    assert res.exit_code == 2
+    assert "the spare it wrote onto failed): no rebuild window" in " ".join(res.output.split())
 
 
 def test_requests_the_cache_serves_are_lost_too(tmp_path):
