@@ -97,9 +97,9 @@ Semantics (``tests/reference/engine.py`` implements the same in plain Python):
    every task has ended, whatever cache work is still under way.
 7. **Order.** Events are ordered by (time, kind, sequence number); at equal times drive
    completions come first, then reads looking the cache up again, data transfers, controller
-   completions, cache timers, failures, task starts and rate tokens, arrivals (an open-loop
-   arrival from the trace comes after every scheduled event of its time but the next), and
-   cache jobs with no drive operation (point 8).
+   completions, cache timers, failures, task starts and rate tokens, arrivals, and cache jobs
+   with no drive operation (point 8); an open-loop arrival from the trace comes after every
+   other scheduled event of its time and before those jobs.
 8. **Failures** (issue 5). A LUN is made of extents, each a range of a member map (a RAID
    group, a storage pool's private group, a pool's D-stripe) whose members are drives at an
    offset. At a failure, every member the drive was becomes missing (``raid.py`` plans around
