@@ -143,7 +143,7 @@ def test_repeating_closed_loop_equals_reference(toml, data):
               phase=np.sort(ints(st.sampled_from([0, 1, 2]))),
               outstanding=ints(st.integers(1, 3)), think_ns=ints(st.sampled_from([0, 700])),
               ctrl_ns=data.draw(st.sampled_from([0, 500])),
-              max_passes=data.draw(st.sampled_from([1, 2, 400, 400])))
+              max_passes=data.draw(st.sampled_from([1, 2, 400, 400])), **data.draw(controller()))
     # the trace's times: floors counted from each pass's start
     arrive = np.cumsum(ints(st.sampled_from([0, 0, 3000, 20_000])))
     w = ints(st.integers(0, 1))
