@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.traces.errors import BlocklabError
-from blocklab.traces.safety import critical, make_folders, output_lock
+from blocklab.traces.safety import critical, make_folders, output_lock, remove_stale, temporary_name
 from blocklab.traces.store import atomic_output
 
 from . import scenario_values as SV
@@ -671,6 +671,7 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
         if out.exists() and not out.is_dir():
             raise BlocklabError(f"{out}: exists and is not a folder")
         for case in cases:  # all refused before any case runs
+            remove_stale(out / case.name)  # (what a killed run was removing: _discard)
             _put_back(out / case.name)  # (what a killed run kept aside)
             _replaceable(out / case.name)
         out.mkdir(exist_ok=True, mode=0o700)  # (owner only, as the runs in it)
@@ -695,7 +696,7 @@ def run(name: str | Path, output: str | Path | None = None, only: list[str] | No
                     with contextlib.suppress(OSError):
                         out.rmdir()  # only if no case is in it
                 raise
-            shutil.rmtree(_kept(folder), ignore_errors=True)
+            _discard(folder)
         pub, orders = compare(sc.published, {f["case"]: f for f in figs})
         res = ScenarioResult(scenario=sc.name, title=sc.title, study=sc.study, output=str(out),
                              cases=figs, elapsed_s=time.perf_counter() - t0, published=pub,
@@ -708,6 +709,19 @@ def _kept(folder: Path) -> Path:
     """Where a case's earlier folder waits while the case runs again (``.CASE.kept``; not a
     ``.NAME.tmp-PID``, which a later writer would remove as a killed run's)."""
     return folder.with_name(f".{folder.name}.kept")
+
+
+def _discard(folder: Path) -> None:
+    """Remove the earlier folder kept aside for a case now done again. It leaves its kept name
+    first, at once (a temporary's name, which the next run removes if this one is killed): a
+    stop or a kill in the middle of the removal left a half folder at ``.CASE.kept``, which the
+    next run put back over the finished case."""
+    kept, gone = _kept(folder), temporary_name(folder)
+    with critical():
+        if kept.is_dir() and not kept.is_symlink():
+            shutil.rmtree(gone, ignore_errors=True)  # (this process's own, stopped before)
+            kept.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _put_back(folder: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -498,3 +499,35 @@ def test_a_killed_runs_kept_case_folder_is_put_back(tmp_path):
     assert res.exit_code == 2, res.output
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*")
             if p.is_file()} == whole
+
+
+def test_a_stop_while_the_earlier_folder_is_removed_keeps_the_finished_case(tmp_path,
+                                                                           monkeypatch):
+    """A run stopped (Ctrl-C: the signal handler's exception) while it removed a finished
+    case's earlier folder (OUT/.a.kept) left that folder half removed under its kept name,
+    and the next run put it back over the finished case: the case was gone, and with the
+    half folder's array.toml removed first, that run refused it as no scenario case folder.
+    The next run now finds case a as the stopped run finished it, and runs again."""
+    import shutil
+
+    (tmp_path / "s.toml").write_text(TINY)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    real = shutil.rmtree
+
+    def stopped(path, *args, **kw):  # the earlier folder's removal, cut short
+        if Path(path).name.startswith(".a.") and Path(path).is_dir():
+            (Path(path) / "array.toml").unlink()
+            raise KeyboardInterrupt
+        real(path, *args, **kw)
+
+    monkeypatch.setattr(shutil, "rmtree", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        scenario.run(tmp_path / "s.toml", out)
+    monkeypatch.undo()
+    finished = {str(p.relative_to(out / "a")) for p in (out / "a").rglob("*") if p.is_file()}
+    assert {"array.toml", "trace.parquet", "run/meta.json"} <= finished
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["a", "scenario.json"]
