@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blocklab.pipeline.cli import app
+from blocklab.traces.schema import EVENT_NAMES
 
 from .reference import layout
 
@@ -48,6 +49,8 @@ def test_requests_to_lost_stripes_are_lost_and_left_out_of_the_latencies(tmp_pat
         want = [len(fails) == 2 and a > 0.2e9 and layout.locate("raid5", 4, 128, s)[0] in (0, 1)
                 for a, s in zip(ios["arrival_ns"], ios["sector"], strict=True)]
         assert ios["lost"] == want
+        # a lost request is no cache hit (the engine's hit is 3 for one no drive served)
+        assert not any(h for h, lost in zip(ios["cache_hit"], want, strict=True) if lost)
         assert [x is None for x in ios["latency_ns"]] == want
         served = [x for x in ios["latency_ns"] if x is not None]
         out = json.loads(res.output)
@@ -156,3 +159,115 @@ def test_a_raid0_with_a_write_back_cache_replays_through_a_failure(tmp_path):
             for a, s in zip(ios["arrival_ns"], ios["sector"], strict=True)]
     assert ios["lost"] == want and sum(want) > 100
     assert json.loads(res.stdout)["lost"] == sum(want)
+
+
+def test_the_first_request_of_a_run_is_marked_lost_as_any_other():
+    """A RAID-0 of two drives whose drive 0 fails at 0 s: the trace's first request (the
+    engine's item 0), a read of drive 0's first stripe unit, and a write there later are lost
+    (hit 3: tables.HIT_LOST, and no drive operation waited), the read of drive 1's unit
+    between them is served (hit 0: the fixed model's drives never hit their cache). By hand
+    from the layout (64 KiB units: sectors 0-127 on drive 0, 128-255 on drive 1); the
+    reference engine agrees."""
+    from blocklab.pipeline.model.array import plan
+    from blocklab.pipeline.model.config import parse_array
+    from blocklab.pipeline.replay import build_array, run_engine
+
+    from .conftest import ROOT
+    from .reference import engine as ref
+
+    toml = {"group": [{"name": "g", "layout": "raid0", "drive": "atlas10k", "width": 2,
+                       "stripe_unit": "64KiB"}], "failure": [{"drive": 0, "at_s": 0.0}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 0))
+    tasks = plan(arr)
+    arrive, lba = np.array([10_000, 20_000, 30_000]), np.array([0, 128, 64])
+    nsec, write = np.full(3, 8), np.array([0, 0, 1])
+    got = run_engine(arr, arrive, lba, nsec, write, tasks=tasks, drive_ops=True)
+    assert got["hit"].tolist() == [3, 0, 3]
+    want = ref.simulate(arr, arrive, lba, nsec, write, 2000, 0, tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"])
+    assert want.hit == [3, 0, 3]
+
+
+def test_a_replay_that_lost_every_request_gives_no_latency(tmp_path):
+    """A JBOD of one drive that fails at 0 s: every request is lost, and the summary says
+    there is no latency rather than a mean of 0 ms (the figure of nothing served)."""
+    toml, trace = _iometer(tmp_path, 'layout = "jbod"\nwidth = 1\ndrive = "atlas10k"\n',
+                           read_pct=50, requests=40)
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                   str(tmp_path / "run"), "--fail", "0@0"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "40 requests, no latency (every request was lost)" in said, said
+    assert "40 requests lost" in said and "latency mean" not in said
+
+
+def test_a_failed_spare_takes_the_rows_rebuilt_onto_it():
+    """A RAID-1 of two with one hot spare (drive 2): drive 1 fails at 0 s and is rebuilt onto
+    the spare in 256 MiB units of a few microseconds each (fixed-time drives), so that several
+    have completed when the spare fails at 50 us. What they rebuilt is gone with it: member 1
+    is missing from row 0 again (no spare is left to rebuild it), and every later read is
+    served by drive 0, the one copy left, none lost; the reference engine agrees."""
+    from blocklab.pipeline.model.array import plan
+    from blocklab.pipeline.model.config import parse_array
+    from blocklab.pipeline.replay import build_array, run_engine
+
+    from .conftest import ROOT
+    from .reference import engine as ref
+
+    toml = {"group": [{"name": "g", "layout": "raid1", "drive": "atlas10k", "width": 2,
+                       "stripe_unit": "64KiB", "hot_spares": 1}],
+            "rebuild": {"unit": "256MiB", "depth": 1},
+            "failure": [{"drive": 1, "at_s": 0.0}, {"drive": 2, "at_s": 50e-6}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 0))
+    tasks = plan(arr)
+    n = 12
+    arrive = 100_000 + 10_000 * np.arange(n)
+    lba = (np.arange(n) * 1_000_003 * 8) % (int(arr.capacity) - 8)  # rows all over the drive
+    nsec, write = np.full(n, 8), np.zeros(n, np.int64)
+    got = run_engine(arr, arrive, lba, nsec, write, tasks=tasks, drive_ops=True)
+    ev = got["events"]
+    rebuilt = ev["bytes"][ev["code"] == EVENT_NAMES.index("rebuild_stopped")]
+    assert len(rebuilt) == 1 and rebuilt[0] >= 2 * 256 << 20  # (rows below the cursor)
+    assert got["mp"]["missing"][0].tolist() == [1, 0, -1, 0, -1, 0]
+    host = got["op_item"] >= 0
+    assert got["op_drive"][host].tolist() == [0] * n and got["hit"].tolist() == [0] * n
+    want = ref.simulate(arr, arrive, lba, nsec, write, 2000, 0, tasks=tasks,
+                        interval_ns=got["bins"]["interval_ns"])
+    assert want.hit == [0] * n and want.start == got["start"].tolist()
+    assert want.records == list(zip(*(got[f"op_{k}"].tolist() for k in (
+        "drive", "item", "kind", "qtime", "start", "done", "lba", "n")), strict=True))
+
+
+def test_a_spare_that_fails_after_its_rebuild_stopped_did_not_stop_it():
+    """A RAID-5 of four with one hot spare (drive 4): drive 0 fails at 0 s and is rebuilt onto
+    the spare in units of a few microseconds (fixed-time drives); drive 1 fails at 20 us,
+    which loses every stripe not yet rebuilt and stops that rebuild; the spare fails at
+    100 us, after the stop. The replay's windows say the rebuild stopped at a loss, not
+    because its spare failed (replay --json's spare_failed false, where a failure of the
+    spare at any time read as the cause)."""
+    from blocklab.pipeline.model.array import plan
+    from blocklab.pipeline.model.config import parse_array
+    from blocklab.pipeline.replay import _rebuild_windows, build_array, run_engine
+
+    from .conftest import ROOT
+
+    toml = {"group": [{"name": "g", "layout": "raid5", "drive": "atlas10k", "width": 4,
+                       "stripe_unit": "64KiB", "hot_spares": 1}],
+            "rebuild": {"unit": "256MiB", "depth": 1},
+            "failure": [{"drive": 0, "at_s": 0.0}, {"drive": 1, "at_s": 20e-6},
+                        {"drive": 4, "at_s": 100e-6}]}
+    arr = build_array(parse_array(toml, ROOT / "x.toml"), fixed_ns=(2000, 0))
+    z = np.zeros(0, np.int64)
+    tasks = plan(arr)
+    got = run_engine(arr, z, z, z, z, tasks=tasks)
+    ev = got["events"]
+    (stop,) = ev[ev["code"] == EVENT_NAMES.index("rebuild_stopped")]
+    assert stop["drive"] == 0 and 20_000 <= stop["t"] < 100_000
+
+    class Events:  # what _rebuild_windows reads of an engine
+        def events(self):
+            return ev
+
+    rw = {r["drive"]: r for r in _rebuild_windows(arr, Events(), tasks)}
+    assert rw[0]["stopped_s"] == stop["t"] / 1e9 and rw[0]["spare_failed"] is False
+    assert rw[0]["stripes_lost"] == 0 and rw[1]["stripes_lost"] > 0
