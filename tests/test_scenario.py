@@ -269,6 +269,11 @@ def test_cli_run_json_and_table(tmp_path):
     # written beside the output ("../x") or into the output folder itself ("")
     *[(ONE.replace('name = "a"', f"name = {n}"), "case[0].name: expected a name of letters")
       for n in ('["a"]', "1", '"../x"', '""')],
+    # the whole name is checked, not a good start ("a/../../x" wrote two levels up, "a/b"
+    # inside another folder), and its first character too: ".." is the output's parent, and
+    # ".a.kept" the name case a's earlier folder waits under while a runs again
+    *[(ONE.replace('name = "a"', f"name = {n}"), "case[0].name: expected a name of letters")
+      for n in ('"a/../../x"', '"a/b"', '".."', '".a.kept"')],
     (ONE + ONE[ONE.index("[[case]]"):], "case[1].name: a is already a case's name"),
     # a list where a name belongs: "unhashable type: 'list'", which named no key
     (ONE + '[[published]]\nquantity = ["iops"]\ncase = "a"\nvalue = 1\nunit = "IOPS"\n'
@@ -501,6 +506,47 @@ def test_a_killed_runs_kept_case_folder_is_put_back(tmp_path):
             if p.is_file()} == whole
 
 
+def test_a_symlink_at_a_cases_kept_name_is_not_put_back(tmp_path):
+    """Only a folder a run kept aside is put back: a symlink at OUT/.a.kept (to a folder of
+    the user's) is left alone, and so are the earlier run's case a, which putting the link
+    back would have removed first, and the folder it points to."""
+    (tmp_path / "s.toml").write_text(TINY)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+
+    def files(top):
+        return {str(p.relative_to(top)): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    (out / ".a.kept").symlink_to(mine, target_is_directory=True)
+    before = files(out / "a")
+    runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert files(out / "a") == before and not (out / "a").is_symlink()
+    assert files(mine) == {"notes.txt": b"mine"}
+
+
+def test_a_cases_lost_requests_are_its_runs(tmp_path):
+    """A case whose RAID-0 of two loses drive 0 at 0 s: its figures count as lost the
+    requests with a sector on drive 0 (tests/reference/layout.py's plain layout), as the run's
+    ios.lost has them."""
+    from .reference import layout
+
+    (tmp_path / "s.toml").write_text(TINY.replace(
+        "[case.array]", "failure = [{ drive = 0, at_s = 0.0 }]\n[case.array]"))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    ios = pq.read_table(out / "a" / "run" / "ios.parquet").to_pydict()
+    want = [layout.lost("raid0", 2, 128, 1 << 40, s, b // 512, lambda m, _r: m == 0)
+            for s, b in zip(ios["sector"], ios["size_bytes"], strict=True)]
+    assert ios["lost"] == want and 0 < sum(want) < len(want)
+    fig = json.loads((out / "scenario.json").read_text())["cases"][0]
+    assert fig["lost_requests"] == sum(want) and fig["requests"] == len(want)
+
+
 def test_a_stop_while_the_earlier_folder_is_removed_keeps_the_finished_case(tmp_path,
                                                                            monkeypatch):
     """A run stopped (Ctrl-C: the signal handler's exception) while it removed a finished
@@ -531,3 +577,12 @@ def test_a_stop_while_the_earlier_folder_is_removed_keeps_the_finished_case(tmp_
     res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == ["a", "scenario.json"]
+
+
+def test_a_size_given_as_a_number_of_bytes_is_taken(tmp_path):
+    """A generator's size options are read as sizes (traces/synth parse_size): a number of
+    bytes is one, as "8KiB" is, though the generators' signatures say text."""
+    f = tmp_path / "s.toml"
+    f.write_text(TINY.replace('transfer_size = "8KiB"', "transfer_size = 8192, align = 4096"))
+    (case,) = scenario.load(f).cases
+    assert case.workload["transfer_size"] == 8192 and case.workload["align"] == 4096
