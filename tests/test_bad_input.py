@@ -453,3 +453,15 @@ def test_an_error_shows_control_bytes_escaped(tmp_path):
     assert len(lines) == 1, res.output
     assert lines[0].endswith("a\\x1b[31mred.parquet: no such file"), lines[0]
     assert "\x1b" not in res.output
+
+
+def test_a_failure_line_shows_the_bytes_of_a_damaged_page_escaped():
+    """DuckDB's words for a damaged page may carry the page's raw bytes ("don't know what
+    type: " and a byte 0x0f): the line shows them escaped, one printable line, and says the
+    page was damaged only when a file of the inputs does not read through (none here)."""
+    import duckdb
+
+    from blocklab.pipeline.damage import failure_line
+
+    line = failure_line("iostat", [], duckdb.Error("x"), "don't know what type: \x0f\x1b[2J")
+    assert line == "query iostat over : don't know what type: \\x0f\\x1b[2J"

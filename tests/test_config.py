@@ -342,3 +342,18 @@ def test_several_luns_without_a_volume_are_said_to_get_no_host_io(tmp_path):
         drives = set(pq.read_table(run / "drive_ops.parquet", columns=["drive"]).column(0)
                      .to_pylist())
         assert (drives <= {0, 1, 2, 3}) == said and drives & {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("count,luns", [(1, None), (2, "g.0, g.1"), (3, "g.0, g.1, ...")])
+def test_the_first_lun_note_names_the_first_two_luns(tmp_path, count, luns):
+    """The note lists the first two LUNs, and '...' only when there are more (three, here);
+    an array of one LUN gets none."""
+    f = tmp_path / "a.toml"
+    f.write_text(BASE.replace('name = "a"', 'name = "g"') + f"count = {count}\n")
+    note = load_array(f).first_lun_note()
+    if luns is None:
+        assert note is None
+    else:
+        assert note is not None and note.startswith(
+            f"the array has {count} LUNs ({luns}) and no [volume]: the host addresses g.0 "
+            "alone"), note
