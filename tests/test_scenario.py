@@ -586,3 +586,16 @@ def test_a_size_given_as_a_number_of_bytes_is_taken(tmp_path):
     f.write_text(TINY.replace('transfer_size = "8KiB"', "transfer_size = 8192, align = 4096"))
     (case,) = scenario.load(f).cases
     assert case.workload["transfer_size"] == 8192 and case.workload["align"] == 4096
+
+
+def test_a_search_option_of_the_wrong_type(tmp_path):
+    """An spc1 search option (ramp_s, of a case that measures spc1) is checked against the
+    search's own type, as a generator's option is against the generator's: one line naming
+    the key, before any case runs."""
+    f = tmp_path / "s.toml"
+    f.write_text(HEAD + '[workload]\ngenerator = "spc1"\nramp_s = "x"\n[[case]]\nname = "a"\n'
+                 'measure = ["spc1"]\n[case.array]\n'
+                 'group = [{ name = "g", layout = "raid0", width = 2, drive = "atlas10k" }]\n')
+    with pytest.raises(scenario.BlocklabError) as e:
+        scenario.load(f)
+    assert str(e.value) == f"{f}: workload.ramp_s: expected a number, found 'x'"
