@@ -57,6 +57,24 @@ private replay kernels, each with its callees inlined, was a quarter of their co
 replay engine from an empty cache 42 -> 31-33 s, every family (``python -m
 blocklab.tools.warm -j 1``) 61 -> 51 s, the same machine code for the public kernels (the
 bench cases' results the same to the last bit, the same speed).
+
+Nor is a private kernel's code optimized on its own: only its functions are (LLVM's function
+passes, as Numba runs them on every function it lowers), and the module passes, which inline
+and optimize across functions, run once, in the public kernel that links it. Before, every
+private kernel ran them over itself and everything it had linked, and its caller ran them
+again over the same code inlined: the engine's code was optimized once per level of its call
+tree (the event loop is ten deep), and module passes were half of every LLVM second. LLVM's
+module pipeline works bottom up over the call graph, simplifying a callee before it decides
+whether to inline it, so the public kernel's machine code is that of the code optimized as
+one module (the bench cases' results the same to the last bit). Measured in CPU seconds, one
+process from an empty cache, the HDD model first (as the warm's second process leaves it),
+alternated on a busy machine: the replay engine's family 65-68 -> 43-45 s. One
+helper then needs telling: ``@njit(noinline=True)`` keeps a rarely called kernel out of line
+(LLVM's ``noinline``). LLVM's inliner weighs a callee before the loop vectorizer has grown
+it: the drive statistics' ``_fit``, whose loops were vectorized when it was optimized alone
+(then too big to inline), was copied into the seven places the engine calls it (through the
+inlined ``_count``), each copy vectorized again (the event loop's code 48 k -> 63 k LLVM
+instructions, its machine code 3.6 -> 6.2 s to generate).
 """
 
 from __future__ import annotations
@@ -131,10 +149,11 @@ class _Kernel(registry.CPUDispatcher):
 
 
 class _LinkOnlyLibrary(codegen.JITCodeLibrary):
-    """The compiled code of a private kernel: its optimized LLVM IR, kept (and cached) to be
-    linked and inlined into the kernels that call it, and never turned into machine code of
-    its own (see the module docstring). Numba would generate machine code for every library
-    it finalizes, though nothing can run a private kernel's: its callers carry an inlined copy.
+    """The compiled code of a private kernel: its LLVM IR, kept (and cached) to be linked and
+    inlined into the kernels that call it, and neither optimized as a module nor turned into
+    machine code of its own (see the module docstring). Numba would generate machine code for
+    every library it finalizes, though nothing can run a private kernel's: its callers carry
+    an inlined copy.
 
     Finalizing gives the execution engine a stub module holding only the library's
     environment globals (``_ZN08NumbaEnv...``), which Numba writes the kernel's environment
@@ -142,6 +161,8 @@ class _LinkOnlyLibrary(codegen.JITCodeLibrary):
     links (Numba's ``_get_module_for_linking``: its external functions become
     ``linkonce_odr``). The cache holds the stub's object code and the full module's bitcode,
     Numba's own format for a library, so a load from the cache is Numba's own code path."""
+
+    noinline = False  # ``@njit(noinline=True)``: set by ``_LinkOnlyCompiler``
 
     def _finalize_final_module(self) -> None:
         full = self._final_module
@@ -159,6 +180,18 @@ class _LinkOnlyLibrary(codegen.JITCodeLibrary):
         self._final_module.name = full.name
         super()._finalize_final_module()
 
+    def add_ir_module(self, ir_module) -> None:  # type: ignore[no-untyped-def]
+        if self.noinline:  # the kernel's own functions (a private kernel has no wrappers)
+            for fn in ir_module.functions:
+                if not fn.is_declaration:
+                    fn.attributes.add("noinline")
+        super().add_ir_module(ir_module)
+
+    def _optimize_final_module(self) -> None:
+        """Nothing: the public kernels that link this library optimize it, inlined where it
+        is called (see the module docstring); its functions were optimized as they were
+        added (``add_ir_module``)."""
+
     def get_llvm_str(self) -> str:  # ``inspect_llvm()``: the kernel's code, not the stub
         return str(self._shared_module)
 
@@ -173,6 +206,7 @@ class _LinkOnlyCompiler(compiler.Compiler):
         if self.state.library is None:
             library = _LinkOnlyLibrary(self.state.targetctx.codegen(), func.__qualname__)
             library.enable_object_caching()  # as Numba's lowering does for its own libraries
+            library.noinline = getattr(func, _NOINLINE, False)
             self.state.library = library
         return super().compile_extra(func)
 
@@ -219,14 +253,25 @@ class _Private(_Kernel):
                         "kernel, which only kernels can call (kernels/_jit.py)")
 
 
+#: The attribute ``@njit(noinline=True)`` sets on a private kernel's Python function, which
+#: its compiler (``_LinkOnlyCompiler``) reads.
+_NOINLINE = "_blocklab_noinline"
+
+
 def njit(*args, **kwargs):
-    """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(forceinline=True)``."""
+    """``numba.njit`` with the house options; usable as ``@njit`` or ``@njit(forceinline=True)``.
+    ``noinline=True`` (private kernels only) keeps LLVM from inlining the kernel."""
     opts = dict(_OPTIONS)
     if not kwargs.pop("nrt", True):
         opts["_nrt"] = False
+    noinline = kwargs.pop("noinline", False)
     opts.update(kwargs)
 
     def make(func):
+        if noinline:
+            if not func.__name__.startswith("_"):
+                raise ValueError(f"{func.__name__}: noinline=True is for private kernels")
+            setattr(func, _NOINLINE, True)
         if func.__name__.startswith("_"):
             # only kernels call it: no wrappers for Python (see the module docstring)
             disp = numba.njit(**opts, no_cpython_wrapper=True, no_cfunc_wrapper=True,

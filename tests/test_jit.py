@@ -134,6 +134,38 @@ def test_a_private_kernel_is_not_compiled_to_machine_code_and_its_callers_run_it
     assert private.fndesc.mangled_name in private.library.get_llvm_str()  # the code is kept
 
 
+def test_noinline_keeps_a_private_kernel_out_of_line():
+    """``@njit(noinline=True)`` keeps LLVM from inlining a private kernel (kernels/_jit.py:
+    a rarely called helper, not copied into every caller): its caller calls it, where LLVM
+    inlines the same small kernel without it. Public kernels have no use for it."""
+
+    @njit(cache=False, noinline=True)
+    def _cold(a, i):
+        a[i] += 1
+
+    @njit(cache=False)
+    def _warm(a, i):
+        a[i] += 1
+
+    @njit(cache=False)
+    def both(a):
+        for i in range(a.shape[0]):
+            _cold(a, i)
+            _warm(a, i)
+
+    a = np.zeros(4, dtype=np.int64)
+    both(a)
+    assert a.tolist() == [2, 2, 2, 2]
+    (ir,) = both.inspect_llvm().values()
+    calls = [ln for ln in ir.splitlines() if " call " in ln]
+    (cold,) = _cold.overloads.values()
+    (warm,) = _warm.overloads.values()
+    assert any(cold.fndesc.mangled_name in ln for ln in calls)
+    assert not any(warm.fndesc.mangled_name in ln for ln in calls)
+    with pytest.raises(ValueError, match="private kernels"):
+        njit(noinline=True)(both.py_func)
+
+
 _CACHED = '''
 import sys
 import numpy as np

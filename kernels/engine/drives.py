@@ -88,7 +88,7 @@ from .tables import (
 # per-drive statistics in time bins
 
 
-@njit(nrt=False)
+@njit(nrt=False, noinline=True)  # rarely called: not copied into every caller (kernels/_jit.py)
 def _fit(W, t):
     """Make the bins reach time ``t`` (merge pairs and double the interval as needed)."""
     BN = W.BN
