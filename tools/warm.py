@@ -16,7 +16,7 @@ of each kernel as it compiles).
 On two cores or more the replay engine (about two thirds of the work) and the families that
 replay through it compile in this process, while a second process compiles the others into
 the same cache (``warm``; ``-j 1`` for one process). The second process starts with the HDD
-model: the engine's compile reaches the HDD model's ``service`` about 30 s in (Numba types a
+model: the engine's compile reaches the HDD model's ``service_queued`` about 30 s in (Numba types a
 kernel's callees depth first, and the drives come late in the event loop), by when the second
 process has left it in the cache (14-17 s), and the engine links the cached one instead of
 compiling it again (measured with Numba's compile events: the engine's compile 62-64 -> 46-50
@@ -77,8 +77,9 @@ def _small_raid5() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _hdd_model(tmp: Path) -> None:
-    """The HDD model alone (its closed-loop replay): compiles ``hdd.service``, the very kernel,
-    for the very argument types, the engine calls, so the engine links it from the cache."""
+    """The HDD model alone (its closed-loop replay): compiles ``hdd.service_queued``, the very
+    kernel, for the very argument types, the engine calls, so the engine links it from the
+    cache."""
     from blocklab.kernels.drive import hdd as H
     from blocklab.pipeline.model.array import hdd_tables
 

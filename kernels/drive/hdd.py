@@ -488,11 +488,15 @@ def _write(p, zones, curve_d, curve_t, st, b, t, tq, a, n, prev_write, seq, free
     return done
 
 
-@njit(nrt=False)
 def service(p, zones, curve_d, curve_t, st, d, t, a, n, w):
     """Serve one request of ``n`` blocks at LBN ``a`` (a write if ``w``) that drive ``d``
     receives at time ``t`` (ms), when it has no other request. Updates the drive's state in
-    ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0)."""
+    ``st``; returns (completion time in ms, 1 if the read was served from the cache else 0).
+
+    A plain function, not a kernel: ``service_queued`` of a request that reached the queue as
+    it started, for callers in Python (the tests; kernels call ``service_queued``). As a
+    kernel of its own it compiled the model's whole code once more, which nothing ran (3 s
+    of the warm's CPU time, one kernel in the cache)."""
     return service_queued(p, zones, curve_d, curve_t, st, d, t, t, a, n, w)
 
 
@@ -653,8 +657,8 @@ def replay_closed(p, zones, curve_d, curve_t, st, lbn, nblk, is_write, idle_ms, 
     t = 0.0
     hits = 0
     for k in range(lbn.shape[0]):
-        done, hit = service(p, zones, curve_d, curve_t, st, 0, t, lbn[k], nblk[k],
-                            is_write[k] != 0)
+        done, hit = service_queued(p, zones, curve_d, curve_t, st, 0, t, t, lbn[k], nblk[k],
+                                   is_write[k] != 0)  # (``service``)
         hits += hit
         out_serv[k] = done - t
         t = done + idle_ms[k]
