@@ -13,16 +13,18 @@ the stamp. The stamp holds a hash of this file: an edited warm set compiles agai
 otherwise sit silent for minutes while the kernels compile (on a terminal; a script is told
 of each kernel as it compiles).
 
-On two cores or more the replay engine (about two thirds of the work) and the families that
+On two cores or more the replay engine (about two fifths of the work) and the families that
 replay through it compile in this process, while a second process compiles the others into
-the same cache (``warm``; ``-j 1`` for one process). The second process starts with the HDD
-model: the engine's compile reaches the HDD model's ``service_queued`` about 30 s in (Numba types a
-kernel's callees depth first, and the drives come late in the event loop), by when the second
-process has left it in the cache (14-17 s), and the engine links the cached one instead of
-compiling it again (measured with Numba's compile events: the engine's compile 62-64 -> 46-50
-s of work). Before, the second process began with the generators and failures family, whose
-replays compiled the whole engine a second time, side by side with this process's: two
-processes took 59-68 s here against 70 s for one.
+the same cache (``warm``; ``-j 1`` for one process): each process has about half. The second
+process starts with the HDD model: the engine's compile reaches the HDD model's
+``service_queued`` late (Numba types a kernel's callees depth first, and the drives come late
+in the event loop), after the second process has left it in the cache, and the engine links
+the cached one instead of compiling it again (measured with Numba's compile events: the
+engine's compile 62-64 -> 46-50 s of work; on 2026-11-29, a busy machine, the engine reached
+it 55-60 s in, the second process had saved it at 29-32 s). Before, the second process began
+with the generators and failures family, whose replays compiled the whole engine a second
+time, side by side with this process's: two processes took 59-68 s here against 70 s for
+one.
 """
 
 from __future__ import annotations
