@@ -335,6 +335,7 @@ def query_speeds(rows: int = 50_000_000) -> dict[str, Any]:
                     "sector": rng.integers(0, 1 << 31, n) * 8,
                     "size_bytes": rng.choice(np.array([4096, 8192, 65536]), n),
                     "stream": np.zeros(n, np.uint32), "cache_hit": np.zeros(n, bool),
+                    "lost": np.zeros(n, bool),
                 }, schema=RUN_SCHEMAS["ios"]), row_group_size=1 << 20)
         runmeta.write(run, runmeta.RunMeta(run_schema_version=RUN_SCHEMA_VERSION,
                                            interval_ns=1_000_000_000))
