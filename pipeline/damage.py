@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from blocklab.traces.errors import printable
 from blocklab.traces.schema import RUN_COLUMNS
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def failure_line(label: str, sources: list[Source], e: Exception, line: str) -> 
     damage) and names no file: a run's ios.parquet with flipped bytes said only "don't know
     what type:" or "... the file might be corrupted"."""
     # (a damaged file's bytes in DuckDB's words, "don't know what type: \x0f", shown as such)
-    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in line)
+    line = printable(line)
     where = ", ".join(s.name for s in sources[:3]) + (f" and {len(sources) - 3} more"
                                                       if len(sources) > 3 else "")
     damage = type(e) is duckdb.Error or any(  # (not a query's own error(): no reading all)

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """``text`` with every control byte shown as ``\\xNN``: a damaged file's raw bytes in a
+    library's words ("don't know what type: \\x0f"), an escape in a file's name, are not sent
+    to the terminal."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
 class BlocklabError(Exception):
     """A failure the CLI reports as one line and exit status 2 (bad input, bad options)."""
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from blocklab.traces import safety
-from blocklab.traces.errors import BlocklabError
+from blocklab.traces.errors import BlocklabError, printable
 
 try:  # Typer 0.2x carries its own copy of Click, whose exceptions are not click's
     from typer._click.exceptions import UsageError as _UsageError
@@ -236,8 +236,7 @@ def one_line(e: Exception) -> str:
     several, with no raw control byte: a damaged footer's type byte in pyarrow's words
     ("don't know what type: \\x0f"), or an escape in a file's name, shows as \\xNN and is not
     sent to the terminal."""
-    text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return printable(" ".join(ln.strip() for ln in str(e).splitlines() if ln.strip()))
 
 
 def _fail(e: Exception) -> None:
