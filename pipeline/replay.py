@@ -93,8 +93,10 @@ class ReplayResult:
     requests: int
     skipped: int
     closed_loop: bool
-    mean_latency_ms: float
-    p99_latency_ms: float
+    # None (JSON null) when no request has a latency: every one lost, or none in the trace
+    # (0.0 read as a measured figure: a replay whose every request failed looked instant)
+    mean_latency_ms: float | None
+    p99_latency_ms: float | None
     elapsed_s: float
     requests_per_s: float
     # per failure: drive, group, failed_s, window_s (rebuild end - failure; None: no rebuild
@@ -527,12 +529,18 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
     (lat,) = run_query([out], "run-latency").rows()
     return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
         output=str(out), requests=total * passes, skipped=skipped, closed_loop=closed,
-        mean_latency_ms=float(lat["mean_ms"] or 0.0),
-        p99_latency_ms=float(lat["quantile_ms"] or 0.0), lost=int(lat["lost"]),
+        mean_latency_ms=_ms(lat["mean_ms"]), p99_latency_ms=_ms(lat["quantile_ms"]),
+        lost=int(lat["lost"]),
         elapsed_s=elapsed, requests_per_s=total * passes / elapsed if elapsed > 0 else 0.0,
         passes=passes, repeat_limit_reached=bool(repeat) and tasks_left > 0,
         notes=run_notes(pf, trace_meta, trace, cfg),
     )
+
+
+def _ms(v: Any) -> float | None:
+    """A run-latency figure (queries/run-latency.sql) as a float, None kept: no request had a
+    latency (ReplayResult)."""
+    return None if v is None else float(v)
 
 
 def check_repeat(repeat: str | None, max_passes: int) -> None:

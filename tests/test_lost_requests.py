@@ -199,6 +199,13 @@ def test_a_replay_that_lost_every_request_gives_no_latency(tmp_path):
     said = " ".join(res.output.split())
     assert "40 requests, no latency (every request was lost)" in said, said
     assert "40 requests lost" in said and "latency mean" not in said
+    # and --json gives null, not 0.0: no figure rather than an instant replay
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(toml), "-o",
+                                   str(tmp_path / "run2"), "--fail", "0@0", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert got["lost"] == got["requests"] == 40
+    assert got["mean_latency_ms"] is None and got["p99_latency_ms"] is None
 
 
 def test_a_failed_spare_takes_the_rows_rebuilt_onto_it():
