@@ -742,6 +742,11 @@ def _replaceable(folder: Path) -> None:
         if folder.is_symlink() or not folder.is_dir() or not (folder / "array.toml").is_file():
             raise BlocklabError(f"{folder}: exists and is not a scenario case folder (no "
                                 "array.toml); not replaced: remove it or write elsewhere")
+    kept = _kept(folder)  # (_put_back took a folder kept aside: what is left is not one)
+    if kept.exists() or kept.is_symlink():
+        raise BlocklabError(f"{kept}: exists and is not a case folder a scenario run kept aside "
+                            "(a link or a file); the case's earlier folder would go there: "
+                            "remove it")
 
 
 def _write_private(path: Path, text: str, record: bool = False) -> None:

@@ -523,9 +523,13 @@ def test_a_symlink_at_a_cases_kept_name_is_not_put_back(tmp_path):
     (mine / "notes.txt").write_text("mine")
     (out / ".a.kept").symlink_to(mine, target_is_directory=True)
     before = files(out / "a")
-    runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
+    res = runner.invoke(app, ["scenario", "run", str(tmp_path / "s.toml"), "-o", str(out)])
     assert files(out / "a") == before and not (out / "a").is_symlink()
     assert files(mine) == {"notes.txt": b"mine"}
+    # refused before any case runs, in one line naming the link (not the rename's ENOTDIR)
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and f"{out / '.a.kept'}: exists and is not a case folder" in lines[0]
 
 
 def test_a_cases_lost_requests_are_its_runs(tmp_path):
