@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from blocklab.tools import bench
-from blocklab.tools.bench_sections import query_speeds, replay_speeds
+from blocklab.tools.bench_replay import replay_speeds
+from blocklab.tools.bench_sections import query_speeds
 
 
 def test_the_query_section_writes_a_run_the_queries_read():
@@ -41,4 +42,5 @@ def test_the_replay_section_runs_small_and_prints_its_goals(capsys):
     bench._print_replay(rp)
     text = capsys.readouterr().out
     assert "(goal >= 2.5)" in text and "HDD model alone" in text and "SPTF" in text
+    assert rp["machine_heap_ns_per_op"] > 0 and "machine reference" in text
     assert np.isfinite(rp["sequential_1m_open_model_ns_per_op"])

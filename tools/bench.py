@@ -36,6 +36,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from blocklab.tools.bench_replay import replay_speeds
 from blocklab.tools.bench_sections import (
     MEMORY_SIZES,
     capture_speed,
@@ -44,7 +45,6 @@ from blocklab.tools.bench_sections import (
     memory_scaling,
     parallel_replay_speeds,
     query_speeds,
-    replay_speeds,
     sweep_speeds,
     synth_speeds,
     timed,
@@ -513,6 +513,10 @@ def _print_replay(rp: dict[str, float]) -> None:
         sp = rp["random_4k_closed64_sptf_requests_per_s"] / 1e6
         print(f"  the same, SPTF drives  : closed 64 {sp:.2f} M/s ({sp / c64:.2f} x C-LOOK's: the "
               f"HDD model ranks every queued operation at each pick)")
+    if "machine_heap_ns_per_op" in rp:
+        print(f"  machine reference      : a 64 K-key heap {rp['machine_heap_ns_per_op']:.1f} ns "
+              f"an operation, numpy sorting 4 M int64 {rp['machine_sort_4m_ms']:.0f} ms (code "
+              f"that never changes: compare the replay lines of two days by it)")
     if "kernel_vs_reference" in rp:
         print(f"  replay vs Python ref.  : {rp['kernel_vs_reference']:.0f} x "
               f"({rp['reference_python_requests_per_s']:,.0f} requests/s in Python)")
