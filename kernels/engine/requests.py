@@ -106,6 +106,12 @@ def _add_ops(W, item, row, m, share, first, last):
     then never leaves the new drive without a write made after its unit was copied."""
     PLAN = W.PLAN
     MP = W.MP
+    # whether a piece of this row is being copied (a rebalance): checked once, and the copies'
+    # writes planned out of line (_add_copies), so the loop below, which every host request
+    # and destage runs, keeps one inlined _add_op (the same operations in the same order)
+    copying = MP[row, MP_COPY] != NONE
+    for i in range(MP_COPY + 1, MP_COPY + COPY_N):
+        copying |= MP[row, i] != NONE
     for j in range(m):
         o = j * R.OP_NCOLS
         k = PLAN[o + R.OP_DRIVE]
@@ -116,13 +122,21 @@ def _add_ops(W, item, row, m, share, first, last):
         first, last = _add_op(W, item, MP[row, MP_MEM + 2 * k],
                               MP[row, MP_MEM + 2 * k + 1] + sector, cnt, w, ph, share, first,
                               last)
-        if w == 0:
-            continue
-        for i in range(MP_COPY, MP_COPY + COPY_N):
-            p = MP[row, i]
-            if p != NONE and W.PC[p, PC_K] == k and W.DR[W.PC[p, PC_DST], D_FAILED] == 0:
-                first, last = _add_op(W, item, W.PC[p, PC_DST], W.PC[p, PC_DOFF] + sector, cnt,
-                                      w, ph, share, first, last)
+        if w != 0 and copying:
+            first, last = _add_copies(W, item, row, k, sector, cnt, w, ph, share, first, last)
+    return first, last
+
+
+@njit(nrt=False, noinline=True)  # only while a rebalance copies: kept out of the hot loop
+def _add_copies(W, item, row, k, sector, cnt, w, ph, share, first, last):
+    """The write of member ``k`` of map row ``row`` (``_add_ops``) to the drives its piece is
+    being copied to, in copy-slot order."""
+    MP = W.MP
+    for i in range(MP_COPY, MP_COPY + COPY_N):
+        p = MP[row, i]
+        if p != NONE and W.PC[p, PC_K] == k and W.DR[W.PC[p, PC_DST], D_FAILED] == 0:
+            first, last = _add_op(W, item, W.PC[p, PC_DST], W.PC[p, PC_DOFF] + sector, cnt,
+                                  w, ph, share, first, last)
     return first, last
 
 
