@@ -634,13 +634,8 @@ def _run(client: Any, ix: TraceIndex, lines: list[int], cfg: Any, arr: Any, task
         rounds.cancel()
         joins.abort()
         raise folder.fail(e) from None
-    from .query import run_query
-
-    (lat,) = run_query([out], "run-latency").rows()
     res = RP.ReplayResult(output=str(out), requests=n, skipped=skipped, closed_loop=False,
-                          mean_latency_ms=RP._ms(lat["mean_ms"]),
-                          p99_latency_ms=RP._ms(lat["quantile_ms"]),
-                          lost=int(lat["lost"]), elapsed_s=elapsed,
+                          **RP.run_latency(out), elapsed_s=elapsed,
                           requests_per_s=n / elapsed if elapsed > 0 else 0.0)
     res.parallel = par
     return res

@@ -522,25 +522,29 @@ def replay(trace: str | Path, array: str | Path, output: str | Path, speed: floa
         folder.commit(0o600)  # the trace's offsets and timing: the owner's alone
     except BaseException as e:
         raise folder.fail(e) from None
-    # the summary from the run folder through DuckDB, out of core (queries/run-latency.sql):
-    # holding every latency for it grew replay's memory by 8 bytes a request
-    from .query import run_query
-
-    (lat,) = run_query([out], "run-latency").rows()
     return ReplayResult(rebuilds=_rebuild_windows(arr, drv, tasks),
         output=str(out), requests=total * passes, skipped=skipped, closed_loop=closed,
-        mean_latency_ms=_ms(lat["mean_ms"]), p99_latency_ms=_ms(lat["quantile_ms"]),
-        lost=int(lat["lost"]),
+        **run_latency(out),
         elapsed_s=elapsed, requests_per_s=total * passes / elapsed if elapsed > 0 else 0.0,
         passes=passes, repeat_limit_reached=bool(repeat) and tasks_left > 0,
         notes=run_notes(pf, trace_meta, trace, cfg),
     )
 
 
-def _ms(v: Any) -> float | None:
-    """A run-latency figure (queries/run-latency.sql) as a float, None kept: no request had a
-    latency (ReplayResult)."""
-    return None if v is None else float(v)
+def run_latency(out: Path) -> dict[str, Any]:
+    """The run folder ``out``'s summary for ReplayResult (a serial or a parallel replay's):
+    ``mean_latency_ms`` and ``p99_latency_ms`` (None when no request has a latency) and
+    ``lost``, from the run folder through DuckDB, out of core (queries/run-latency.sql):
+    holding every latency for it grew replay's memory by 8 bytes a request."""
+    from .query import run_query
+
+    (lat,) = run_query([out], "run-latency").rows()
+
+    def ms(v: Any) -> float | None:
+        return None if v is None else float(v)
+
+    return {"mean_latency_ms": ms(lat["mean_ms"]), "p99_latency_ms": ms(lat["quantile_ms"]),
+            "lost": int(lat["lost"])}
 
 
 def check_repeat(repeat: str | None, max_passes: int) -> None:
