@@ -709,22 +709,26 @@ def pair_sweep(ent, keys, vals, free, st, out, stale_before, seq_before, flush_a
 def last_named(events, comms, table, out_pid, out_idx):
     """For each process id of the event rows that carry a name (``comms[k, 0] >= 0``, pid > 0),
     the last such row: fills ``out_pid``/``out_idx`` in order of first appearance from the end,
-    returns how many. ``table`` (int64, a power of two at least twice the rows, any contents) is
-    an open-addressing set of the pids seen. The text parsers' names per chunk, where NumPy's
-    mask, reversal and unique (a sort) were a tenth of a blkparse text ingest's main thread
-    (traces/formats/paired.py ProcessNames.learn)."""
+    returns how many, or -1 when more than half of ``table`` would be taken (the caller tries
+    again with a larger one). ``table`` (int64, a power of two, any contents) is an
+    open-addressing set of the pids seen. The text parsers' names per chunk
+    (traces/formats/paired.py ``named_rows``)."""
     mask = table.shape[0] - 1
     table[:] = -1
     m = 0
+    prev = -1  # (the pid of the row before: most rows repeat it)
     for k in range(events.shape[0] - 1, -1, -1):
         pid = events[k, TE_PID]
-        if comms[k, 0] < 0 or pid <= 0:
+        if comms[k, 0] < 0 or pid <= 0 or pid == prev:
             continue
+        prev = pid
         h = _mix(pid, mask)
         while table[h] >= 0 and table[h] != pid:
             h = (h + 1) & mask
         if table[h] == pid:
             continue
+        if 2 * (m + 1) > table.shape[0]:
+            return -1
         table[h] = pid
         out_pid[m] = pid
         out_idx[m] = k

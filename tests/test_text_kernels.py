@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from blocklab.kernels import pairing as K
 from blocklab.kernels import pairing_release as KR
 from blocklab.kernels.bytescan import count_lines, parse_fixed
-from blocklab.traces.formats.paired import release_order
+from blocklab.traces.formats.paired import named_rows, release_order
 
 
 @given(st.binary(max_size=5000))
@@ -84,6 +84,27 @@ def test_last_named_is_each_pids_last_named_row(rows, offset):
     got = dict(zip(out_pid[:m].tolist(), out_idx[:m].tolist(), strict=True))
     assert len(got) == m  # each pid once
     assert got == _reference(pids, named)
+    rows_pids, rows_idx = named_rows(events, comms)  # (its set starts small and grows)
+    assert dict(zip(rows_pids.tolist(), rows_idx.tolist(), strict=True)) == got
+
+
+def test_named_rows_grows_its_set_for_thousands_of_processes():
+    """More processes in a chunk than the first set holds (512 of 1,024 slots): the kernel
+    says so (-1) rather than filling the set, and ``named_rows`` tries again, larger."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    events = np.zeros((n, K.TE_NCOLS), dtype=np.int64)
+    events[:, K.TE_PID] = rng.integers(-2, 6_000, n)
+    comms = np.full((n, 2), -1, dtype=np.int64)
+    named = rng.random(n) < 0.7
+    comms[named, 0] = 0
+    small = np.empty(1 << 10, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    assert K.last_named(events, comms, small, out, out.copy()) == -1
+    pids, idx = named_rows(events, comms)
+    want = _reference(events[:, K.TE_PID], named)
+    assert len(want) > 3_000
+    assert dict(zip(pids.tolist(), idx.tolist(), strict=True)) == want
 
 
 @st.composite

@@ -12,7 +12,7 @@ import os
 import queue
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -64,24 +64,32 @@ class ArrayRing:
     keeps ``slots`` sets, taken in turn: two when the next chunk is decoded ahead while the
     previous one's arrays are still being read, one otherwise; a set is handed out again
     once its chunk has been consumed. ``take(rows)`` gives the next set as views of
-    ``rows`` rows, its arrays grown first when a chunk needs more."""
+    ``rows`` rows, its arrays grown first when a chunk needs more.
+
+    ``next_slot()`` then ``take_at(slot, rows)`` split the two: the caller takes its turn in
+    order and a worker thread, once it knows the rows, sizes that slot's set (each slot is
+    one chunk's at a time, so no two threads touch one slot)."""
 
     def __init__(self, slots: int, widths: tuple[int, ...]):
         self.slots = slots
         self.widths = widths
-        self._sets: list[tuple[np.ndarray, ...]] = []
+        self._sets: list[tuple[np.ndarray, ...] | None] = [None] * slots
         self._turn = 0
 
-    def take(self, rows: int) -> tuple[np.ndarray, ...]:
+    def next_slot(self) -> int:
         slot = self._turn % self.slots
         self._turn += 1
-        if slot >= len(self._sets) or len(self._sets[slot][0]) < rows:
+        return slot
+
+    def take_at(self, slot: int, rows: int) -> tuple[np.ndarray, ...]:
+        arrays = self._sets[slot]
+        if arrays is None or len(arrays[0]) < rows:
             arrays = tuple(np.empty((rows, w), dtype=np.int64) for w in self.widths)
-            if slot < len(self._sets):
-                self._sets[slot] = arrays
-            else:
-                self._sets.append(arrays)
-        return tuple(a[:rows] for a in self._sets[slot])
+            self._sets[slot] = arrays
+        return tuple(a[:rows] for a in arrays)
+
+    def take(self, rows: int) -> tuple[np.ndarray, ...]:
+        return self.take_at(self.next_slot(), rows)
 
 
 def result_of(fut: concurrent.futures.Future) -> Any:
@@ -357,7 +365,8 @@ def text_chunks(
 
 
 def text_blocks(
-    inp: Input, chunk_bytes: int | None = None, first_line: int = 1, mapped: bool = False
+    inp: Input, chunk_bytes: int | None = None, first_line: int = 1, mapped: bool = False,
+    count: bool = True,
 ) -> Iterator[tuple[np.ndarray, int, int]]:
     """``text_chunks`` with the number of lines of each buffer: ``(buffer, first_line,
     lines)``, for a caller that sizes its arrays by it (counting them again was a tenth of a
@@ -365,13 +374,19 @@ def text_blocks(
 
     ``mapped``: a caller that does not need ``buffer.base`` to be ``bytes`` (it slices the
     buffer itself) takes, from a file ``Input.mapped`` offers, windows of the map: no copy of
-    the file's bytes (the read, then the join of a cut line with the next read)."""
+    the file's bytes (the read, then the join of a cut line with the next read).
+
+    ``count=False``: the lines are not counted (``lines`` and every ``first_line`` but the
+    first are -1): for a caller that counts them on a worker thread (formats/textevents)."""
     from blocklab.kernels.bytescan import count_lines  # (a kernel: Numba, once a reader needs it)
+
+    def counted(view: np.ndarray) -> int:
+        return int(count_lines(view)) if count else -1
 
     chunk_bytes = chunk_bytes or CHUNK_BYTES  # read at call time: tests shrink it
     m = inp.mapped() if mapped else None
     if m is not None:
-        yield from _mapped_blocks(inp, m, chunk_bytes, first_line)
+        yield from _mapped_blocks(inp, m, chunk_bytes, first_line, counted)
         return
     carry = b""
     line = first_line
@@ -379,8 +394,8 @@ def text_blocks(
         data = inp.read(chunk_bytes)
         if not data:
             if carry:
-                buf = carry + b"\n"
-                yield np.frombuffer(buf, dtype=np.uint8), line, buf.count(b"\n")
+                tail = np.frombuffer(carry + b"\n", dtype=np.uint8)
+                yield tail, line, counted(tail)
             return
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -390,18 +405,16 @@ def text_blocks(
         block = b"".join((carry, memoryview(data)[: cut + 1])) if carry else data[: cut + 1]
         carry = data[cut + 1 :]
         view = np.frombuffer(block, dtype=np.uint8)
-        lines = int(count_lines(view))
+        lines = counted(view)
         yield view, line, lines
-        line += lines
+        line = line + lines if lines >= 0 else -1
 
 
-def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int,
-                   line: int) -> Iterator[tuple[np.ndarray, int, int]]:
+def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int, line: int,
+                   counted: Callable[[np.ndarray], int]) -> Iterator[tuple[np.ndarray, int, int]]:
     """``text_blocks`` over the map ``m`` of ``inp``: windows of about ``chunk_bytes`` cut
     after their last newline (a longer window when a line is longer); a last line without
-    its newline is copied with one."""
-    from blocklab.kernels.bytescan import count_lines
-
+    its newline is copied with one. ``counted(block)``: its lines, or -1."""
     pos = 0
     # the caller may still read the two blocks before this one (their names:
     # formats/textevents parses two ahead of the block it pairs)
@@ -418,10 +431,10 @@ def _mapped_blocks(inp: Input, m: np.ndarray, chunk_bytes: int,
             cut = n - 1
         else:
             block = m[pos : cut + 1]
-        lines = int(count_lines(block))
+        lines = counted(block)
         inp.mapped_upto(cut + 1, done)
         yield block, line, lines
-        line += lines
+        line = line + lines if lines >= 0 else -1
         done, prev, pos = prev, pos, cut + 1
 
 
