@@ -23,7 +23,7 @@ from blocklab.traces.formats.base import Chunk, Format, ReadContext
 from blocklab.traces.io import Input
 from blocklab.traces.safety import not_an_input
 from blocklab.traces.schema import NULL, NUMPY_DTYPES, TIME_COLUMNS, format_dev, parse_dev
-from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
+from blocklab.traces.store import TraceMeta, TraceWriter
 
 from . import __version__
 
@@ -200,7 +200,7 @@ def ingest(
             chunks = [first] if first is not None else []
             for chunk in _chain(chunks, merged):
                 _rebase(chunk, t0)
-                writer.write(columns_to_batch(chunk.cols, chunk.comm))
+                writer.write_columns(chunk.cols, chunk.comm)
             seen = set().union(*(c.devices for c in contexts)) - {NULL}
             if dev is not None and writer.rows == 0 and seen and dev not in seen:
                 # a device the inputs do not have is a mistake, not an empty trace (as

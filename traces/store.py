@@ -338,12 +338,13 @@ class TraceWriter:
         self.path = Path(path)
         self.meta = meta
         self.rows = 0
-        self._pending: list[pa.RecordBatch] = []
+        # batches, or reader columns (``write_columns``) the writer's thread converts
+        self._pending: list[pa.RecordBatch | tuple[Mapping[str, np.ndarray], pa.Array | None]] = []
         self._pending_rows = 0
         # Row groups are encoded and compressed on a second thread (pyarrow releases the GIL),
         # overlapping with parsing on the first; the queue holds at most two row groups, so
         # memory stays bounded when the disk is slower than the parser.
-        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[list[Any] | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._writer: pq.ParquetWriter | None = None
         self._thread: Worker | None = None
@@ -394,11 +395,14 @@ class TraceWriter:
     def _drain(self) -> None:
         assert self._writer is not None  # started after the writer was made
         while True:
-            table = self._queue.get()
-            if table is None:
+            items = self._queue.get()
+            if items is None:
                 return
             if self._error is None:
                 try:
+                    table = pa.Table.from_batches(
+                        [b if isinstance(b, pa.RecordBatch) else columns_to_batch(*b)
+                         for b in items], schema=TRACE_SCHEMA)
                     self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
                     self.encoded = (self.encoded[0] + table.num_rows, self.bytes_written)
                 except BaseException as e:  # reported to the producer on its next call
@@ -410,20 +414,31 @@ class TraceWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         check()  # a signal's stop, should the handler's exception have been dropped
-        if batch.num_rows == 0:
+        self._add(batch, batch.num_rows)
+
+    def write_columns(self, cols: Mapping[str, np.ndarray], comm: pa.Array | None = None
+                      ) -> None:
+        """``write(columns_to_batch(cols, comm))`` with the conversion done on the writer's
+        thread, beside the reader's: it was a fifth of a blktrace binary ingest's reader
+        thread, which pairs the events and is the one the ingest waits for. ``cols`` and
+        ``comm`` are the writer's from now on (not to be changed)."""
+        check()
+        self._add((cols, comm), len(cols["time_ns"]))
+
+    def _add(self, item: Any, rows: int) -> None:
+        if rows == 0:
             return
-        self._pending.append(batch)
-        self._pending_rows += batch.num_rows
-        self.rows += batch.num_rows
+        self._pending.append(item)
+        self._pending_rows += rows
+        self.rows += rows
         if self._pending_rows >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
         self._check()
         if self._pending:
-            table = pa.Table.from_batches(self._pending, schema=TRACE_SCHEMA)
             with critical():  # see io._HashingReader.read: a put cut by a signal can hang
-                self._queue.put(table)
+                self._queue.put(self._pending)
             self._pending = []
             self._pending_rows = 0
 
