@@ -70,23 +70,6 @@ def warm_on_worker() -> dict[str, Any]:
 LOCAL_PER_CORE = 4
 
 
-#: Dask's own periodic work on a local cluster, made rarer: its event loops' health check
-#: every 20 ms (each of the scheduler, the client, every worker and nanny), the workers'
-#: statistical profiler every 10 ms and memory check every 100 ms, the system monitor every
-#: 0.5 s. An idle cluster of two workers took 8.8 to 9.5 % of a core with Dask's defaults and 1.2 to
-#: 1.6 % with these (measured, 10 s of each). The profiler and the system monitor feed only the
-#: dashboard, which the local cluster does not start; the health check only warns of a loop
-#: blocked for 3 s; the memory check pauses or stops a worker past its memory limit, and a
-#: second between checks is still well before a segment's bounded memory could reach it. A
-#: user's cluster (--scheduler) keeps its own settings.
-QUIET = {
-    "distributed.admin.tick.interval": "500ms",
-    "distributed.worker.profile.enabled": False,
-    "distributed.worker.memory.monitor-interval": "1s",
-    "distributed.admin.system-monitor.interval": "2s",
-}
-
-
 def _client(Client: Any, scheduler: str, timeout: float) -> Any:
     """A client of the scheduler at ``scheduler``, within ``timeout`` (and a few seconds),
     or one line. Dask's own timeout covers the connection, not its handshake: a port that
@@ -162,9 +145,7 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     scratch = tempfile.mkdtemp(prefix="blocklab-dask-")
     atexit.register(shutil.rmtree, scratch, True)
     safety.on_stop(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    # (the temporary folder: the scheduler's; QUIET: every process's, the workers are handed
-    # the settings in force as they start)
-    with dask.config.set({"temporary-directory": scratch, **QUIET}):
+    with dask.config.set({"temporary-directory": scratch}):  # (the scheduler's, here)
         cluster = LocalCluster(
             n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None, worker_dashboard_address=None,

@@ -450,29 +450,6 @@ def test_a_local_cluster_larger_than_the_machine_is_refused():
         connect(None, cap + 1, 1.0)
 
 
-def _dask_settings() -> dict:
-    import dask
-
-    return {k: dask.config.get(k) for k in cluster_mod.QUIET}
-
-
-def test_a_local_clusters_workers_run_dasks_periodic_work_rarely(cluster):
-    """The workers a local cluster starts (separate processes: Dask hands them its settings
-    as they start) have the quieter settings of cluster.QUIET, not Dask's defaults (an idle
-    cluster of two took 9.5 % of a core with those), and the client process's own settings
-    are as they were."""
-    from distributed import Client
-
-    before = _dask_settings()
-    with Client(cluster, set_as_default=False) as client:
-        seen = client.run(_dask_settings)
-    assert len(seen) == 2
-    for got in seen.values():
-        assert got == cluster_mod.QUIET
-    assert _dask_settings() == before
-    assert before != cluster_mod.QUIET  # (Dask's defaults differ: the test could fail)
-
-
 def test_relative_paths_reach_the_workers_as_the_clients(work, cluster, tmp_path, monkeypatch):
     """The workers run in their own working folders: a relative trace name was opened there,
     so a worker's own file of that name was replayed in the client's place (a review) or none
