@@ -419,9 +419,11 @@ class TraceWriter:
     def write_columns(self, cols: Mapping[str, np.ndarray], comm: pa.Array | None = None
                       ) -> None:
         """``write(columns_to_batch(cols, comm))`` with the conversion done on the writer's
-        thread, beside the reader's: it was a fifth of a blktrace binary ingest's reader
-        thread, which pairs the events and is the one the ingest waits for. ``cols`` and
-        ``comm`` are the writer's from now on (not to be changed)."""
+        thread, beside the reader's, which pairs the events and is the one an ingest waits
+        for (measured on the bench's 5 M blktrace records: the reader's CPU 0.317 -> 0.276 s;
+        the whole command 1.36 -> 1.22 s, and on their 5 M-line blkparse text 1.63 -> 1.52 s,
+        medians of 8 runs alternating with the code before). ``cols`` and ``comm`` are the
+        writer's from now on (not to be changed)."""
         check()
         self._add((cols, comm), len(cols["time_ns"]))
 
