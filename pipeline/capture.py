@@ -57,7 +57,7 @@ from blocklab.traces.formats.base import ReadContext
 from blocklab.traces.formats.paired import Pairer, ProcessNames, rows_to_chunk
 from blocklab.traces.formats.tracefs_raw import PageDecoder, parse_header_page, read_formats
 from blocklab.traces.schema import NULL, TIME_COLUMNS
-from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch
+from blocklab.traces.store import TraceMeta, TraceWriter
 from blocklab.traces.units import parse_bytes
 
 from . import __version__
@@ -397,7 +397,7 @@ class _Capture:
         _rebase(chunk.cols, self.t0)
         if self.opts.anonymize:
             chunk.cols["pid"] = np.full(len(chunk), NULL, dtype=np.int32)
-        writer.write(columns_to_batch(chunk.cols, chunk.comm))
+        writer.write_columns(chunk.cols, chunk.comm)
 
     def _poll(self, readers: list[CpuReader], decoder: PageDecoder) -> tuple[int, bool]:
         """Read every CPU once; returns (the merge horizon, whether any CPU has more)."""
