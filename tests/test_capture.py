@@ -119,11 +119,15 @@ def dev_t(dev: str) -> int:
 
 
 def run_fio(dev: str, n: int = 600, engine: str = "psync") -> dict:
-    """fio: ``n`` random reads and writes (60 % reads) of 4, 16, 64 and 256 KiB, direct."""
+    """fio: ``n`` random reads and writes (60 % reads) of 4, 16, 64 and 256 KiB, direct, over
+    the device's first 60 MiB."""
+    # --size alone also caps the bytes moved (60 MiB, about 1,400 of these I/Os) and wins over a
+    # larger --number_ios; --io_size lifts that cap, so n is the count fio does
     r = subprocess.run(
         ["fio", "--name=capture-test", f"--filename={dev}", "--direct=1",
          f"--ioengine={engine}", "--rw=randrw", "--rwmixread=60",
          "--bssplit=4k/40:16k/30:64k/20:256k/10", f"--number_ios={n}", "--size=60M",
+         f"--io_size={n * 256}k",
          "--randrepeat=1", "--norandommap", "--output-format=json"],
         check=True, capture_output=True, text=True)
     job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
@@ -154,8 +158,10 @@ def global_state(tracefs: Path) -> dict[str, str]:
     return state
 
 
-def capture_while(opts: CaptureOptions, action) -> object:
-    """Run a capture in a thread, ``action`` once tracing is on, then stop it."""
+def capture_while(opts: CaptureOptions, action, *, until_it_ends: bool = False) -> object:
+    """Run a capture in a thread, ``action`` once tracing is on, then stop it. With
+    ``until_it_ends``, ``action`` is repeated until the capture stops by itself (for at most
+    two minutes), so a test of what stops it does not race the action's end."""
     stop = threading.Event()
     on = threading.Event()
     box: dict = {}
@@ -171,7 +177,10 @@ def capture_while(opts: CaptureOptions, action) -> object:
     th.start()
     try:
         assert on.wait(120), "the capture never started"
+        deadline = time.monotonic() + 120
         if "error" not in box:
+            action()
+        while until_it_ends and th.is_alive() and time.monotonic() < deadline:
             action()
     finally:
         stop.set()
@@ -416,17 +425,16 @@ def test_errors_are_one_line_with_status_2(tracefs, loopdev, tmp_path):
 def test_max_size_stops_before_the_limit(tracefs, loopdev, tmp_path):
     out = tmp_path / "small.parquet"
     limit = 48 << 10
-    fio: dict = {}
-    # enough I/O that the capture polls (every 50 ms) while fio still runs: with 4000, fio once
-    # ended between two polls in a clean-clone run, and the capture stopped for fio's end
-    # (stopped_by "stop") before it had seen the limit, cutting the rows only in its last write;
-    # 20000 (about 0.1 s of fio here) still did so in 1 run of 3 in a clean clone, 200000 in
-    # none of 12
+    done: list[dict] = []
+    # fio is run again until the capture stops by itself: one run of a fixed size could end
+    # between two polls (every 50 ms) on a fast machine, and the capture then stop for the
+    # test's stop ("stop") before it saw the limit, as it did in CI with a single short run
     res = capture_while(CaptureOptions(output=out, devices=(loopdev,), max_size=limit),
-                        lambda: fio.update(run_fio(loopdev, 200000, engine="libaio")))
+                        lambda: done.append(run_fio(loopdev, 2000, engine="libaio")),
+                        until_it_ends=True)
     assert res.stopped_by == "max-size"
     assert out.stat().st_size <= limit
-    total = fio["reads"] + fio["writes"]
+    total = sum(f["reads"] + f["writes"] for f in done)
     assert 0 < res.requests < total
     _pf, meta = open_trace(out)
     assert pq.read_table(out).num_rows == res.requests
