@@ -263,19 +263,26 @@ def _parse_cpus(text: str) -> list[int]:
 
 
 class _Stopper:
-    """Signals (SIGINT, SIGTERM, SIGHUP) and the caller's event end a capture gracefully."""
+    """Signals (SIGINT, SIGTERM, SIGHUP) and the caller's event end a capture gracefully.
+
+    The signal handler only sets attributes: it runs in the main thread between two bytecodes,
+    possibly inside the main thread's own ``Event.wait`` with that event's lock held, where
+    ``Event.set`` waited for the same lock forever (a capture hung on Ctrl-C, tracing on and
+    dropping every event, in about 1 test run in 30). The main loop's waits are short
+    (``wait``), so it sees the signal within one poll."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, external: threading.Event | None):
         self.event = external or threading.Event()
         self.reason: str | None = None
+        self._signalled = False
         self._old: dict[int, Any] = {}
 
     def _handler(self, signum, _frame) -> None:
         if self.reason is None:
             self.reason = signal.Signals(signum).name
-        self.event.set()
+        self._signalled = True  # (no lock taken here: see the class's docstring)
 
     def __enter__(self) -> _Stopper:
         if threading.current_thread() is threading.main_thread():
@@ -288,13 +295,19 @@ class _Stopper:
             signal.signal(s, h)
 
     def stop(self, reason: str) -> None:
+        """Stop for ``reason`` (the capture's own thread: not from a signal handler)."""
         if self.reason is None:
             self.reason = reason
         self.event.set()
 
+    def wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` (short: a signal shows at the end of it) unless stopping."""
+        if not self.stopping:
+            self.event.wait(seconds)
+
     @property
     def stopping(self) -> bool:
-        return self.event.is_set()
+        return self._signalled or self.event.is_set()
 
 
 # ------------------------------------------------------------------------------------------
@@ -467,8 +480,8 @@ class _Capture:
                     self._status(inst, writer, decoder, t_on, cpus)
                     if self._disk_low(est - writer.bytes_written):
                         stopper.stop("disk-space")
-                    if not more and not stopper.stopping:
-                        stopper.event.wait(POLL_S)
+                    if not more:
+                        stopper.wait(POLL_S)
                 stopped_by = stopper.reason or "stop"
                 if self.on_status:
                     self._status(inst, writer, decoder, t_on, cpus, force=True, phase="stopping")
@@ -686,7 +699,7 @@ def _capture_blktrace(opts: CaptureOptions, devices: list[Device], on_status, st
                         on_status(CaptureStatus("blktrace", time.perf_counter() - t_on, 0, 0,
                                                 0, _dir_bytes(work),
                                                 [d.spec for d in devices]))
-                    stopper.event.wait(0.2)
+                    stopper.wait(0.2)
             finally:
                 if proc.poll() is None:
                     proc.kill()
