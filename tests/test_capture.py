@@ -158,6 +158,26 @@ def global_state(tracefs: Path) -> dict[str, str]:
     return state
 
 
+@contextlib.contextmanager
+def traced(tracefs: Path, name: str, dev: str, events, buffer_kb: int | None = None):
+    """A tracefs instance of the test's own recording ``events`` of ``dev`` (mono clock),
+    tracing on inside the block; removed at the end."""
+    inst = Instance(tracefs / "instances", name)
+    inst.create()
+    try:
+        inst.write("tracing_on", "0")
+        inst.write("trace_clock", "mono")
+        if buffer_kb:
+            inst.write("buffer_size_kb", str(buffer_kb))
+        for ev in events:
+            inst.write(f"events/block/{ev}/filter", f"dev == {dev_t(dev)}")
+            inst.write(f"events/block/{ev}/enable", "1")
+        inst.write("tracing_on", "1")
+        yield inst
+    finally:
+        remove_instance(inst.path)
+
+
 def capture_while(opts: CaptureOptions, action, *, until_it_ends: bool = False) -> object:
     """Run a capture in a thread, ``action`` once tracing is on, then stop it. With
     ``until_it_ends``, ``action`` is repeated until the capture stops by itself (for at most
@@ -273,16 +293,8 @@ def test_capture_has_exactly_fios_requests(tracefs, loopdev, tmp_path):
 def test_decoder_agrees_with_the_kernels_text(tracefs, loopdev):
     """The same events read twice: as the kernel's own text (``trace``, microseconds) and as
     the binary pages; the kernel decoder and the Python reference give the kernel's fields."""
-    inst = Instance(tracefs / "instances", f"blocklab-{os.getpid()}")
-    events = list(("block_rq_insert", "block_rq_issue", "block_rq_complete"))
-    inst.create()
-    try:
-        inst.write("tracing_on", "0")
-        inst.write("trace_clock", "mono")
-        for ev in events:
-            inst.write(f"events/block/{ev}/filter", f"dev == {dev_t(loopdev)}")
-            inst.write(f"events/block/{ev}/enable", "1")
-        inst.write("tracing_on", "1")
+    events = ["block_rq_insert", "block_rq_issue", "block_rq_complete"]
+    with traced(tracefs, f"blocklab-{os.getpid()}", loopdev, events) as inst:
         run_fio(loopdev, 150)
         inst.write("tracing_on", "0")
         text = (inst.path / "trace").read_bytes()
@@ -316,8 +328,6 @@ def test_decoder_agrees_with_the_kernels_text(tracefs, loopdev):
             raw_rows += [tuple(int(x) for x in r[:9]) for r in ev]
             ref_rows += [r[:9] for r in ref.decode(data, page, header.commit_size,
                                                   header.data_off, ref_formats)[0]]
-    finally:
-        remove_instance(inst.path)
     assert sorted(raw_rows) == sorted(ref_rows)
     buf = np.frombuffer(text, dtype=np.uint8)
     n_lines = text.count(b"\n") + 1
@@ -581,17 +591,10 @@ def test_partition_is_its_disks_sector_range(tracefs, tmp_path):
 def kernel_count(tracefs: Path, dev: str, events: tuple[str, ...]):
     """Count the events of ``dev`` fired while the block runs, in a tracefs instance of the
     test's own with room for all of them (its per-CPU ``entries``, nothing lost); yields a
-    dict filled in at the end: name -> count."""
-    inst = Instance(tracefs / "instances", f"blocklab-count-{os.getpid()}")
+    dict filled in at the end: name -> count. (Not named blocklab-PID: a capture started
+    inside the block leaves it alone.)"""
     got: dict[str, int] = {}
-    inst.create()
-    try:
-        inst.write("tracing_on", "0")
-        inst.write("buffer_size_kb", "16384")
-        for ev in events:
-            inst.write(f"events/block/{ev}/filter", f"dev == {dev_t(dev)}")
-            inst.write(f"events/block/{ev}/enable", "1")
-        inst.write("tracing_on", "1")
+    with traced(tracefs, f"blocklab-count-{os.getpid()}", dev, events, 16384) as inst:
         yield got
         inst.write("tracing_on", "0")
         stats = [dict(x.split(": ") for x in inst.read(f"per_cpu/{c.name}/stats").splitlines()
@@ -601,8 +604,6 @@ def kernel_count(tracefs: Path, dev: str, events: tuple[str, ...]):
         text = inst.read("trace")
         for ev in events:
             got[ev] = text.count(f" {ev}: ")
-    finally:
-        remove_instance(inst.path)
 
 
 def test_lost_events_are_counted_and_reported(tracefs, loopdev, tmp_path):
