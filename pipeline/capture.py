@@ -307,7 +307,11 @@ class _Stopper:
 
     @property
     def stopping(self) -> bool:
-        return self._signalled or self.event.is_set()
+        if self._signalled and not self.event.is_set():
+            # a signal's stop is told to the caller's event too, as before the handler took
+            # no lock: here, from the loop that asks, never from the handler
+            self.event.set()
+        return self.event.is_set()
 
 
 # ------------------------------------------------------------------------------------------

@@ -33,9 +33,11 @@ def test_the_signal_handler_takes_no_lock_the_main_thread_may_hold():
 
 def test_a_signal_during_a_wait_stops_within_the_wait():
     """A real SIGINT while the capture's loop waits between two polls: the loop sees it at the
-    end of that wait, and the first reason is kept."""
+    end of that wait, the first reason is kept, and the caller's event (the API's ``stop``)
+    is set, as when the handler set it itself."""
     waits = 0
-    with _Stopper(None) as stopper:
+    external = threading.Event()
+    with _Stopper(external) as stopper:
         timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         t0 = time.monotonic()
@@ -45,6 +47,7 @@ def test_a_signal_during_a_wait_stops_within_the_wait():
                 waits += 1
         finally:
             timer.cancel()
+        assert external.is_set()  # (before stop() below, which sets it in any case)
         stopper.stop("max-size")  # a later reason does not replace the signal's
     assert stopper.stopping and stopper.reason == "SIGINT"
     assert waits >= 2
