@@ -145,9 +145,14 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     scratch = tempfile.mkdtemp(prefix="blocklab-dask-")
     atexit.register(shutil.rmtree, scratch, True)
     safety.on_stop(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    from .parallel import RETRIES
+
     with dask.config.set({"temporary-directory": scratch,  # (the scheduler's, here)
-                          "distributed.nanny.pre-spawn-environ": _worker_environ()}):
-        cluster = LocalCluster(
+                          "distributed.nanny.pre-spawn-environ": _worker_environ(),
+                          # a task whose worker died is run again this many times (Dask's
+                          # default is 3 too: set, so that RETRIES says what happens)
+                          "distributed.scheduler.allowed-failures": RETRIES}):
+        cluster = _start_local(lambda: LocalCluster(
             n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None, worker_dashboard_address=None,
             # the scheduler's HTTP routes (health, metrics) otherwise take port 8787, warning
@@ -160,7 +165,7 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
             local_directory=scratch,
             # logging.CRITICAL: a segment's or a point's error comes back to the client, which
             # stops on one line; the workers' own ERROR logs printed its traceback first
-            silence_logs=50)
+            silence_logs=50))
     close = cluster.close
 
     def close_and_clear(*args: Any, **kwargs: Any) -> Any:
@@ -172,6 +177,70 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     cluster.close = close_and_clear  # type: ignore[method-assign]  # (the scratch goes too)
     client = Client(cluster, set_as_default=False)
     return client, cluster
+
+
+def _start_local(make: Callable[[], Any]) -> Any:
+    """``make()``, the local cluster, run in a thread that blocks SIGINT, so that the worker
+    processes it starts (from it, or from the event loop's thread it creates) start with SIGINT
+    blocked: a thread's signal mask passes to the threads it creates and to a forked child,
+    and exec keeps it. A terminal's Ctrl-C goes to the whole process group; during the
+    cluster's start it reached the workers while Python imported Dask in them, before their
+    preload (``dask_setup``) ignores it, and 17 to 86 lines of KeyboardInterrupt tracebacks
+    came with the command's one line (a review, 2026-11-30). The main thread keeps SIGINT: a
+    stop there ends the command as before, and the workers, whose parent is gone, end too.
+
+    Failures of the start (a worker killed while it starts: "Nanny failed to start") are one
+    line, a fault of the machine (exit 1), not a traceback."""
+    _start_resource_tracker()
+    box: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            box["cluster"] = make()
+        except BaseException as e:  # (given to the main thread, which reports it)
+            box["error"] = e
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        t = threading.Thread(target=start, name="blocklab-cluster-start", daemon=True)
+        t.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    while t.is_alive():
+        t.join(0.05)  # (short waits: a signal stops the command within one)
+    if "error" in box:
+        e = box["error"]
+        raise safety.SystemFault(f"the local Dask cluster did not start: {type(e).__name__}: "
+                                 f"{first_line(e)}") from None
+    return box["cluster"]
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the process that removes the semaphores a
+    dead process leaves) now, in the main thread, with its standard error on /dev/null:
+
+    - CPython's ``resource_tracker.ensure_running``, when it starts the tracker, blocks
+      SIGINT and SIGTERM in the calling thread around the spawn and then unblocks them,
+      whatever they were before. Called by the cluster's event loop thread for its first
+      worker, it undid ``_start_local``'s mask there, and every worker started with SIGINT
+      open (seen with strace). Running already, the tracker is not started again.
+    - When the command stops while the workers start, the tracker removes what they left
+      and printed two lines about it ("There appear to be 12 leaked semaphore objects to
+      clean up at shutdown") after the command's one line.
+
+    Standard error is pointed elsewhere only for the instant of the spawn; a line another
+    thread writes then is lost (none does: the cluster has not started)."""
+    from multiprocessing import resource_tracker
+
+    saved = os.dup(2)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(quiet, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(quiet)
 
 
 def _worker_environ() -> dict[str, Any]:

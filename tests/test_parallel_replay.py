@@ -332,6 +332,14 @@ def test_a_trace_that_cannot_be_cut_starts_no_cluster(work, tmp_path, monkeypatc
     ser = tmp_path / "serial"
     replay(trace, work / "a.toml", ser)
     assert table(tmp_path / "w2", "ios").equals(table(ser, "ios"))
+    # the command's line for it is one line, whatever its length, when the output is not a
+    # terminal (it wrapped at 100 columns onto an unindented second line: a review)
+    res = CliRunner().invoke(app, ["replay", str(trace), "--array", str(work / "a.toml"),
+                                   "-o", str(tmp_path / "w3"), "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    (line,) = [ln for ln in res.output.splitlines() if "replayed serially" in ln]
+    assert line.startswith("  replayed serially: its requests cannot be cut in time")
+    assert line.endswith("they all arrive within one") and len(line) > 100, res.output
 
 
 def test_a_worker_that_dies_mid_segment(work, cluster, tmp_path):
@@ -389,10 +397,51 @@ def test_sigterm_leaves_no_run_folder(work, tmp_path):
     assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The local cluster's worker processes among ``pid``'s children (multiprocessing's
+    spawn: ``-c from multiprocessing.spawn import spawn_main``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid and b"spawn_main" in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue  # (not a process, or gone)
+    return found
+
+
+def test_ctrl_c_while_the_workers_start_is_one_line(work, tmp_path):
+    """A terminal's Ctrl-C goes to the whole process group. Sent as soon as the local
+    cluster's worker processes exist (Python is importing Dask in them, before their preload
+    ignores SIGINT), it printed 17 to 86 lines of KeyboardInterrupt tracebacks from the
+    workers with the command's one line, then two of multiprocessing's resource tracker
+    (a review, 2026-11-30). Now the workers start with SIGINT blocked: one line, exit 130,
+    nothing left, and the workers gone once they notice."""
+    trace = write_trace(tmp_path / "t.parquet", bursts(30, 80, 300_000, 1_000_000_000))
+    out = tmp_path / "run"
+    p = subprocess.Popen([*BLOCKLAB, "replay", str(trace), "--array", str(work / "a.toml"),
+                          "-o", str(out), "--workers", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env={**os.environ, "NUMBA_CACHE_DIR": numba_cache_base()})
+    deadline = time.monotonic() + 600
+    workers: list[int] = []
+    while not workers and time.monotonic() < deadline and p.poll() is None:
+        workers = _workers_of(p.pid)
+        time.sleep(0.002)
+    assert workers, p.communicate()
+    os.killpg(p.pid, signal.SIGINT)  # (the group: what the terminal does)
+    _out, err = p.communicate(timeout=120)  # (to the end of the workers' standard error)
+    assert p.returncode == 128 + signal.SIGINT, err
+    assert err.splitlines() == ["blocklab: stopped by SIGINT; nothing half-written was kept"]
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["t.parquet"]
+
+
 def test_a_scheduler_lost_mid_replay_is_one_line(work, tmp_path):
     """A user's cluster (dask scheduler and dask worker, as a user starts them) whose scheduler
-    is killed while the segments run: exit 2 with one error line that says the scheduler was
-    lost, no run folder and no temporary. The Dask client printed 40 lines of its reconnect
+    is killed while the segments run: exit 1 (a fault of the machines, not of the request;
+    2 until 2026-11-30) with one error line that says the scheduler was lost, no run folder
+    and no temporary. The Dask client printed 40 lines of its reconnect
     attempts' traceback before that line."""
     import socket
 
@@ -429,7 +478,7 @@ def test_a_scheduler_lost_mid_replay_is_one_line(work, tmp_path):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(q.pid, signal.SIGKILL)
             q.wait(60)
-    assert p.returncode == 2, err
+    assert p.returncode == 1, err
     assert all(line.startswith("blocklab: ") for line in err.splitlines()), err
     (error,) = [line for line in err.splitlines() if line.startswith("blocklab: error: ")]
     assert "the connection to the Dask scheduler was lost" in error, err
@@ -468,6 +517,25 @@ def test_cuts_balance_the_segments_and_seek_idle_points(segments):
     ixb = _index(b, 50_000_000)
     for g in choose_cuts(ixb, segments):
         assert ixb.first_at[g] % 80 == 0 and ixb.gap_before[g] > 900_000_000
+
+
+def test_a_local_cluster_that_cannot_start_is_one_line(monkeypatch):
+    """A worker killed while the local cluster starts made Dask raise "Nanny failed to start"
+    through the command: a 79-line traceback, exit 1 (a review). Now one line, still exit 1:
+    a fault of the machine."""
+    import distributed
+
+    from blocklab.traces.safety import SystemFault
+
+    def fails(*a, **k):
+        raise RuntimeError("Nanny failed to start.")
+
+    monkeypatch.setattr(distributed, "LocalCluster", fails)
+    with pytest.raises(SystemFault) as e:
+        cluster_mod.connect(None, 2, 10)
+    assert str(e.value) == ("the local Dask cluster did not start: RuntimeError: Nanny failed "
+                            "to start.")
+    assert e.value.exit_status == 1
 
 
 def test_a_local_cluster_larger_than_the_machine_is_refused():
