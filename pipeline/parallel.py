@@ -103,7 +103,10 @@ FIRST_MARGIN = 2048
 MAX_MARGIN = 1 << 20
 #: Times a cut's margin may double (with FIRST_MARGIN: 2048 -> 1M).
 MAX_ROUNDS = 10
-#: Dask runs a segment again elsewhere when its worker dies, this many times.
+#: Dask runs a segment again elsewhere when its worker dies, this many times: a segment's
+#: ``retries`` (for a segment that raises: none does, run_segment returns its errors) and the
+#: local cluster's ``distributed.scheduler.allowed-failures`` (cluster.py; a user's scheduler
+#: keeps its own, Dask's default also 3), which counts the workers that died running it.
 RETRIES = 3
 #: Cuts go on a grid this many times coarser than the serial run's predicted bin interval
 #: (see the module docstring). 1: the finest grid, so that a short trace (its interval is
@@ -509,8 +512,11 @@ class _Rounds:
             except Exception as e:  # KilledWorker after RETRIES, a lost scheduler
                 lost = ("; the connection to the Dask scheduler was lost"
                         if self.client.status != "running" else "")
-                raise BlocklabError(f"{self.trace}: a segment of the parallel replay failed{lost}"
-                                    f": {type(e).__name__}: {first_line(e)}") from None
+                # a fault of the machines, not of the request: exit 1 (docs/bad-input.md; it
+                # was 2, "bad input", until 2026-11-30)
+                raise safety.SystemFault(
+                    f"{self.trace}: a segment of the parallel replay failed{lost}: "
+                    f"{type(e).__name__}: {first_line(e)}") from None
             if "error" in r:  # (run_segment: met again anywhere, so not run again)
                 kind, *what = r["error"]
                 if kind == "os":

@@ -129,10 +129,11 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
     if r.repeat_limit_reached:
         out.print(f"  --max-passes {r.passes} reached with background tasks still under way: "
                   "they finished without host I/O (raise --max-passes to cover them)",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     par = r.parallel
-    if par and "serial_because" in par:
-        out.print(f"  replayed serially: {par['serial_because']}", highlight=False)
+    if par and "serial_because" in par:  # (one line, as every line here: grep finds it)
+        out.print(f"  replayed serially: {par['serial_because']}", highlight=False,
+                  soft_wrap=True)
     elif par:
         out.print(
             f"  {par['segments']} segments on {par['workers']} worker(s) ({par['scheduler']}); "
