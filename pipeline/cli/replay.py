@@ -142,6 +142,11 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
             f"{par['max_latency_diff_ns'] / 1e6:.3f} ms"
             + ("" if par["agreed"] else " (the neighbours did not agree: see meta.json "
                "parallel.cuts)")
+            # the work the self-check cost: warm-ups, overlaps and the rounds that grew them
+            # (a review's cached array took 6 rounds, 4 x the serial time, and said nothing)
+            + f"; {par['requests_replayed'] / max(r.requests, 1):.2f} x the requests replayed"
+            + (f" in {rounds} rounds" if (rounds := max(
+                (c["rounds"] for c in par["cuts"]), default=1)) > 1 else "")
             # what a short trace loses to the cluster (a 2 M-request replay takes about 2 s
             # serially here; starting a local cluster of 2 and loading its kernels about 1 s)
             + f"; cluster start, stop and kernel loading "
