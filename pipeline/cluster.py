@@ -70,6 +70,34 @@ def warm_on_worker() -> dict[str, Any]:
 LOCAL_PER_CORE = 4
 
 
+def check_address(scheduler: str, timeout: float) -> None:
+    """One line, at once, for an address no Dask scheduler can be at: a malformed one (Dask's
+    own words, "missing port number", came as "no Dask scheduler answered within 2 s"), and a
+    TCP address where nothing listens (Dask retried for the whole --timeout and said "Timed
+    out"; a review, 2026-11-30). Anything else is left to Dask's connection."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(scheduler)  # (tcp:// when none is given, as Dask does)
+        if scheme not in registry.backends:
+            raise ValueError(f"Dask speaks {', '.join(sorted(registry.backends))}, not {scheme}")
+        if scheme != "tcp":
+            return  # (tls, ws, ucx: Dask's to say)
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError) as e:
+        raise BlocklabError(f"--scheduler {scheduler}: not a Dask scheduler's address "
+                            f"({first_line(e)}); give it as tcp://HOST:PORT") from None
+    try:
+        with socket.create_connection((host, port), timeout=min(timeout, 5.0)):
+            pass
+    except ConnectionRefusedError:
+        raise BlocklabError(f"--scheduler {scheduler}: connection refused (nothing listens "
+                            "there: start the scheduler, or check the address)") from None
+    except OSError:
+        return  # (unreachable, slow, a name to resolve: Dask tries within --timeout)
+
+
 def _client(Client: Any, scheduler: str, timeout: float) -> Any:
     """A client of the scheduler at ``scheduler``, within ``timeout`` (and a few seconds),
     or one line. Dask's own timeout covers the connection, not its handshake: a port that
@@ -114,7 +142,11 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     # traceback at ERROR (40 lines on standard error) while the command's futures fail with
     # scheduler-connection-lost, which the command reports in one line (parallel.py, sweep.py)
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    if scheduler is not None and not scheduler.strip():
+        raise BlocklabError("--scheduler: an empty address (give the scheduler's, as "
+                            "tcp://HOST:PORT, or leave --scheduler out for a local cluster)")
     if scheduler:
+        check_address(scheduler, timeout)
         # the address must answer within ``timeout``; Dask logs each retry otherwise
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         try:

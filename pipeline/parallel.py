@@ -87,7 +87,13 @@ from blocklab.traces.errors import BlocklabError
 from blocklab.traces.parquet_join import ParquetJoin
 from blocklab.traces.safety import temporary_name
 from blocklab.traces.schema import OP_READ, OP_WRITE
-from blocklab.traces.store import ROOM_CHECK_BYTES, AtomicFolder, check_room, open_trace
+from blocklab.traces.store import (
+    ROOM_CHECK_BYTES,
+    AtomicFolder,
+    check_room,
+    open_trace,
+    refuse_folder_output,
+)
 
 from . import driver as DR
 from . import replay as RP
@@ -343,6 +349,7 @@ def replay_parallel(trace: str | Path, array: str | Path, output: str | Path,
     if ix.requests <= 1:
         return _serial("the trace has one request" if ix.requests else "the trace has no "
                        "requests", **kw)
+    refuse_folder_output(Path(output))  # (before a cluster starts: AtomicFolder, in _run)
     local = segments or workers or os.cpu_count() or 1  # (a local cluster's default size)
     if not scheduler and not choose_cuts(ix, local):
         # known before a local cluster is started for nothing (2.4 s of a short trace)
@@ -541,7 +548,11 @@ class _Rounds:
                 kind, *what = r["error"]
                 if kind == "os":
                     raise safety.os_error(OSError(*what), self.room[0]) from None
-                raise BlocklabError(what[-1]) from None
+                # the workers were given absolute paths (see _run): the message names the
+                # trace as the user gave it, as a serial replay's does (a review)
+                given = str(self.trace)
+                raise BlocklabError(what[-1].replace(str(Path(given).absolute()), given)
+                                    ) from None
             old = self.results.get(r["index"])
             if old is not None:
                 shutil.rmtree(old["part"], ignore_errors=True)

@@ -371,6 +371,25 @@ def test_a_cached_arrays_first_margin_moves_what_its_cache_holds(work, cluster, 
     assert rounds["default"] < rounds["small"], rounds
 
 
+def test_a_folder_that_is_not_a_run_is_refused_before_a_cluster_starts(work, tmp_path,
+                                                                        monkeypatch):
+    """-o naming a user's folder: refused (its files untouched) before a local cluster is
+    started, as a serial replay refuses it (it was refused once the cluster had started,
+    6 s later; a review)."""
+    from blocklab.pipeline import cluster as C
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(C, "connect", no_cluster)
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("mine")
+    with pytest.raises(parallel.BlocklabError, match="exists and is not a run folder"):
+        replay_parallel(work / "bursts.parquet", work / "a.toml", mine, workers=2)
+    assert [q.name for q in mine.iterdir()] == ["todo.txt"]
+
+
 def test_a_worker_that_dies_mid_segment(work, cluster, tmp_path):
     """SIGKILL to the worker process writing a segment (its process id is in the part's
     name): Dask runs the segment again elsewhere and the run still equals the serial one."""
@@ -596,6 +615,26 @@ def test_relative_paths_reach_the_workers_as_the_clients(work, cluster, tmp_path
     assert a.equals(b)
 
 
+def test_damage_a_worker_finds_names_the_trace_as_given(work, cluster, tmp_path, monkeypatch):
+    """A damaged page of the sector column, which only the workers read (the client's pass
+    reads time, op and size): the one line names the trace as the user gave it, as a serial
+    replay does, not by the absolute path the workers were sent (a review)."""
+    (tmp_path / "in").mkdir()
+    trace = tmp_path / "in" / "t.parquet"
+    trace.write_bytes((work / "bursts.parquet").read_bytes())
+    col = pq.ParquetFile(trace).metadata.row_group(1).column(2)
+    assert col.path_in_schema == "sector"
+    at = col.data_page_offset + col.total_compressed_size // 2  # inside a page's data
+    data = bytearray(trace.read_bytes())
+    data[at:at + 64] = bytes(b ^ 0x5A for b in data[at:at + 64])
+    trace.write_bytes(bytes(data))
+    monkeypatch.chdir(tmp_path / "in")
+    with pytest.raises(parallel.BlocklabError) as e:
+        replay_parallel("t.parquet", work / "a.toml", "par", scheduler=cluster.scheduler_address,
+                        segments=2)
+    assert str(e.value).startswith("t.parquet: damaged in row group 1's column sector"), e.value
+
+
 def test_a_worker_whose_trace_is_not_the_clients_says_so(work, tmp_path):
     """A worker that sees another file at the trace's path (another machine's): one line
     naming the trace and both row counts, not a replay of the other file."""
@@ -665,6 +704,36 @@ def test_a_scheduler_address_that_is_not_dask_is_one_line(tmp_path, server):
             "took the connection but did not speak Dask's protocol)")
     assert p.stderr == f"blocklab: error: --scheduler {addr}: {want}\n"
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("address,want", [
+    ("", "--scheduler: an empty address (give the scheduler's, as tcp://HOST:PORT, or leave "
+         "--scheduler out for a local cluster)"),
+    ("notanaddress", "--scheduler notanaddress: not a Dask scheduler's address (missing port "
+                     "number in address 'notanaddress'); give it as tcp://HOST:PORT"),
+    ("http://127.0.0.1:9", "--scheduler http://127.0.0.1:9: not a Dask scheduler's address "
+                           "(Dask speaks inproc, tcp, tls, ucx, ws, wss, not http); give it as "
+                           "tcp://HOST:PORT"),
+    ("refused", "connection refused (nothing listens there: start the scheduler, or check the "
+                "address)"),
+])
+def test_an_address_no_scheduler_can_be_at_is_one_line_at_once(work, tmp_path, address, want):
+    """An empty --scheduler ran a local cluster; a malformed one said "no Dask scheduler
+    answered within 2 s"; a refused one was retried for the whole --timeout and said "Timed
+    out" (a review). Each is now one line before anything starts: exit 2, nothing written."""
+    import socket
+
+    if address == "refused":  # a port just freed: nothing listens there
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        want = f"--scheduler {address}: {want}"
+    res = CliRunner().invoke(app, ["replay", str(work / "bursts.parquet"), "--array",
+                                   str(work / "a.toml"), "-o", str(tmp_path / "run"),
+                                   "--scheduler", address, "--timeout", "600"])
+    assert res.exit_code == 2, res.output
+    assert res.output == f"blocklab: error: {want}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_local_cluster_leaves_no_scratch_folder(work, tmp_path, monkeypatch):
