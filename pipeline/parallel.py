@@ -517,6 +517,7 @@ class _Rounds:
         self.futures: list[Any] = []  # the round's, while it runs
         self.done = 0  # segments finished, reruns included
         self.replayed = 0  # requests replayed: warm-ups, tails and reruns included
+        self.lost_attempts = 0  # segments' attempts whose worker died (Dask ran them again)
 
     def run(self, segments: list[Segment], joins: _Joins, S: int) -> None:
         """Submit one round's segments and take their results as they come (a segment's
@@ -556,6 +557,7 @@ class _Rounds:
             old = self.results.get(r["index"])
             if old is not None:
                 shutil.rmtree(old["part"], ignore_errors=True)
+            self._drop_dead_attempts(r)
             self.results[r["index"]] = r
             pending.discard(r["index"])
             self.replayed += r["replayed"]
@@ -566,6 +568,17 @@ class _Rounds:
                     f.done() for f in futures))
             joins.ready(self.results, pending, S)
         self.futures = []
+
+    def _drop_dead_attempts(self, r: dict[str, Any]) -> None:
+        """Remove, and count, the parts of this segment's attempts whose worker died (Dask ran
+        the segment again elsewhere): they stayed in the temporary until the run's end,
+        uncounted, and the command never said a worker had died (a review). Only one attempt
+        of a segment runs at a time, so any other part of it is a dead one's."""
+        keep = Path(r["part"]).name
+        for q in Path(r["part"]).parent.glob(f".seg-{r['index']:05d}-*"):
+            if q.name != keep:
+                shutil.rmtree(q, ignore_errors=True)
+                self.lost_attempts += 1
 
     def _check_room(self) -> None:
         """Refuse, once the parts in hold ROOM_CHECK_BYTES, a run whose files cannot fit: at
@@ -600,6 +613,9 @@ def _parallel_record(cuts: _Cuts, checks: dict[int, CutCheck], rounds: _Rounds,
     return {
         "segments": S, "workers": nworkers, "scheduler": scheduler,
         "requests_replayed": rounds.replayed,  # warm-ups, tails and reruns included
+        # attempts whose worker died partway (each found by the part it left): not counted
+        # in requests_replayed, which counts what the workers returned
+        "attempts_lost": rounds.lost_attempts,
         "overlap_requests": overlap, "identical_fraction": identical / overlap
         if overlap else 1.0,
         "max_latency_diff_ns": max((c.max_latency_diff_ns for c in checks.values()),

@@ -415,6 +415,7 @@ def test_a_worker_that_dies_mid_segment(work, cluster, tmp_path):
     th.join(600)
     assert killed is not None and not th.is_alive()
     assert box["r"].parallel["segments"] == 2
+    assert box["r"].parallel["attempts_lost"] == 1  # (its part removed, the death told)
     assert_same_run(par, ser)
 
 

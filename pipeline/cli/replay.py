@@ -147,6 +147,8 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
             + f"; {par['requests_replayed'] / max(r.requests, 1):.2f} x the requests replayed"
             + (f" in {rounds} rounds" if (rounds := max(
                 (c["rounds"] for c in par["cuts"]), default=1)) > 1 else "")
+            + (f"; {lost} segment attempt(s) lost with their worker, run again"
+               if (lost := par.get("attempts_lost", 0)) else "")
             # what a short trace loses to the cluster (a 2 M-request replay takes about 2 s
             # serially here; starting a local cluster of 2 and loading its kernels about 1 s)
             + f"; cluster start, stop and kernel loading "
