@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from blocklab.pipeline.cli import app
 
 from .blktrace_writer import Event, pack
+from .damage import flip_page_bytes
 
 DEV = 8 << 20
 runner = CliRunner()
@@ -333,7 +334,6 @@ def test_a_trace_damaged_after_it_was_written(tmp_path, command):
     column came out different, and replay and mrc answered from it. Every page carries a CRC
     now, checked on reading: one line naming the file and the damaged column, exit 2, no
     output."""
-    import pyarrow.parquet as pq
 
     from blocklab.pipeline.synth import synth_iometer
 
@@ -341,18 +341,13 @@ def test_a_trace_damaged_after_it_was_written(tmp_path, command):
     array.write_text('[[group]]\nname = "g"\nlayout = "raid0"\nwidth = 2\ndrive = "atlas10k"\n')
     trace = tmp_path / "t.parquet"
     synth_iometer(trace, requests=50_000, array=str(array))
-    col = pq.ParquetFile(trace).metadata.row_group(0).column(2)
-    assert col.path_in_schema == "sector"
-    at = col.data_page_offset + col.total_compressed_size // 2  # inside a page's data
-    data = bytearray(trace.read_bytes())
-    data[at:at + 64] = bytes(b ^ 0x5A for b in data[at:at + 64])
-    trace.write_bytes(bytes(data))
+    offset = flip_page_bytes(trace, "sector")
     out = tmp_path / "out"
     args = [x.format(t=trace, a=array, o=out) for x in command]
     res = runner.invoke(app, args)
     assert res.exit_code == 2, res.output
     assert res.stderr == (f"blocklab: error: {trace}: damaged in row group 0's column sector (its "
-                          f"data start at byte {col.data_page_offset:,}): could not verify page "
+                          f"data start at byte {offset:,}): could not verify page "
                           "integrity, CRC checksum verification failed for page_ordinal "
                           f"{res.stderr.split('page_ordinal ')[1].split(';')[0]}; the file "
                           "changed after it was written (write it again)\n")
@@ -377,13 +372,7 @@ def test_run_files_carry_page_crcs(tmp_path):
     assert res.exit_code == 0, res.output
     ios = run / "ios.parquet"
     pq.read_table(ios, page_checksum_verification=True)  # whole: it reads
-    md = pq.ParquetFile(ios).metadata
-    names = [md.row_group(0).column(i).path_in_schema for i in range(md.num_columns)]
-    col = md.row_group(0).column(names.index("latency_ns"))
-    at = col.data_page_offset + col.total_compressed_size // 2
-    data = bytearray(ios.read_bytes())
-    data[at:at + 32] = bytes(b ^ 0x5A for b in data[at:at + 32])
-    ios.write_bytes(bytes(data))
+    flip_page_bytes(ios, "latency_ns", count=32)
     with pytest.raises(OSError, match="CRC checksum verification failed"):
         pq.read_table(ios, page_checksum_verification=True)
 

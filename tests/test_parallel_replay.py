@@ -31,6 +31,8 @@ from blocklab.pipeline.replay import replay, run_engine, settings_for
 from blocklab.traces import store
 from blocklab.traces.store import TraceMeta, TraceWriter, columns_to_batch, empty_columns
 
+from .damage import flip_page_bytes
+
 pytestmark = pytest.mark.replays  # replays: runs after the quick files (conftest.py)
 
 BLOCKLAB = [sys.executable, "-c", "from blocklab.pipeline.cli import main; main()"]
@@ -623,12 +625,7 @@ def test_damage_a_worker_finds_names_the_trace_as_given(work, cluster, tmp_path,
     (tmp_path / "in").mkdir()
     trace = tmp_path / "in" / "t.parquet"
     trace.write_bytes((work / "bursts.parquet").read_bytes())
-    col = pq.ParquetFile(trace).metadata.row_group(1).column(2)
-    assert col.path_in_schema == "sector"
-    at = col.data_page_offset + col.total_compressed_size // 2  # inside a page's data
-    data = bytearray(trace.read_bytes())
-    data[at:at + 64] = bytes(b ^ 0x5A for b in data[at:at + 64])
-    trace.write_bytes(bytes(data))
+    flip_page_bytes(trace, "sector", row_group=1)
     monkeypatch.chdir(tmp_path / "in")
     with pytest.raises(parallel.BlocklabError) as e:
         replay_parallel("t.parquet", work / "a.toml", "par", scheduler=cluster.scheduler_address,
