@@ -65,6 +65,12 @@ def warm_on_worker() -> dict[str, Any]:
 
 
 
+#: Dask runs a task again elsewhere when its worker dies, this many times: a parallel replay's
+#: segments' ``retries`` (for a task that raises: none does, run_segment returns its errors)
+#: and the local cluster's ``distributed.scheduler.allowed-failures``, which counts the workers
+#: that died running it (a user's scheduler keeps its own; Dask's default is also 3).
+RETRIES = 3
+
 #: Worker processes of a local cluster, at most, per core: 100,000 sat silent for 10 minutes
 #: growing to 3.2 GB, --timeout no help (the cluster starts its workers before it answers).
 LOCAL_PER_CORE = 4
@@ -74,7 +80,11 @@ def check_address(scheduler: str, timeout: float) -> None:
     """One line, at once, for an address no Dask scheduler can be at: a malformed one (Dask's
     own words, "missing port number", came as "no Dask scheduler answered within 2 s"), and a
     TCP address where nothing listens (Dask retried for the whole --timeout and said "Timed
-    out"; a review, 2026-11-30). Anything else is left to Dask's connection."""
+    out"), and an empty one (it ran a local cluster; a review, 2026-11-30). Anything else is
+    left to Dask's connection."""
+    if not scheduler.strip():
+        raise BlocklabError("--scheduler: an empty address (give the scheduler's, as "
+                            "tcp://HOST:PORT, or leave --scheduler out for a local cluster)")
     from distributed.comm import registry
     from distributed.comm.addressing import parse_address, parse_host_port
 
@@ -142,11 +152,9 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     # traceback at ERROR (40 lines on standard error) while the command's futures fail with
     # scheduler-connection-lost, which the command reports in one line (parallel.py, sweep.py)
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
-    if scheduler is not None and not scheduler.strip():
-        raise BlocklabError("--scheduler: an empty address (give the scheduler's, as "
-                            "tcp://HOST:PORT, or leave --scheduler out for a local cluster)")
-    if scheduler:
+    if scheduler is not None:
         check_address(scheduler, timeout)
+    if scheduler:
         # the address must answer within ``timeout``; Dask logs each retry otherwise
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         try:
@@ -177,11 +185,9 @@ def connect(scheduler: str | None, workers: int | None, timeout: float) -> tuple
     scratch = tempfile.mkdtemp(prefix="blocklab-dask-")
     atexit.register(shutil.rmtree, scratch, True)
     safety.on_stop(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    from .parallel import RETRIES
-
     with dask.config.set({"temporary-directory": scratch,  # (the scheduler's, here)
                           "distributed.nanny.pre-spawn-environ": _worker_environ(),
-                          # a task whose worker died is run again this many times (Dask's
+                          # a task whose worker died is run again RETRIES times (Dask's
                           # default is 3 too: set, so that RETRIES says what happens)
                           "distributed.scheduler.allowed-failures": RETRIES}):
         cluster = _start_local(lambda: LocalCluster(

@@ -98,6 +98,7 @@ from blocklab.traces.store import (
 from . import driver as DR
 from . import replay as RP
 from . import runmeta as RM
+from .cluster import RETRIES
 from .model.array import build_array, plan
 from .model.config import load_array
 from .segment import Segment, load_kernels, run_segment
@@ -109,11 +110,6 @@ FIRST_MARGIN = 2048
 MAX_MARGIN = 1 << 20
 #: Times a cut's margin may double (with FIRST_MARGIN: 2048 -> 1M).
 MAX_ROUNDS = 10
-#: Dask runs a segment again elsewhere when its worker dies, this many times: a segment's
-#: ``retries`` (for a segment that raises: none does, run_segment returns its errors) and the
-#: local cluster's ``distributed.scheduler.allowed-failures`` (cluster.py; a user's scheduler
-#: keeps its own, Dask's default also 3), which counts the workers that died running it.
-RETRIES = 3
 #: Cuts go on a grid this many times coarser than the serial run's predicted bin interval
 #: (see the module docstring). 1: the finest grid, so that a short trace (its interval is
 #: 1 s below 2048 s) can still be cut in many places; a run whose completions outrun its last

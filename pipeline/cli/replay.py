@@ -148,7 +148,7 @@ def _print_summary(r: ReplayResult, repeat_until_tasks_end: bool) -> None:
             + (f" in {rounds} rounds" if (rounds := max(
                 (c["rounds"] for c in par["cuts"]), default=1)) > 1 else "")
             + (f"; {lost} segment attempt(s) lost with their worker, run again"
-               if (lost := par.get("attempts_lost", 0)) else "")
+               if (lost := par["attempts_lost"]) else "")
             # what a short trace loses to the cluster (a 2 M-request replay takes about 2 s
             # serially here; starting a local cluster of 2 and loading its kernels about 1 s)
             + f"; cluster start, stop and kernel loading "
